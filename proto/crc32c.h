@@ -1,0 +1,35 @@
+/*
+ * crc32c.h - CRC-32C (Castagnoli), the checksum of ringfeed's shard files.
+ *
+ * Polynomial 0x1EDC6F41 (reflected 0x82F63B78), initial value and final xor
+ * 0xFFFFFFFF: the CRC of iSCSI, ext4 and the SSE4.2 crc32 instruction.
+ * crc32c(0, "123456789", 9) == 0xE3069283.
+ *
+ * The running value is the finished CRC of what came before, so a buffer may
+ * be checksummed in pieces:
+ *     crc = crc32c(0, a, na);  crc = crc32c(crc, b, nb);
+ * equals crc32c(0, a||b, na + nb).
+ *
+ * On x86-64 the SSE4.2 instruction is used when the CPU has it (checked once
+ * at load time); otherwise a slicing-by-8 table (8 KiB) does 8 bytes a step.
+ * Every function is thread-safe and async-signal-safe.
+ */
+#ifndef RINGFEED_PROTO_CRC32C_H
+#define RINGFEED_PROTO_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The CRC-32C of len bytes at buf, continuing from crc (0 to start). */
+uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* The portable slicing-by-8 implementation, whatever the CPU (for tests). */
+uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len);
+
+/* 1 when crc32c() uses the CPU's instruction, 0 when it uses the tables. */
+int crc32c_hw_available(void);
+
+/* "sse4.2" or "slicing-by-8": what crc32c() runs, for logs and stats. */
+const char *crc32c_impl_name(void);
+
+#endif

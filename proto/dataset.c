@@ -1,0 +1,581 @@
+/*
+ * dataset.c - opening a dataset folder and reading its samples (the API is
+ * in dataset.h, the shard layout in shard.h, the manifest in manifest.h).
+ *
+ * Open checks, in this order, and stops at the first failure (or, with
+ * DATASET_OPEN_TOLERANT, records a shard's failure and goes on):
+ *   1. MANIFEST parses (manifest.c checks its own consistency).
+ *   2. The dictionary, if any: size and CRC-32C as the manifest says, and a
+ *      real zstd dictionary (it has an id).
+ *   3. Per shard: a regular file of exactly the manifest's size; a header
+ *      that decodes (shard.c) and agrees with the manifest (records, shard
+ *      number, index checksum, codecs, dictionary id); the index mapped and
+ *      its CRC-32C equal to the header's.
+ * Afterwards nothing is written: locate reads a mapped entry and checks it
+ * (shard_entry_decode) on every call, so a damaged entry is caught where it
+ * is used, whether or not open could see it.
+ *
+ * A sample number maps to its shard by binary search over each shard's
+ * first sample number (nshards entries); within the shard the record number
+ * is the difference.
+ */
+#include "dataset.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "crc32c.h"
+#include "fileio.h"
+#include "manifest.h"
+#include "shard.h"
+
+struct ds_shard {
+    char *path;
+    int fd;
+    uint64_t first;            /* first sample number */
+    uint64_t records;
+    uint64_t file_size;
+    struct shard_limits lim;   /* lim.data_end is the index offset */
+    const uint8_t *index;      /* index_len bytes, inside map */
+    void *map;
+    size_t map_len;
+    int usable;
+    int status;                /* negative errno when unusable */
+    char *problem;             /* NULL when the shard passed every check */
+};
+
+struct dataset {
+    char *dir;
+    struct manifest m;
+    struct dataset_info info;
+    ZSTD_DDict *ddict;
+    uint32_t dict_id;
+    struct ds_shard *shards;
+};
+
+struct dataset_dctx {
+    struct codec_dctx *codec;
+    uint8_t *buf;              /* stored bytes for dataset_read */
+    size_t cap;
+};
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+/* Loads and checks the dictionary the manifest names. */
+static int load_dict(struct dataset *ds, int dirfd, struct rf_err *err)
+{
+    const struct manifest *m = &ds->m;
+    const char *name = manifest_dict_name(m);
+    char *buf = NULL;
+    size_t len = 0;
+    uint32_t crc;
+    int r;
+
+    r = fio_read_file(dirfd, name, DATASET_DICT_MAX, &buf, &len);
+    if (r < 0)
+        return rf_err_set(err, r, "%s/%s: cannot read the dictionary: %s",
+                          ds->dir, name, strerror(-r));
+    r = -EBADMSG;
+    if (len != m->dict_size) {
+        rf_err_set(err, r, "%s/%s: dictionary is %zu bytes, the manifest "
+                   "says %" PRIu32, ds->dir, name, len, m->dict_size);
+        goto out;
+    }
+    crc = crc32c(0, buf, len);
+    if (crc != m->dict_crc) {
+        rf_err_set(err, r, "%s/%s at byte 0: dictionary checksum mismatch "
+                   "(manifest says %08" PRIx32 ", file gives %08" PRIx32 ")",
+                   ds->dir, name, m->dict_crc, crc);
+        goto out;
+    }
+    ds->ddict = ZSTD_createDDict(buf, len);
+    if (!ds->ddict) {
+        rf_err_set(err, -ENOMEM, "%s/%s: zstd cannot load the dictionary",
+                   ds->dir, name);
+        goto out;
+    }
+    ds->dict_id = ZSTD_getDictID_fromDDict(ds->ddict);
+    if (ds->dict_id == 0) {
+        rf_err_set(err, r, "%s/%s: not a zstd dictionary (no dictionary id)",
+                   ds->dir, name);
+        goto out;
+    }
+    r = 0;
+out:
+    free(buf);
+    return r;
+}
+
+/* Checks a decoded header against what the manifest says of shard i. */
+static int header_agrees(const struct dataset *ds, uint32_t i,
+                         const struct shard_header *h, const char *path,
+                         struct rf_err *err)
+{
+    const struct manifest_shard *ms = &ds->m.shards[i];
+    uint32_t allowed = 1u << DATASET_CODEC_NONE | 1u << ds->m.codec;
+    int dict = (h->flags & SHARD_FLAG_DICT) != 0;
+
+    if (h->records != ms->records)
+        return rf_err_set(err, -EBADMSG, "%s: header at byte 16: %" PRIu64
+                          " records, the manifest says %" PRIu64, path,
+                          h->records, ms->records);
+    if (h->shard_no != i)
+        return rf_err_set(err, -EBADMSG, "%s: header at byte 52: this is "
+                          "shard %" PRIu32 " of its pack, the manifest lists "
+                          "it as shard %" PRIu32 ": files swapped or renamed?",
+                          path, h->shard_no, i);
+    if (h->codec_mask & ~allowed)
+        return rf_err_set(err, -EBADMSG, "%s: header at byte 44: codec mask "
+                          "%08" PRIx32 " allows codecs the dataset (codec %s) "
+                          "does not use", path, h->codec_mask,
+                          codec_name(ds->m.codec));
+    if (dict != ds->m.has_dict || (dict && h->dict_id != ds->dict_id))
+        return rf_err_set(err, -EBADMSG, "%s: header at byte 12: dictionary "
+                          "%s (id %" PRIu32 "), the dataset %s (id %" PRIu32
+                          ")", path, dict ? "used" : "not used", h->dict_id,
+                          ds->m.has_dict ? "has one" : "has none",
+                          ds->dict_id);
+    if (h->index_crc != ms->index_crc)
+        return rf_err_set(err, -EBADMSG, "%s: header at byte 40: index "
+                          "checksum %08" PRIx32 ", the manifest says %08"
+                          PRIx32 ": not the shard this dataset was packed "
+                          "with", path, h->index_crc, ms->index_crc);
+    return 0;
+}
+
+/*
+ * Opens shard i.  Returns 0 when usable (sh->problem may still be set, in
+ * tolerant mode, for an index checksum failure), or a negative errno.
+ */
+static int shard_open(struct dataset *ds, uint32_t i, int dirfd,
+                      unsigned flags, struct rf_err *err)
+{
+    const struct manifest_shard *ms = &ds->m.shards[i];
+    struct ds_shard *sh = &ds->shards[i];
+    const char *name = manifest_shard_name(&ds->m, i);
+    uint8_t hbuf[SHARD_HEADER_SIZE];
+    struct shard_header h;
+    struct stat st;
+    uint64_t map_off;
+    uint32_t crc;
+    ssize_t n;
+    long page = sysconf(_SC_PAGESIZE);
+    int r;
+
+    sh->path = path_join(ds->dir, name);
+    if (!sh->path)
+        return rf_err_set(err, -ENOMEM, "out of memory");
+    sh->fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    if (sh->fd == -1)
+        return rf_err_set(err, -errno, "%s: cannot open: %s", sh->path,
+                          strerror(errno));
+    if (fstat(sh->fd, &st) == -1)
+        return rf_err_set(err, -errno, "%s: cannot stat: %s", sh->path,
+                          strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return rf_err_set(err, -EINVAL, "%s: not a regular file", sh->path);
+    sh->file_size = (uint64_t)st.st_size;
+    if (sh->file_size != ms->bytes)
+        return rf_err_set(err, -EBADMSG, "%s: file is %" PRIu64 " bytes, "
+                          "the manifest says %" PRIu64 ": %s", sh->path,
+                          sh->file_size, ms->bytes,
+                          sh->file_size < ms->bytes ? "truncated"
+                          : "not the file this dataset was packed with");
+    n = fio_pread_full(sh->fd, hbuf, sizeof(hbuf), 0);
+    if (n < 0)
+        return rf_err_set(err, (int)n, "%s: header at byte 0: read failed: "
+                          "%s", sh->path, strerror((int)-n));
+    r = shard_header_decode(hbuf, (size_t)n, sh->file_size, sh->path, &h, err);
+    if (r < 0)
+        return r;
+    r = header_agrees(ds, i, &h, sh->path, err);
+    if (r < 0)
+        return r;
+    sh->lim = (struct shard_limits){
+        .data_end = h.index_off,
+        .codec_mask = h.codec_mask,
+        .max_stored = ds->m.max_stored,
+        .max_decoded = ds->m.max_decoded,
+        .tensor_bytes = (uint32_t)ds->info.sample_bytes,
+        .classes = ds->m.nclasses,
+    };
+    if (h.records) {
+        map_off = h.index_off & ~(uint64_t)(page - 1);
+        if (sh->file_size - map_off > SIZE_MAX)
+            return rf_err_set(err, -EFBIG, "%s: index too large to map",
+                              sh->path);
+        sh->map_len = (size_t)(sh->file_size - map_off);
+        sh->map = mmap(NULL, sh->map_len, PROT_READ, MAP_SHARED, sh->fd,
+                       (off_t)map_off);
+        if (sh->map == MAP_FAILED) {
+            sh->map = NULL;
+            return rf_err_set(err, -errno, "%s: index at byte %" PRIu64
+                              ": cannot map %zu bytes: %s", sh->path,
+                              h.index_off, sh->map_len, strerror(errno));
+        }
+        sh->index = (const uint8_t *)sh->map + (h.index_off - map_off);
+    }
+    sh->usable = 1;
+    crc = crc32c(0, sh->index, (size_t)h.index_len);
+    if (crc != h.index_crc) {
+        r = rf_err_set(err, -EBADMSG, "%s: index at byte %" PRIu64
+                       ": checksum mismatch (header says %08" PRIx32
+                       ", %" PRIu64 " index bytes give %08" PRIx32 "): "
+                       "index corrupt", sh->path, h.index_off, h.index_crc,
+                       h.index_len, crc);
+        if (!(flags & DATASET_OPEN_TOLERANT))
+            return r;
+        sh->problem = strdup(err->msg);
+        if (!sh->problem)
+            return rf_err_set(err, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int dataset_open(const char *dir, struct dataset **out, struct rf_err *err)
+{
+    return dataset_open_flags(dir, DATASET_OPEN_STRICT, out, err);
+}
+
+int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
+                       struct rf_err *err)
+{
+    struct dataset *ds;
+    char *text = NULL;
+    size_t len = 0;
+    struct rf_err se;
+    uint64_t first = 0;
+    int dirfd, r;
+
+    *out = NULL;
+    ds = calloc(1, sizeof(*ds));
+    if (!ds)
+        return rf_err_set(err, -ENOMEM, "out of memory");
+    ds->dir = strdup(dir);
+    if (!ds->dir) {
+        r = rf_err_set(err, -ENOMEM, "out of memory");
+        goto fail_free;
+    }
+    dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd == -1) {
+        r = rf_err_set(err, -errno, "%s: cannot open the dataset folder: %s",
+                       dir, strerror(errno));
+        goto fail_free;
+    }
+    r = fio_read_file(dirfd, DATASET_MANIFEST_NAME, DATASET_MANIFEST_MAX,
+                      &text, &len);
+    if (r < 0) {
+        rf_err_set(err, r, "%s/%s: cannot read: %s%s", dir,
+                   DATASET_MANIFEST_NAME, strerror(-r),
+                   r == -ENOENT ? " (not a dataset, or a pack that did not "
+                   "finish)" : "");
+        goto fail_dir;
+    }
+    r = manifest_parse(text, len, &ds->m, err);
+    free(text);
+    if (r < 0) {
+        rf_err_prefix(err, "%s/%s", dir, DATASET_MANIFEST_NAME);
+        goto fail_dir;
+    }
+    ds->info = (struct dataset_info){
+        .samples = ds->m.samples,
+        .kind = ds->m.kind,
+        .dtype = ds->m.dtype,
+        .ndim = ds->m.ndim,
+        .codec = ds->m.codec,
+        .has_dict = ds->m.has_dict,
+        .dict_size = ds->m.dict_size,
+        .classes = ds->m.nclasses,
+        .max_stored = ds->m.max_stored,
+        .max_decoded = ds->m.max_decoded,
+        .shards = ds->m.nshards,
+    };
+    memcpy(ds->info.shape, ds->m.dims, sizeof(ds->info.shape));
+    if (ds->m.kind == DATASET_TENSOR)
+        ds->info.sample_bytes = dataset_tensor_bytes(ds->m.dtype, ds->m.dims,
+                                                     ds->m.ndim);
+    if (ds->m.has_dict) {
+        r = load_dict(ds, dirfd, err);
+        if (r < 0)
+            goto fail_dir;
+    }
+    ds->shards = calloc(ds->m.nshards ? ds->m.nshards : 1,
+                        sizeof(*ds->shards));
+    if (!ds->shards) {
+        r = rf_err_set(err, -ENOMEM, "out of memory");
+        goto fail_dir;
+    }
+    for (uint32_t i = 0; i < ds->m.nshards; i++)
+        ds->shards[i].fd = -1;
+    for (uint32_t i = 0; i < ds->m.nshards; i++) {
+        struct ds_shard *sh = &ds->shards[i];
+
+        sh->first = first;
+        sh->records = ds->m.shards[i].records;
+        first += sh->records;
+        se.msg[0] = '\0';
+        r = shard_open(ds, i, dirfd, flags, &se);
+        if (r >= 0)
+            continue;
+        if (!(flags & DATASET_OPEN_TOLERANT) || !sh->path) {
+            rf_err_set(err, r, "%s", se.msg);
+            goto fail_dir;
+        }
+        sh->usable = 0;
+        sh->status = r;
+        free(sh->problem);
+        sh->problem = strdup(se.msg);
+        if (!sh->problem) {
+            r = rf_err_set(err, -ENOMEM, "out of memory");
+            goto fail_dir;
+        }
+    }
+    close(dirfd);
+    *out = ds;
+    return 0;
+
+fail_dir:
+    close(dirfd);
+fail_free:
+    dataset_close(ds);
+    return r;
+}
+
+void dataset_close(struct dataset *ds)
+{
+    if (!ds)
+        return;
+    for (uint32_t i = 0; ds->shards && i < ds->m.nshards; i++) {
+        struct ds_shard *sh = &ds->shards[i];
+
+        if (sh->map)
+            munmap(sh->map, sh->map_len);
+        if (sh->fd >= 0)
+            close(sh->fd);
+        free(sh->path);
+        free(sh->problem);
+    }
+    free(ds->shards);
+    ZSTD_freeDDict(ds->ddict);
+    manifest_free(&ds->m);
+    free(ds->dir);
+    free(ds);
+}
+
+const struct dataset_info *dataset_info(const struct dataset *ds)
+{
+    return &ds->info;
+}
+
+const char *dataset_dir(const struct dataset *ds)
+{
+    return ds->dir;
+}
+
+const char *dataset_class_name(const struct dataset *ds, uint32_t i)
+{
+    return manifest_class_name(&ds->m, i);
+}
+
+int dataset_shard_info(const struct dataset *ds, uint32_t i,
+                       struct dataset_shard_info *info)
+{
+    const struct ds_shard *sh;
+
+    if (i >= ds->m.nshards)
+        return -ERANGE;
+    sh = &ds->shards[i];
+    *info = (struct dataset_shard_info){
+        .path = sh->path,
+        .first_sample = sh->first,
+        .records = sh->records,
+        .file_size = sh->file_size,
+        .record_bytes = sh->usable ? sh->lim.data_end - SHARD_HEADER_SIZE : 0,
+        .problem = sh->problem,
+        .usable = sh->usable,
+    };
+    return 0;
+}
+
+/* The shard holding sample s: the last one whose first sample is <= s. */
+static uint32_t find_shard(const struct dataset *ds, uint64_t s)
+{
+    uint32_t lo = 0, hi = ds->m.nshards; /* answer in [lo, hi) */
+
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (ds->shards[mid].first <= s)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int dataset_locate(const struct dataset *ds, uint64_t sample,
+                   struct dataset_loc *loc, struct rf_err *err)
+{
+    const struct ds_shard *sh;
+    struct shard_entry e;
+    uint64_t rec, at;
+    uint32_t i;
+    int r;
+
+    if (sample >= ds->m.samples)
+        return rf_err_set(err, -ERANGE, "%s: sample %" PRIu64 " out of "
+                          "range: the dataset has %" PRIu64, ds->dir, sample,
+                          ds->m.samples);
+    i = find_shard(ds, sample);
+    sh = &ds->shards[i];
+    rec = sample - sh->first;
+    if (!sh->usable)
+        return rf_err_set(err, sh->status ? sh->status : -EIO,
+                          "record %" PRIu64 " not checked: %s", rec,
+                          sh->problem ? sh->problem : "shard unusable");
+    at = sh->lim.data_end + rec * SHARD_ENTRY_SIZE;
+    r = shard_entry_decode(sh->index + rec * SHARD_ENTRY_SIZE, &sh->lim,
+                           sh->path, rec, at, &e, err);
+    if (r < 0)
+        return r;
+    *loc = (struct dataset_loc){
+        .sample = sample,
+        .fd = sh->fd,
+        .shard_path = sh->path,
+        .shard = i,
+        .record = rec,
+        .offset = e.offset,
+        .stored_len = e.stored_len,
+        .decoded_len = e.decoded_len,
+        .label = e.label,
+        .crc = e.crc,
+        .codec = e.codec,
+    };
+    return 0;
+}
+
+int dataset_decode(const struct dataset *ds, const struct dataset_loc *loc,
+                   const void *stored, void *out, size_t out_cap,
+                   struct dataset_dctx *ctx, struct rf_err *err)
+{
+    const char *why = NULL;
+    uint32_t crc;
+    int r;
+
+    if (loc->decoded_len > DATASET_RECORD_MAX ||
+        loc->stored_len > DATASET_RECORD_MAX)
+        return rf_err_set(err, -EINVAL, "%s: record %" PRIu64 " at byte %"
+                          PRIu64 ": lengths over the %u-byte record limit",
+                          loc->shard_path, loc->record, loc->offset,
+                          DATASET_RECORD_MAX);
+    crc = crc32c(0, stored, loc->stored_len);
+    if (crc != loc->crc)
+        return rf_err_set(err, -EBADMSG, "%s: record %" PRIu64 " at byte %"
+                          PRIu64 ": checksum mismatch (index says %08" PRIx32
+                          ", %" PRIu32 " stored bytes give %08" PRIx32 "): "
+                          "record corrupt", loc->shard_path, loc->record,
+                          loc->offset, loc->crc, loc->stored_len, crc);
+    if (loc->decoded_len > out_cap)
+        return rf_err_set(err, -ENOBUFS, "%s: record %" PRIu64 " at byte %"
+                          PRIu64 ": decodes to %" PRIu32 " bytes, the buffer "
+                          "holds %zu", loc->shard_path, loc->record,
+                          loc->offset, loc->decoded_len, out_cap);
+    r = codec_decode(loc->codec, ctx ? ctx->codec : NULL, ds->ddict, stored,
+                     loc->stored_len, out, loc->decoded_len, &why);
+    if (r < 0)
+        return rf_err_set(err, r, "%s: record %" PRIu64 " at byte %" PRIu64
+                          ": codec %s: %s", loc->shard_path, loc->record,
+                          loc->offset, codec_name(loc->codec)
+                          ? codec_name(loc->codec) : "?", why);
+    return (int)loc->decoded_len;
+}
+
+int dataset_read(const struct dataset *ds, uint64_t sample, void *out,
+                 size_t out_cap, struct dataset_dctx *ctx,
+                 struct dataset_loc *loc_out, struct rf_err *err)
+{
+    struct dataset_loc loc;
+    void *buf;
+    ssize_t n;
+    int r;
+
+    r = dataset_locate(ds, sample, &loc, err);
+    if (r < 0)
+        return r;
+    if (loc_out)
+        *loc_out = loc;
+    if (loc.codec == DATASET_CODEC_NONE) {
+        if (loc.stored_len > out_cap)
+            return rf_err_set(err, -ENOBUFS, "%s: record %" PRIu64 " at byte "
+                              "%" PRIu64 ": %" PRIu32 " bytes, the buffer "
+                              "holds %zu", loc.shard_path, loc.record,
+                              loc.offset, loc.stored_len, out_cap);
+        buf = out; /* read in place: decode checks and skips the copy */
+    } else {
+        if (!ctx)
+            return rf_err_set(err, -EINVAL, "dataset_read needs a context");
+        if (ctx->cap < loc.stored_len) {
+            uint8_t *p = realloc(ctx->buf, loc.stored_len);
+
+            if (!p)
+                return rf_err_set(err, -ENOMEM, "out of memory");
+            ctx->buf = p;
+            ctx->cap = loc.stored_len;
+        }
+        buf = ctx->buf;
+    }
+    n = fio_pread_full(loc.fd, buf, loc.stored_len, loc.offset);
+    if (n < 0)
+        return rf_err_set(err, (int)n, "%s: record %" PRIu64 " at byte %"
+                          PRIu64 ": read failed: %s", loc.shard_path,
+                          loc.record, loc.offset, strerror((int)-n));
+    if ((size_t)n < loc.stored_len)
+        return rf_err_set(err, -EIO, "%s: record %" PRIu64 " at byte %" PRIu64
+                          ": short read, %zd of %" PRIu32 " bytes (file "
+                          "truncated since open?)", loc.shard_path,
+                          loc.record, loc.offset, n, loc.stored_len);
+    return dataset_decode(ds, &loc, buf, out, out_cap, ctx, err);
+}
+
+struct dataset_dctx *dataset_dctx_new(void)
+{
+    struct dataset_dctx *ctx = calloc(1, sizeof(*ctx));
+
+    if (!ctx)
+        return NULL;
+    ctx->codec = codec_dctx_new();
+    if (!ctx->codec) {
+        free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+void dataset_dctx_free(struct dataset_dctx *ctx)
+{
+    if (!ctx)
+        return;
+    codec_dctx_free(ctx->codec);
+    free(ctx->buf);
+    free(ctx);
+}

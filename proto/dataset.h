@@ -1,0 +1,161 @@
+/*
+ * dataset.h - reading a packed dataset: a folder holding a MANIFEST
+ * (manifest.h), shard files (shard.h) and maybe a zstd dictionary.
+ *
+ * Reading a sample is three steps kept apart, so a worker can batch the
+ * middle one (one io_uring submission for a whole batch):
+ *
+ *   dataset_locate   sample number -> shard fd, file offset, stored and
+ *                    decoded lengths, label, codec, checksum; the index entry
+ *                    is validated here, every time
+ *   (read)           the caller reads loc.stored_len bytes at loc.offset
+ *                    from loc.fd, by any means
+ *   dataset_decode   checks the record's CRC-32C, then decodes (or copies)
+ *                    into the caller's buffer: exactly loc.decoded_len bytes
+ *
+ * dataset_read does all three with pread, for tools and tests.
+ *
+ * Threads and processes.  After dataset_open returns, a dataset is
+ * read-only: any number of threads may locate and decode at once, and forked
+ * children may keep using it (shard fds are read with pread, never with the
+ * file position).  Decoding state is per thread: a struct dataset_dctx.
+ *
+ * Memory.  Each shard's index is mapped read-only (MAP_SHARED), so all the
+ * processes using a dataset share one copy in the page cache: a 100M-sample
+ * dataset costs about 3.2 GB of index, once, however many workers read it.
+ * Opening reads every index once to check its checksum.  Shard files must
+ * not be truncated while in use (a truncated mapping raises SIGBUS); packs
+ * never rewrite a dataset in place, so this only happens to a file someone
+ * damages by hand.
+ *
+ * Errors.  Every function that fails returns a negative errno and fills err
+ * (when not NULL) with one line naming the shard file, the record number
+ * and the byte offset: "<dir>/shard-00002.rfs: record 17 at byte 13392:
+ * checksum mismatch ...".  Nothing aborts; no allocation follows a length
+ * read from disk without a bound from the file size or DATASET_RECORD_MAX.
+ */
+#ifndef RINGFEED_PROTO_DATASET_H
+#define RINGFEED_PROTO_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "dataset_types.h"
+#include "err.h"
+
+struct dataset;
+struct dataset_dctx;
+
+/* What a dataset holds; dataset_info() returns it, owned by the dataset. */
+struct dataset_info {
+    uint64_t samples;
+    enum dataset_kind kind;
+    enum dataset_dtype dtype;        /* DATASET_DTYPE_NONE unless tensor */
+    unsigned ndim;                   /* 0 unless tensor */
+    uint64_t shape[DATASET_MAX_DIMS];
+    uint64_t sample_bytes;           /* tensor: bytes per sample; else 0 */
+    unsigned codec;                  /* enum dataset_codec */
+    int has_dict;
+    uint32_t dict_size;
+    uint32_t classes;                /* 0: samples carry DATASET_NO_LABEL */
+    uint32_t max_stored;             /* largest record on disk, bytes */
+    uint32_t max_decoded;            /* largest decoded record, bytes */
+    uint32_t shards;
+};
+
+/* Where one sample is and what it should decode to. */
+struct dataset_loc {
+    uint64_t sample;         /* dataset-wide sample number */
+    int fd;                  /* the shard, O_RDONLY; owned by the dataset */
+    const char *shard_path;  /* "<dir>/<file>"; owned by the dataset */
+    uint32_t shard;          /* shard number in the manifest */
+    uint64_t record;         /* record number within the shard */
+    uint64_t offset;         /* file offset of the stored bytes */
+    uint32_t stored_len;
+    uint32_t decoded_len;
+    uint32_t label;          /* < classes, or DATASET_NO_LABEL */
+    uint32_t crc;            /* CRC-32C of the stored bytes */
+    uint8_t codec;           /* enum dataset_codec */
+};
+
+/* One shard, for tools (verify, info). */
+struct dataset_shard_info {
+    const char *path;        /* "<dir>/<file>" */
+    uint64_t first_sample;
+    uint64_t records;
+    uint64_t file_size;
+    uint64_t record_bytes;   /* bytes between the header and the index */
+    const char *problem;     /* NULL, or why it failed its checks */
+    int usable;              /* records can be located */
+};
+
+/* Fail the open on any damaged shard (the default). */
+#define DATASET_OPEN_STRICT   0u
+/*
+ * For verify: open even when shards are damaged.  A shard whose header or
+ * size is bad is marked unusable (its records fail to locate, with the
+ * shard's problem); a shard whose index checksum fails stays usable, and
+ * each entry's own checksum tells the damaged records from the good ones.
+ * Problems of the manifest and dictionary still fail the open.
+ */
+#define DATASET_OPEN_TOLERANT 1u
+
+/*
+ * Opens the dataset in folder dir: parses the manifest, opens and checks
+ * every shard (size, header, index checksum against header and manifest),
+ * loads the dictionary.  On success *out owns everything; close it with
+ * dataset_close.  Returns 0, or a negative errno (-ENOENT: no MANIFEST,
+ * -EBADMSG: damaged, -EPROTO: a format version this code does not read).
+ */
+int dataset_open(const char *dir, struct dataset **out, struct rf_err *err);
+int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
+                       struct rf_err *err);
+
+/* Unmaps and closes everything.  Accepts NULL. */
+void dataset_close(struct dataset *ds);
+
+/* Accessors; the pointers live as long as ds. */
+const struct dataset_info *dataset_info(const struct dataset *ds);
+const char *dataset_dir(const struct dataset *ds);
+/* Class i's name (i < classes), else NULL. */
+const char *dataset_class_name(const struct dataset *ds, uint32_t i);
+/* Shard i (i < shards): 0, or -ERANGE. */
+int dataset_shard_info(const struct dataset *ds, uint32_t i,
+                       struct dataset_shard_info *info);
+
+/*
+ * Fills *loc for sample number `sample` after checking its index entry
+ * (shard.h, invariant 4).  Returns 0; -ERANGE for a sample past the end;
+ * -EBADMSG for a damaged entry; a shard's error when it is unusable.
+ */
+int dataset_locate(const struct dataset *ds, uint64_t sample,
+                   struct dataset_loc *loc, struct rf_err *err);
+
+/*
+ * Checks the CRC-32C of the loc->stored_len bytes at stored, then decodes
+ * them into out (capacity out_cap) with ctx (needed for zstd; may be NULL
+ * for codec none).  stored may equal out for codec none (no copy is made).
+ * Returns the decoded length (== loc->decoded_len), or -EBADMSG (checksum,
+ * corrupt frame, wrong length), -ENOBUFS (out_cap < decoded_len), -EINVAL.
+ */
+int dataset_decode(const struct dataset *ds, const struct dataset_loc *loc,
+                   const void *stored, void *out, size_t out_cap,
+                   struct dataset_dctx *ctx, struct rf_err *err);
+
+/*
+ * Locates, preads and decodes sample `sample` into out; fills *loc when loc
+ * is not NULL.  Needs a ctx (it holds the read buffer for compressed
+ * records).  Returns the decoded length or a negative errno (-EIO for a
+ * read that failed or came up short).
+ */
+int dataset_read(const struct dataset *ds, uint64_t sample, void *out,
+                 size_t out_cap, struct dataset_dctx *ctx,
+                 struct dataset_loc *loc, struct rf_err *err);
+
+/* A decoding context for one thread; NULL when out of memory.  Free
+ * accepts NULL. */
+struct dataset_dctx *dataset_dctx_new(void);
+void dataset_dctx_free(struct dataset_dctx *ctx);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * dataset_types.h - the vocabulary of a packed dataset: kinds of sample,
+ * tensor element types, and the limits every reader and writer enforces.
+ *
+ * The numbers of enum dataset_kind and enum dataset_dtype never appear on
+ * disk (the manifest names them in words), so they may be reordered; the
+ * names may not change.  Codecs, whose ids do go on disk, are in codec.h.
+ */
+#ifndef RINGFEED_PROTO_DATASET_TYPES_H
+#define RINGFEED_PROTO_DATASET_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What one sample is. */
+enum dataset_kind {
+    DATASET_JPEG,   /* an encoded JPEG image, decoded by the daemon */
+    DATASET_TENSOR, /* a fixed-shape array, dtype and shape in the manifest */
+    DATASET_BYTES,  /* opaque bytes of any length */
+    DATASET_KIND_COUNT
+};
+
+/* Element type of a tensor; multi-byte types are stored little-endian. */
+enum dataset_dtype {
+    DATASET_DTYPE_NONE, /* not a tensor */
+    DATASET_DTYPE_U8,
+    DATASET_DTYPE_I8,
+    DATASET_DTYPE_I16,
+    DATASET_DTYPE_I32,
+    DATASET_DTYPE_F32,
+    DATASET_DTYPE_F64,
+    DATASET_DTYPE_COUNT
+};
+
+/* Hard caps: a record (stored or decoded) and the files read whole. */
+#define DATASET_RECORD_MAX   (1u << 30)    /* 1 GiB */
+#define DATASET_MANIFEST_MAX (64u << 20)   /* 64 MiB */
+#define DATASET_DICT_MAX     (16u << 20)   /* 16 MiB */
+#define DATASET_MAX_DIMS     8
+#define DATASET_MAX_CLASSES  (1u << 20)
+#define DATASET_MAX_SHARDS   (1u << 20)
+
+/* The label of a sample in a dataset without classes. */
+#define DATASET_NO_LABEL 0xFFFFFFFFu
+
+/* File names inside a dataset folder. */
+#define DATASET_MANIFEST_NAME "MANIFEST"
+#define DATASET_DICT_NAME     "dict.zstd"
+
+/* "jpeg", "tensor", "bytes"; NULL for a value out of range. */
+const char *dataset_kind_name(enum dataset_kind kind);
+/* The kind named by the n bytes at s, or -EINVAL. */
+int dataset_kind_parse(const char *s, size_t n);
+
+/* "u8", "i8", ...; NULL for DATASET_DTYPE_NONE or out of range. */
+const char *dataset_dtype_name(enum dataset_dtype dtype);
+/* Bytes per element; 0 for DATASET_DTYPE_NONE or out of range. */
+size_t dataset_dtype_size(enum dataset_dtype dtype);
+/* The dtype named by the n bytes at s, or -EINVAL. */
+int dataset_dtype_parse(const char *s, size_t n);
+
+/*
+ * Bytes in one tensor of ndim dims of dtype, or 0 when ndim is 0 or out of
+ * range, a dim is 0, or the product overflows or exceeds DATASET_RECORD_MAX.
+ */
+uint64_t dataset_tensor_bytes(enum dataset_dtype dtype, const uint64_t *dims,
+                              unsigned ndim);
+
+#endif

@@ -1,0 +1,625 @@
+/*
+ * dataset_writer.c - writes a dataset folder: shards, dictionary, MANIFEST
+ * (the API and its crash-safety promise are in dataset_writer.h, the shard
+ * layout in shard.h).
+ *
+ * A shard is written front to back: a zeroed placeholder header, the
+ * records through a 1 MiB buffer, the index (kept in memory, 32 bytes a
+ * record, until the shard closes), then the real header over the
+ * placeholder, then fsync.  A shard closes when the next record would take
+ * it past shard_bytes (a record larger than that gets a shard of its own).
+ * The MANIFEST goes last, so a folder with a MANIFEST has every shard it
+ * names complete on disk.
+ *
+ * Order of durability at finish: each shard fsynced as it closes, the
+ * dictionary when written, the MANIFEST, the temporary folder, then the
+ * rename to the destination (RENAME_NOREPLACE: never over another folder),
+ * then the parent folder.
+ */
+#include "dataset_writer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zdict.h>
+#include <zstd.h>
+
+#include "crc32c.h"
+#include "fileio.h"
+#include "manifest.h"
+#include "shard.h"
+
+#define WBUF_SIZE (1u << 20)
+
+struct dataset_writer {
+    char *dest;
+    char *parent;           /* the destination's folder, for its fsync */
+    char *tmp;
+    int dirfd;              /* tmp */
+    struct manifest m;
+    unsigned codec;
+    int level;
+    uint64_t shard_bytes;
+    uint64_t tensor_bytes;
+    struct codec_cctx *cctx;
+    int started;            /* a record was added: too late for a dict */
+    int failed;             /* an add failed midway: only abort is left */
+    uint32_t dict_id;       /* zstd dictionary id, 0 without one */
+
+    /* the shard being written (fd == -1: none) */
+    int fd;
+    char name[32];
+    uint64_t off;           /* file offset where the next record goes */
+    uint64_t nrec;
+    uint32_t codec_mask;
+    uint8_t *idx;
+    size_t idx_cap;
+
+    uint8_t *wbuf;
+    size_t wlen;
+    uint8_t *enc;
+    size_t enc_cap;
+
+    struct dataset_writer_stats st;
+};
+
+/* "a/b/c/" -> parent "a/b", base "c"; "c" -> ".", "c". */
+static int split_dest(const char *dest, char **parent, char **base)
+{
+    size_t n = strlen(dest);
+    const char *slash;
+
+    while (n > 1 && dest[n - 1] == '/')
+        n--;
+    *parent = NULL;
+    *base = NULL;
+    slash = memrchr(dest, '/', n);
+    if (!slash) {
+        *parent = strdup(".");
+        *base = strndup(dest, n);
+    } else {
+        *parent = slash == dest ? strdup("/") : strndup(dest, (size_t)(slash - dest));
+        *base = strndup(slash + 1, n - (size_t)(slash + 1 - dest));
+    }
+    if (!*parent || !*base) {
+        free(*parent);
+        free(*base);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int check_opts(const struct dataset_writer_opts *o,
+                      uint64_t *tensor_bytes, struct rf_err *err)
+{
+    *tensor_bytes = 0;
+    if (!dataset_kind_name(o->kind))
+        return rf_err_set(err, -EINVAL, "unknown dataset kind %d", o->kind);
+    if (!codec_name(o->codec))
+        return rf_err_set(err, -EINVAL, "unknown codec %u", o->codec);
+    if (o->kind == DATASET_TENSOR) {
+        *tensor_bytes = dataset_tensor_bytes(o->dtype, o->shape, o->ndim);
+        if (*tensor_bytes == 0)
+            return rf_err_set(err, -EINVAL, "tensor needs a dtype and a shape "
+                              "of 1..%d dims, each >= 1, of at most %u bytes",
+                              DATASET_MAX_DIMS, DATASET_RECORD_MAX);
+    }
+    if (o->classes > DATASET_MAX_CLASSES)
+        return rf_err_set(err, -EINVAL, "%" PRIu32 " classes, over the limit "
+                          "of %u", o->classes, DATASET_MAX_CLASSES);
+    if (o->codec == DATASET_CODEC_ZSTD &&
+        (o->level < ZSTD_minCLevel() || o->level > ZSTD_maxCLevel()))
+        return rf_err_set(err, -EINVAL, "zstd level %d not in %d..%d",
+                          o->level, ZSTD_minCLevel(), ZSTD_maxCLevel());
+    return 0;
+}
+
+int dataset_writer_create(const char *dest,
+                          const struct dataset_writer_opts *o,
+                          struct dataset_writer **out, struct rf_err *err)
+{
+    struct dataset_writer *w;
+    struct stat st;
+    const char *why = NULL;
+    char *base = NULL;
+    int r;
+
+    *out = NULL;
+    w = calloc(1, sizeof(*w));
+    if (!w)
+        return rf_err_set(err, -ENOMEM, "out of memory");
+    w->fd = -1;
+    w->dirfd = -1;
+    r = check_opts(o, &w->tensor_bytes, err);
+    if (r < 0)
+        goto fail;
+    w->codec = o->codec;
+    w->level = o->level ? o->level : DATASET_WRITER_ZSTD_LEVEL;
+    w->shard_bytes = o->shard_bytes ? o->shard_bytes
+                                    : DATASET_WRITER_SHARD_BYTES;
+    w->m.version = MANIFEST_VERSION;
+    w->m.kind = o->kind;
+    w->m.codec = o->codec;
+    if (o->kind == DATASET_TENSOR) {
+        w->m.dtype = o->dtype;
+        w->m.ndim = o->ndim;
+        memcpy(w->m.dims, o->shape, sizeof(uint64_t) * o->ndim);
+    }
+    for (uint32_t i = 0; i < o->classes; i++) {
+        r = manifest_add_class(&w->m, o->class_names[i]);
+        if (r < 0) {
+            rf_err_set(err, r, "class %" PRIu32 " name \"%s\": %s", i,
+                       o->class_names[i], r == -ENOMEM ? "out of memory" :
+                       "empty, over 4096 bytes, or holds a control character");
+            goto fail;
+        }
+    }
+    w->dest = strdup(dest);
+    if (!w->dest || split_dest(dest, &w->parent, &base) < 0) {
+        r = rf_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (base[0] == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        r = rf_err_set(err, -EINVAL, "%s: not a usable name for a dataset "
+                       "folder", dest);
+        goto fail;
+    }
+    if (lstat(dest, &st) == 0) {
+        r = rf_err_set(err, -EEXIST, "%s exists: remove it or choose another "
+                       "output folder", dest);
+        goto fail;
+    }
+    if (errno != ENOENT) {
+        r = rf_err_set(err, -errno, "%s: %s", dest, strerror(errno));
+        goto fail;
+    }
+    if (asprintf(&w->tmp, "%s/.%s.tmp-XXXXXX", w->parent, base) < 0) {
+        w->tmp = NULL;
+        r = rf_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (!mkdtemp(w->tmp)) {
+        r = rf_err_set(err, -errno, "cannot create a folder in %s: %s",
+                       w->parent, strerror(errno));
+        free(w->tmp);
+        w->tmp = NULL;
+        goto fail;
+    }
+    w->dirfd = open(w->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (w->dirfd == -1) {
+        r = rf_err_set(err, -errno, "%s: %s", w->tmp, strerror(errno));
+        goto fail;
+    }
+    w->wbuf = malloc(WBUF_SIZE);
+    if (!w->wbuf) {
+        r = rf_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (w->codec != DATASET_CODEC_NONE) {
+        w->cctx = codec_cctx_new(w->level, NULL, 0, &why);
+        if (!w->cctx) {
+            r = rf_err_set(err, -ENOMEM, "codec %s: %s", codec_name(w->codec),
+                           why);
+            goto fail;
+        }
+    }
+    free(base);
+    *out = w;
+    return 0;
+
+fail:
+    free(base);
+    dataset_writer_abort(w);
+    return r;
+}
+
+/* Creates file name in the temporary folder and writes all of buf, synced. */
+static int write_small_file(struct dataset_writer *w, const char *name,
+                            const void *buf, size_t len, struct rf_err *err)
+{
+    int fd, r;
+
+    fd = openat(w->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd == -1)
+        return rf_err_set(err, -errno, "%s/%s: cannot create: %s", w->tmp,
+                          name, strerror(errno));
+    r = fio_write_full(fd, buf, len);
+    if (r == 0 && fsync(fd) == -1)
+        r = -errno;
+    if (close(fd) == -1 && r == 0)
+        r = -errno;
+    if (r < 0)
+        return rf_err_set(err, r, "%s/%s: cannot write: %s", w->tmp, name,
+                          strerror(-r));
+    w->st.file_bytes += len;
+    return 0;
+}
+
+int dataset_writer_train_dict(struct dataset_writer *w, const void *samples,
+                              const size_t *sizes, size_t n, size_t dict_cap,
+                              struct rf_err *err)
+{
+    const char *why = NULL;
+    struct codec_cctx *cctx;
+    void *dict;
+    size_t len;
+    int r;
+
+    if (w->codec != DATASET_CODEC_ZSTD)
+        return rf_err_set(err, -EINVAL, "a dictionary needs codec zstd");
+    if (w->started || w->m.has_dict)
+        return rf_err_set(err, -EINVAL, "a dictionary must be trained once, "
+                          "before the first record");
+    if (n == 0 || n > UINT32_MAX)
+        return rf_err_set(err, -EINVAL, "dictionary training needs 1 to %u "
+                          "samples, not %zu", UINT32_MAX, n);
+    if (dict_cap == 0)
+        dict_cap = DATASET_WRITER_DICT_BYTES;
+    if (dict_cap > DATASET_DICT_MAX)
+        return rf_err_set(err, -EINVAL, "dictionary of %zu bytes: the limit "
+                          "is %u", dict_cap, DATASET_DICT_MAX);
+    dict = malloc(dict_cap);
+    if (!dict)
+        return rf_err_set(err, -ENOMEM, "out of memory");
+    len = ZDICT_trainFromBuffer(dict, dict_cap, samples, sizes, (unsigned)n);
+    if (ZDICT_isError(len)) {
+        r = rf_err_set(err, -EINVAL, "zstd dictionary training on %zu "
+                       "samples failed: %s (too few or too alike samples? "
+                       "pack without a dictionary)", n,
+                       ZDICT_getErrorName(len));
+        goto out;
+    }
+    cctx = codec_cctx_new(w->level, dict, len, &why);
+    if (!cctx) {
+        r = rf_err_set(err, -ENOMEM, "zstd: %s", why);
+        goto out;
+    }
+    r = write_small_file(w, DATASET_DICT_NAME, dict, len, err);
+    if (r < 0) {
+        codec_cctx_free(cctx);
+        goto out;
+    }
+    r = manifest_set_dict(&w->m, DATASET_DICT_NAME, (uint32_t)len,
+                          crc32c(0, dict, len));
+    if (r < 0) {
+        codec_cctx_free(cctx);
+        rf_err_set(err, r, "out of memory");
+        goto out;
+    }
+    codec_cctx_free(w->cctx);
+    w->cctx = cctx;
+    w->st.dict_size = (uint32_t)len;
+    w->dict_id = ZDICT_getDictID(dict, len);
+    r = 0;
+out:
+    free(dict);
+    return r;
+}
+
+static int flush_wbuf(struct dataset_writer *w, struct rf_err *err)
+{
+    int r = fio_write_full(w->fd, w->wbuf, w->wlen);
+
+    if (r < 0)
+        return rf_err_set(err, r, "%s/%s: write failed: %s", w->tmp, w->name,
+                          strerror(-r));
+    w->wlen = 0;
+    return 0;
+}
+
+static int shard_start(struct dataset_writer *w, struct rf_err *err)
+{
+    uint8_t zero[SHARD_HEADER_SIZE] = {0};
+
+    snprintf(w->name, sizeof(w->name), "shard-%05" PRIu32 ".rfs",
+             w->m.nshards);
+    w->fd = openat(w->dirfd, w->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                   0644);
+    if (w->fd == -1)
+        return rf_err_set(err, -errno, "%s/%s: cannot create: %s", w->tmp,
+                          w->name, strerror(errno));
+    memcpy(w->wbuf, zero, sizeof(zero)); /* placeholder header */
+    w->wlen = sizeof(zero);
+    w->off = SHARD_HEADER_SIZE;
+    w->nrec = 0;
+    w->codec_mask = 0;
+    w->st.shards++;
+    w->st.file_bytes += SHARD_HEADER_SIZE;
+    return 0;
+}
+
+static int shard_close(struct dataset_writer *w, struct rf_err *err)
+{
+    uint8_t hbuf[SHARD_HEADER_SIZE];
+    struct shard_header h = {
+        .flags = w->m.has_dict ? SHARD_FLAG_DICT : 0,
+        .records = w->nrec,
+        .index_off = w->off,
+        .index_len = w->nrec * SHARD_ENTRY_SIZE,
+        .codec_mask = w->codec_mask,
+        .shard_no = w->m.nshards,
+    };
+    int r, fd = w->fd;
+
+    r = flush_wbuf(w, err);
+    if (r < 0)
+        return r;
+    h.index_crc = crc32c(0, w->idx, (size_t)h.index_len);
+    r = fio_write_full(fd, w->idx, (size_t)h.index_len);
+    if (r < 0)
+        return rf_err_set(err, r, "%s/%s: writing the index failed: %s",
+                          w->tmp, w->name, strerror(-r));
+    h.dict_id = w->dict_id;
+    shard_header_encode(&h, hbuf);
+    r = fio_pwrite_full(fd, hbuf, sizeof(hbuf), 0);
+    if (r == 0 && fsync(fd) == -1)
+        r = -errno;
+    w->fd = -1;
+    if (close(fd) == -1 && r == 0)
+        r = -errno;
+    if (r < 0)
+        return rf_err_set(err, r, "%s/%s: writing the header failed: %s",
+                          w->tmp, w->name, strerror(-r));
+    r = manifest_add_shard(&w->m, w->name, w->nrec, w->off + h.index_len,
+                           h.index_crc);
+    if (r < 0)
+        return rf_err_set(err, r, "out of memory");
+    return 0;
+}
+
+static int append(struct dataset_writer *w, const void *buf, size_t len,
+                  struct rf_err *err)
+{
+    int r;
+
+    if (w->wlen + len > WBUF_SIZE) {
+        r = flush_wbuf(w, err);
+        if (r < 0)
+            return r;
+    }
+    if (len > WBUF_SIZE) {
+        r = fio_write_full(w->fd, buf, len);
+        if (r < 0)
+            return rf_err_set(err, r, "%s/%s: write failed: %s", w->tmp,
+                              w->name, strerror(-r));
+        return 0;
+    }
+    memcpy(w->wbuf + w->wlen, buf, len);
+    w->wlen += len;
+    return 0;
+}
+
+int dataset_writer_add(struct dataset_writer *w, const void *data,
+                       size_t len, uint32_t label, struct rf_err *err)
+{
+    struct shard_entry e = {.label = label, .codec = DATASET_CODEC_NONE};
+    const void *stored = data;
+    size_t stored_len = len;
+    int r;
+
+    if (w->failed)
+        return rf_err_set(err, -EIO, "an earlier write failed: abort the pack");
+    if (len > DATASET_RECORD_MAX)
+        return rf_err_set(err, -EFBIG, "record of %zu bytes: the limit is %u",
+                          len, DATASET_RECORD_MAX);
+    if (w->tensor_bytes && len != w->tensor_bytes)
+        return rf_err_set(err, -EINVAL, "record of %zu bytes: the tensor "
+                          "shape needs %" PRIu64, len, w->tensor_bytes);
+    if (w->m.nclasses ? label >= w->m.nclasses : label != DATASET_NO_LABEL)
+        return rf_err_set(err, -EINVAL, "label %" PRIu32 " out of range "
+                          "(%" PRIu32 " classes)", label, w->m.nclasses);
+    w->started = 1;
+    if (w->codec != DATASET_CODEC_NONE) {
+        size_t bound = codec_bound(w->codec, len);
+        const char *why = NULL;
+        long n;
+
+        if (bound > w->enc_cap) {
+            uint8_t *p = realloc(w->enc, bound);
+
+            if (!p)
+                return rf_err_set(err, -ENOMEM, "out of memory");
+            w->enc = p;
+            w->enc_cap = bound;
+        }
+        n = codec_encode(w->codec, w->cctx, data, len, w->enc, w->enc_cap,
+                         &why);
+        if (n < 0)
+            return rf_err_set(err, (int)n, "codec %s: %s",
+                              codec_name(w->codec), why);
+        if ((size_t)n < len) { /* else keep it as is: codec none */
+            stored = w->enc;
+            stored_len = (size_t)n;
+            e.codec = (uint8_t)w->codec;
+        }
+    }
+    w->failed = 1; /* until the record is fully in */
+    if (w->fd != -1 && w->nrec > 0 &&
+        w->off + stored_len + (w->nrec + 1) * SHARD_ENTRY_SIZE > w->shard_bytes) {
+        r = shard_close(w, err);
+        if (r < 0)
+            return r;
+    }
+    if (w->fd == -1) {
+        r = shard_start(w, err);
+        if (r < 0)
+            return r;
+    }
+    if ((w->nrec + 1) * SHARD_ENTRY_SIZE > w->idx_cap) {
+        size_t cap = w->idx_cap ? 2 * w->idx_cap : 4096;
+        uint8_t *p = realloc(w->idx, cap);
+
+        if (!p)
+            return rf_err_set(err, -ENOMEM, "out of memory");
+        w->idx = p;
+        w->idx_cap = cap;
+    }
+    e.offset = w->off;
+    e.stored_len = (uint32_t)stored_len;
+    e.decoded_len = (uint32_t)len;
+    e.crc = crc32c(0, stored, stored_len);
+    r = append(w, stored, stored_len, err);
+    if (r < 0)
+        return r;
+    shard_entry_encode(&e, w->idx + w->nrec * SHARD_ENTRY_SIZE);
+    w->nrec++;
+    w->off += stored_len;
+    w->codec_mask |= 1u << e.codec;
+    if (e.stored_len > w->m.max_stored)
+        w->m.max_stored = e.stored_len;
+    if (e.decoded_len > w->m.max_decoded)
+        w->m.max_decoded = e.decoded_len;
+    w->st.records++;
+    w->st.decoded_bytes += len;
+    w->st.stored_bytes += stored_len;
+    w->st.file_bytes += stored_len + SHARD_ENTRY_SIZE;
+    w->failed = 0;
+    return 0;
+}
+
+void dataset_writer_get_stats(const struct dataset_writer *w,
+                              struct dataset_writer_stats *st)
+{
+    *st = w->st;
+}
+
+const char *dataset_writer_tmpdir(const struct dataset_writer *w)
+{
+    return w->tmp;
+}
+
+static int sync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+
+    if (fd == -1)
+        return -errno;
+    if (fsync(fd) == -1)
+        r = -errno;
+    close(fd);
+    return r;
+}
+
+int dataset_writer_finish(struct dataset_writer *w,
+                          struct dataset_writer_stats *st,
+                          struct rf_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int r;
+
+    if (w->failed) {
+        r = rf_err_set(err, -EIO, "an earlier write failed");
+        goto fail;
+    }
+    if (w->fd != -1) {
+        r = shard_close(w, err);
+        if (r < 0)
+            goto fail;
+    }
+    w->m.samples = w->st.records;
+    r = manifest_check(&w->m, err);
+    if (r < 0) {
+        rf_err_prefix(err, "internal error: manifest about to be written");
+        goto fail;
+    }
+    text = manifest_format(&w->m, &len);
+    if (!text) {
+        r = rf_err_set(err, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    r = write_small_file(w, DATASET_MANIFEST_NAME, text, len, err);
+    free(text);
+    if (r < 0)
+        goto fail;
+    if (fchmod(w->dirfd, 0755) == -1 || fsync(w->dirfd) == -1) {
+        r = rf_err_set(err, -errno, "%s: %s", w->tmp, strerror(errno));
+        goto fail;
+    }
+    if (renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->dest, RENAME_NOREPLACE) == -1) {
+        if (errno == EINVAL || errno == ENOSYS) {
+            /* a file system without RENAME_NOREPLACE: rename still refuses
+             * a non-empty folder, and we checked dest was absent */
+            if (rename(w->tmp, w->dest) == -1)
+                r = -errno;
+        } else {
+            r = -errno;
+        }
+        if (r < 0) {
+            rf_err_set(err, r, "renaming %s to %s: %s", w->tmp, w->dest,
+                       strerror(-r));
+            goto fail;
+        }
+    }
+    r = sync_dir(w->parent);
+    if (r < 0) {
+        /* the dataset is complete under its name; only durability is in
+         * doubt, so report without undoing */
+        rf_err_set(err, r, "%s: fsync of the parent folder failed: %s",
+                   w->parent, strerror(-r));
+    }
+    if (st)
+        *st = w->st;
+    free(w->tmp);
+    w->tmp = NULL; /* nothing to remove any more */
+    dataset_writer_abort(w);
+    return r;
+
+fail:
+    dataset_writer_abort(w);
+    return r;
+}
+
+/* Removes every file in the temporary folder, then the folder. */
+static void remove_tmp(struct dataset_writer *w)
+{
+    DIR *d;
+    struct dirent *de;
+    int fd;
+
+    if (!w->tmp || w->dirfd == -1) {
+        if (w->tmp)
+            rmdir(w->tmp);
+        return;
+    }
+    fd = dup(w->dirfd);
+    if (fd == -1)
+        return;
+    d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            unlinkat(w->dirfd, de->d_name, 0);
+    closedir(d);
+    rmdir(w->tmp);
+}
+
+void dataset_writer_abort(struct dataset_writer *w)
+{
+    if (!w)
+        return;
+    if (w->fd != -1)
+        close(w->fd);
+    remove_tmp(w);
+    if (w->dirfd != -1)
+        close(w->dirfd);
+    codec_cctx_free(w->cctx);
+    manifest_free(&w->m);
+    free(w->idx);
+    free(w->wbuf);
+    free(w->enc);
+    free(w->tmp);
+    free(w->parent);
+    free(w->dest);
+    free(w);
+}

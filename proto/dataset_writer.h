@@ -1,0 +1,115 @@
+/*
+ * dataset_writer.h - packing records into a dataset folder (the format the
+ * reader in dataset.h opens).
+ *
+ *   dataset_writer_create      makes "<parent>/.<name>.tmp-XXXXXX" next to
+ *                              the destination, which must not exist
+ *   dataset_writer_train_dict  (zstd only, optional, before the first add)
+ *                              trains a zstd dictionary on sample records
+ *   dataset_writer_add         encodes one record and appends it; shards
+ *                              roll over at opts.shard_bytes
+ *   dataset_writer_finish      writes the last index and header, the
+ *                              MANIFEST, fsyncs everything, and renames the
+ *                              temporary folder to the destination
+ *   dataset_writer_abort       removes the temporary folder
+ *
+ * The destination appears only by the final rename, complete and synced, so
+ * a pack that is killed or fails leaves no folder under that name; what it
+ * leaves is a hidden ".<name>.tmp-*" folder without a MANIFEST, which no
+ * reader opens.  (abort, or a failing finish, removes even that; only
+ * SIGKILL or a crash leave it behind.)
+ *
+ * With codec zstd each record is one zstd frame with a content checksum; a
+ * record that zstd cannot shrink is stored as is (codec none), so a shard of
+ * a zstd dataset may mix both.  A writer is used by one thread.
+ */
+#ifndef RINGFEED_PROTO_DATASET_WRITER_H
+#define RINGFEED_PROTO_DATASET_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "dataset_types.h"
+#include "err.h"
+
+#define DATASET_WRITER_SHARD_BYTES (256ull << 20) /* default shard size */
+#define DATASET_WRITER_ZSTD_LEVEL  3
+#define DATASET_WRITER_DICT_BYTES  (112640u)      /* zstd's default, 110 KiB */
+
+struct dataset_writer;
+
+struct dataset_writer_opts {
+    enum dataset_kind kind;
+    enum dataset_dtype dtype;          /* tensor only */
+    unsigned ndim;                     /* tensor only, 1..DATASET_MAX_DIMS */
+    uint64_t shape[DATASET_MAX_DIMS];
+    unsigned codec;                    /* enum dataset_codec */
+    int level;                         /* zstd level; 0 means the default */
+    uint64_t shard_bytes;              /* 0 means the default */
+    uint32_t classes;                  /* 0: records carry DATASET_NO_LABEL */
+    const char *const *class_names;    /* classes names, copied */
+};
+
+struct dataset_writer_stats {
+    uint64_t records;
+    uint64_t decoded_bytes;  /* sum of the records as given */
+    uint64_t stored_bytes;   /* sum of the records as stored */
+    uint64_t file_bytes;     /* shard files (headers and indexes too) and
+                                dictionary; the MANIFEST when finished */
+    uint32_t shards;         /* shards started so far */
+    uint32_t dict_size;      /* 0 without a dictionary */
+};
+
+/*
+ * Validates opts and starts a pack into dest (a path that must not exist,
+ * whose parent must).  Returns 0 with *out set, or a negative errno
+ * (-EEXIST, -EINVAL for bad options) with err saying which.
+ */
+int dataset_writer_create(const char *dest,
+                          const struct dataset_writer_opts *opts,
+                          struct dataset_writer **out, struct rf_err *err);
+
+/*
+ * Trains a dictionary of at most dict_cap bytes (0: the default) on n
+ * sample records, concatenated at samples with their sizes in sizes, and
+ * uses it for every record after.  Only for codec zstd, only before the
+ * first add.  zstd wants ~100x dict_cap bytes of samples, and at least a few
+ * hundred of them.  Returns 0 or a negative errno with err set.
+ */
+int dataset_writer_train_dict(struct dataset_writer *w, const void *samples,
+                              const size_t *sizes, size_t n, size_t dict_cap,
+                              struct rf_err *err);
+
+/*
+ * Appends one record of len bytes (exactly the tensor size for tensors) with
+ * its label (< classes, or DATASET_NO_LABEL without classes).  Returns 0 or
+ * a negative errno with err set; after an I/O error the writer refuses
+ * further adds and must be aborted.
+ */
+int dataset_writer_add(struct dataset_writer *w, const void *data,
+                       size_t len, uint32_t label, struct rf_err *err);
+
+/* Figures so far (for progress lines and the summary). */
+void dataset_writer_get_stats(const struct dataset_writer *w,
+                              struct dataset_writer_stats *st);
+
+/* The temporary folder being written ("<parent>/.<name>.tmp-XXXXXX"). */
+const char *dataset_writer_tmpdir(const struct dataset_writer *w);
+
+/*
+ * Completes the pack and frees w whatever happens.  On success dest is a
+ * complete dataset and *st (when not NULL) has the final figures.  On
+ * failure the temporary folder is removed and dest does not exist, with one
+ * exception that err says: the rename succeeded but the fsync of the
+ * parent folder failed (dest is complete; the rename may not survive a
+ * power cut).
+ */
+int dataset_writer_finish(struct dataset_writer *w,
+                          struct dataset_writer_stats *st,
+                          struct rf_err *err);
+
+/* Removes the temporary folder and frees w.  Accepts NULL. */
+void dataset_writer_abort(struct dataset_writer *w);
+
+#endif

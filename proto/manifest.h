@@ -1,0 +1,125 @@
+/*
+ * manifest.h - the MANIFEST file of a dataset folder: what the dataset holds
+ * and which shard files make it up, in text a person can read.
+ *
+ * One "key value..." per line, fields separated by one space, '\n' line
+ * ends, '#' comment lines and blank lines allowed, "end" the last line (so a
+ * truncated file is caught).  Numbers are decimal without sign or leading
+ * zeros; checksums are 8 lowercase hex digits (CRC-32C).  An example:
+ *
+ *     # ringfeed dataset manifest (written by ringfeed-pack); do not edit
+ *     ringfeed-dataset 1
+ *     samples 60000
+ *     kind tensor                  jpeg | tensor | bytes
+ *     dtype u8                     tensors only: u8 i8 i16 i32 f32 f64
+ *     shape 1x28x28                tensors only: 1 to 8 dims
+ *     codec zstd                   none | zstd (records may also be none)
+ *     max_stored 823               largest stored record, bytes
+ *     max_decoded 784              largest decoded record, bytes
+ *     classes 10                   then exactly that many class lines:
+ *     class 0 T-shirt/top          number, then the name: the rest of the
+ *     class 1 Trouser              line (spaces and '/' allowed, no control
+ *     ...                          characters)
+ *     dict dict.zstd 112640 9f0c3a1e         name, bytes, CRC-32C (optional)
+ *     shards 1                     then exactly that many shard lines:
+ *     shard 0 shard-00000.rfs 60000 17012345 4a5b6c7d
+ *                                  number, file, records, file bytes,
+ *                                  index CRC-32C
+ *     end
+ *
+ * The comments after the values above are for this page only; a value ends
+ * at the end of its line.  File names are 1..255 of [A-Za-z0-9._-] and do
+ * not start with '.', so a manifest cannot name a file outside its folder.
+ *
+ * The parser is a pure function of a buffer.  Names are kept as offsets into
+ * one text block that the struct owns.  Every count it allocates for is
+ * bounded by the input's length, so a forged "classes 4000000000" costs
+ * nothing.  Errors name the line and its byte offset.
+ */
+#ifndef RINGFEED_PROTO_MANIFEST_H
+#define RINGFEED_PROTO_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dataset_types.h"
+#include "err.h"
+
+#define MANIFEST_VERSION 1u
+#define MANIFEST_NAME_MAX 255u
+
+struct manifest_shard {
+    uint32_t name;      /* offset of the file name in text */
+    uint64_t records;
+    uint64_t bytes;     /* the shard file's exact size */
+    uint32_t index_crc;
+};
+
+struct manifest {
+    uint32_t version;
+    uint64_t samples;
+    enum dataset_kind kind;
+    enum dataset_dtype dtype;          /* DATASET_DTYPE_NONE unless tensor */
+    unsigned ndim;                     /* 0 unless tensor */
+    uint64_t dims[DATASET_MAX_DIMS];
+    unsigned codec;                    /* enum dataset_codec */
+    uint32_t max_stored;
+    uint32_t max_decoded;
+    uint32_t nclasses;
+    uint32_t *classes;                 /* nclasses offsets into text */
+    int has_dict;
+    uint32_t dict_name;                /* offset into text */
+    uint32_t dict_size;
+    uint32_t dict_crc;
+    uint32_t nshards;
+    struct manifest_shard *shards;
+    char *text;                        /* NUL-terminated names */
+    size_t text_len, text_cap;
+};
+
+/*
+ * Parses len bytes at buf into *m (which it initialises; free it with
+ * manifest_free whatever the result).  Returns 0, -EBADMSG for anything
+ * malformed or inconsistent, -EPROTO for an unknown version, -ENOMEM; err
+ * names the line and its byte offset.
+ */
+int manifest_parse(const char *buf, size_t len, struct manifest *m,
+                   struct rf_err *err);
+
+/* Frees what m owns and zeroes it.  Accepts a zeroed struct. */
+void manifest_free(struct manifest *m);
+
+/* The name of class i (i < nclasses), shard i's file name, the dict's. */
+const char *manifest_class_name(const struct manifest *m, uint32_t i);
+const char *manifest_shard_name(const struct manifest *m, uint32_t i);
+const char *manifest_dict_name(const struct manifest *m);
+
+/*
+ * Builders for a writer, on a struct zeroed by the caller (then set version,
+ * samples, kind, dtype, dims, codec and maxima directly).  Each returns 0 or
+ * -ENOMEM / -EINVAL (a name with a newline or control character, an invalid
+ * file name).
+ */
+int manifest_add_class(struct manifest *m, const char *name);
+int manifest_add_shard(struct manifest *m, const char *file, uint64_t records,
+                       uint64_t bytes, uint32_t index_crc);
+int manifest_set_dict(struct manifest *m, const char *file, uint32_t size,
+                      uint32_t crc);
+
+/*
+ * Checks the cross-field rules (the parser applies them too): kind and
+ * tensor fields agree, shard records sum to samples, maxima within limits
+ * and equal to the tensor size, dict only with zstd.  Returns 0 or -EBADMSG.
+ */
+int manifest_check(const struct manifest *m, struct rf_err *err);
+
+/*
+ * The text of m as a malloc'd, NUL-terminated buffer (*len bytes without the
+ * NUL), or NULL when out of memory.  manifest_parse gives m back.
+ */
+char *manifest_format(const struct manifest *m, size_t *len);
+
+/* 1 when the n bytes at s make a valid file name (see above). */
+int manifest_valid_file_name(const char *s, size_t n);
+
+#endif

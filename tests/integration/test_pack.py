@@ -1,0 +1,545 @@
+"""test_pack.py - ringfeed-pack end to end.
+
+Packs Fashion-MNIST (train 60k and test 10k) with every codec and reads every
+record back, bit-exact and with its label, through tests/dump_dataset (the
+reader library, not the packer); damages packed datasets for `verify` to
+find; packs ImageFolder trees holding things that are not JPEGs, empty
+classes and unreadable files; kills a pack midway; checks argument errors.
+
+The binaries come from the environment (meson sets them): RINGFEED_PACK,
+RINGFEED_DUMP; else from RINGFEED_BUILD_DIR.
+"""
+import gzip
+import os
+import pty
+import shutil
+import signal
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+
+BUILD = os.environ.get("RINGFEED_BUILD_DIR",
+                       os.path.join(os.path.dirname(__file__), "../../build"))
+PACK = os.environ.get("RINGFEED_PACK", os.path.join(BUILD, "tools/ringfeed-pack"))
+DUMP = os.environ.get("RINGFEED_DUMP", os.path.join(BUILD, "tests/dump_dataset"))
+FMNIST = "/usr/share/datasets/fashion-mnist"
+NATURE = "/usr/share/backgrounds/mate/nature"
+PNG = "/usr/share/backgrounds/mate/desktop/Float-into-MATE.png"
+FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
+           "Shirt", "Sneaker", "Bag", "Ankle boot"]
+SPLITS = {"train": ("train", 60000), "test": ("t10k", 10000)}
+
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(PACK) and os.path.exists(DUMP)
+         and os.path.isdir(FMNIST)),
+    reason="ringfeed-pack, dump_dataset or Fashion-MNIST missing")
+
+
+def pack(*args, timeout=300):
+    return subprocess.run([PACK] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def idx_src(split):
+    prefix, _ = SPLITS[split]
+    images = gzip.open(f"{FMNIST}/{prefix}-images-idx3-ubyte.gz").read()
+    labels = gzip.open(f"{FMNIST}/{prefix}-labels-idx1-ubyte.gz").read()
+    return images, labels
+
+
+def dump(path, tmp):
+    """Every sample of the dataset at path: list of (label, bytes)."""
+    out = os.path.join(tmp, "dump.bin")
+    r = subprocess.run([DUMP, str(path), out], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    data = open(out, "rb").read()
+    os.unlink(out)
+    recs, at = [], 0
+    while at < len(data):
+        label, n = struct.unpack_from("<II", data, at)
+        recs.append((label, data[at + 8:at + 8 + n]))
+        at += 8 + n
+    return recs
+
+
+def shard_layout(path):
+    """(index_off, records) from a shard's header."""
+    with open(path, "rb") as f:
+        h = f.read(64)
+    assert h[:8] == b"RFSHARD\0"
+    records, index_off = struct.unpack_from("<QQ", h, 16)
+    return index_off, records
+
+
+def entry(path, rec):
+    """(offset, stored_len, decoded_len, label, crc, codec) of an entry."""
+    index_off, _ = shard_layout(path)
+    with open(path, "rb") as f:
+        f.seek(index_off + 32 * rec)
+        e = f.read(32)
+    return struct.unpack_from("<QIIIIB", e, 0)
+
+
+def flip(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x10]))
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    """Fashion-MNIST packed with each codec: {(split, codec): (dir, stdout)}."""
+    root = tmp_path_factory.mktemp("packed")
+    out = {}
+    for split, (prefix, _) in SPLITS.items():
+        for codec, extra in (("none", ["--codec", "none"]),
+                             ("zstd", ["--codec", "zstd"]),
+                             ("dict", ["--codec", "zstd", "--dict"])):
+            dest = root / f"{split}-{codec}"
+            r = pack("idx", "--images", f"{FMNIST}/{prefix}-images-idx3-ubyte.gz",
+                     "--labels", f"{FMNIST}/{prefix}-labels-idx1-ubyte.gz",
+                     dest, "--class-names", "fashion-mnist", *extra)
+            assert r.returncode == 0, r.stderr
+            out[(split, codec)] = (dest, r.stdout)
+    return out
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+@pytest.mark.parametrize("codec", ["none", "zstd", "dict"])
+def test_fmnist_reads_back_exactly(packed, tmp_path, split, codec):
+    dest, summary = packed[(split, codec)]
+    n = SPLITS[split][1]
+    images, labels = idx_src(split)
+    assert f"packed {n} records" in summary
+    recs = dump(dest, tmp_path)
+    assert len(recs) == n
+    assert bytes(label for label, _ in recs) == labels[8:]
+    assert all(len(b) == 784 for _, b in recs)
+    assert b"".join(b for _, b in recs) == images[16:]
+
+    v = pack("verify", dest)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert f"{n} good, 0 problems" in v.stdout
+
+    i = pack("info", dest)
+    assert i.returncode == 0, i.stderr
+    assert "kind      tensor u8 1x28x28 (784 bytes a sample)" in i.stdout
+    assert f"samples   {n} in 1 shard" in i.stdout
+    assert f"decoded   {n * 784} bytes" in i.stdout
+    for c, name in enumerate(FASHION):
+        assert f"  {c:5d}  {labels[8:].count(c):9d}  {name}" in i.stdout
+    if codec == "dict":
+        size = os.path.getsize(dest / "dict.zstd")
+        assert f"codec     zstd with a {size}-byte dictionary" in i.stdout
+    else:
+        assert not os.path.exists(dest / "dict.zstd")
+
+
+def test_compression_figures(packed):
+    """zstd stores less than none, and the dictionary less than plain zstd."""
+    def stored(key):
+        out = pack("info", packed[key][0]).stdout
+        line = next(x for x in out.splitlines() if x.startswith("stored"))
+        return int(line.split()[1])
+
+    for split in SPLITS:
+        none, zstd, dict_ = (stored((split, c)) for c in ("none", "zstd", "dict"))
+        assert none == SPLITS[split][1] * 784
+        assert zstd < none * 0.7
+        assert dict_ < zstd
+
+
+def damaged_copy(packed, tmp_path, shard_size=None):
+    """A copy of the test split, zstd, in several shards when asked."""
+    if shard_size is None:
+        dest = tmp_path / "copy"
+        shutil.copytree(packed[("test", "zstd")][0], dest)
+        return dest
+    dest = tmp_path / "sharded"
+    r = pack("idx", "--images", f"{FMNIST}/t10k-images-idx3-ubyte.gz",
+             "--labels", f"{FMNIST}/t10k-labels-idx1-ubyte.gz", dest,
+             "--shard-size", shard_size)
+    assert r.returncode == 0, r.stderr
+    return dest
+
+
+def test_verify_finds_a_flipped_record_byte(packed, tmp_path):
+    dest = damaged_copy(packed, tmp_path, shard_size="1M")
+    shards = sorted(p for p in os.listdir(dest) if p.startswith("shard-"))
+    assert len(shards) >= 3
+    shard = dest / shards[1]
+    off = entry(shard, 17)[0]
+    flip(shard, off + 5)
+    v = pack("verify", dest)
+    assert v.returncode == 1
+    bad = [x for x in v.stdout.splitlines() if not x.startswith("verify:")]
+    assert bad == [f"{shard}: record 17 at byte {off}: checksum mismatch"
+                   + bad[0].split("checksum mismatch", 1)[1]]
+    assert "1 problem" in v.stdout
+    # the reader refuses that one sample and no other
+    r = subprocess.run([DUMP, dest, tmp_path / "d"], capture_output=True, text=True)
+    assert r.returncode == 1 and f"record 17 at byte {off}" in r.stderr
+
+
+def test_verify_finds_a_flipped_index_byte(packed, tmp_path):
+    dest = damaged_copy(packed, tmp_path)
+    shard = dest / "shard-00000.rfs"
+    index_off, _ = shard_layout(shard)
+    flip(shard, index_off + 32 * 1234 + 12)  # entry 1234's decoded length
+    v = pack("verify", dest)
+    assert v.returncode == 1
+    assert f"{shard}: index at byte {index_off}: checksum mismatch" in v.stdout
+    assert (f"{shard}: record 1234 (index entry at byte {index_off + 32 * 1234}): "
+            "entry checksum mismatch") in v.stdout
+    assert "9999 good, 2 problems" in v.stdout
+    i = pack("info", dest)
+    assert i.returncode == 1 and "index at byte" in i.stderr
+
+
+def test_verify_finds_a_flipped_header_byte(packed, tmp_path):
+    dest = damaged_copy(packed, tmp_path)
+    shard = dest / "shard-00000.rfs"
+    flip(shard, 20)
+    v = pack("verify", dest)
+    assert v.returncode == 1
+    assert f"{shard}: header at byte 0: checksum mismatch" in v.stdout
+    assert f"{shard}: records 0..9999 not checked" in v.stdout
+
+
+def test_verify_finds_a_truncated_shard(packed, tmp_path):
+    dest = damaged_copy(packed, tmp_path, shard_size="1M")
+    shard = dest / "shard-00002.rfs"
+    size = os.path.getsize(shard)
+    os.truncate(shard, size - 1000)
+    v = pack("verify", dest)
+    assert v.returncode == 1
+    assert f"{shard}: file is {size - 1000} bytes, the manifest says {size}: truncated" in v.stdout
+    lost = next(int(x.split()[3]) for x in (dest / "MANIFEST").read_text().splitlines()
+                if x.startswith("shard 2 "))
+    assert f"{shard}: records 0..{lost - 1} not checked" in v.stdout
+    assert f"{10000 - lost} good, 1 problem (some records unreachable)" in v.stdout
+
+
+def test_verify_finds_forged_lengths(packed, tmp_path):
+    """An entry forged with a huge length and every checksum recomputed."""
+    def crc32c(data, crc=0):  # CRC-32C is not in Python's standard library
+        crc ^= 0xFFFFFFFF
+        for b in data:
+            crc ^= b
+            for _ in range(8):
+                crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+        return crc ^ 0xFFFFFFFF
+
+    dest = damaged_copy(packed, tmp_path, shard_size="256K")
+    shard = dest / "shard-00001.rfs"
+    index_off, records = shard_layout(shard)
+    data = bytearray(open(shard, "rb").read())
+    e = index_off + 32 * 3
+    struct.pack_into("<I", data, e + 8, 0xFFFFFFF0)            # stored_len
+    struct.pack_into("<I", data, e + 28, crc32c(data[e:e + 28]))
+    old = struct.unpack_from("<I", data, 40)[0]
+    new = crc32c(data[index_off:index_off + 32 * records])
+    struct.pack_into("<I", data, 40, new)
+    struct.pack_into("<I", data, 60, crc32c(data[:60]))
+    open(shard, "wb").write(data)
+    man = (dest / "MANIFEST").read_text().replace(f"{old:08x}", f"{new:08x}")
+    (dest / "MANIFEST").write_text(man)
+    v = pack("verify", dest)
+    assert v.returncode == 1
+    assert (f"{shard}: record 3 (index entry at byte {e}): 4294967280 stored "
+            "bytes at byte") in v.stdout
+    assert "outside the record area" in v.stdout
+    assert "9999 good, 1 problem" in v.stdout
+
+
+def test_idx_input_errors(tmp_path):
+    tr = f"{FMNIST}/train-images-idx3-ubyte.gz"
+    tl = f"{FMNIST}/train-labels-idx1-ubyte.gz"
+    ti = f"{FMNIST}/t10k-images-idx3-ubyte.gz"
+    te = f"{FMNIST}/t10k-labels-idx1-ubyte.gz"
+    r = pack("idx", "--images", tr, "--labels", te, tmp_path / "a")
+    assert r.returncode == 1
+    assert f"images file {tr} holds 60000 images but labels file {te} holds 10000" in r.stderr
+    r = pack("idx", "--images", te, "--labels", te, tmp_path / "a")
+    assert r.returncode == 1 and "1 dim" in r.stderr and te in r.stderr
+    r = pack("idx", "--images", ti, "--labels", ti, tmp_path / "a")
+    assert r.returncode == 1 and "labels file" in r.stderr and "1 dim of u8" in r.stderr
+    r = pack("idx", "--images", PNG, "--labels", te, tmp_path / "a")
+    assert r.returncode == 1 and "not an IDX file" in r.stderr and PNG in r.stderr
+    assert not os.path.exists(tmp_path / "a")
+
+    # plain (not gzip) IDX files pack; a truncated one is named, with the record
+    images, labels = idx_src("test")
+    (tmp_path / "img").write_bytes(images)
+    (tmp_path / "lab").write_bytes(labels)
+    r = pack("idx", "--images", tmp_path / "img", "--labels", tmp_path / "lab",
+             tmp_path / "plain", "--codec", "none")
+    assert r.returncode == 0, r.stderr
+    assert b"".join(b for _, b in dump(tmp_path / "plain", tmp_path)) == images[16:]
+    (tmp_path / "img").write_bytes(images[:16 + 784 * 500 + 100])
+    r = pack("idx", "--images", tmp_path / "img", "--labels", tmp_path / "lab",
+             tmp_path / "b")
+    assert r.returncode == 1
+    assert f"images file {tmp_path / 'img'}: record 500 of 10000" in r.stderr
+    assert "truncated" in r.stderr
+    assert not os.path.exists(tmp_path / "b")
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".b.tmp")]
+    (tmp_path / "img").write_bytes(images + b"\0")
+    r = pack("idx", "--images", tmp_path / "img", "--labels", tmp_path / "lab",
+             tmp_path / "b")
+    assert r.returncode == 1 and "more data after its 10000 records" in r.stderr
+    gz = gzip.compress(images)
+    (tmp_path / "img.gz").write_bytes(gz[:len(gz) // 2])
+    r = pack("idx", "--images", tmp_path / "img.gz", "--labels", tmp_path / "lab",
+             tmp_path / "b")
+    assert r.returncode == 1 and "truncated" in r.stderr
+    # labels past the class names
+    (tmp_path / "names").write_text("a\nb\n")
+    r = pack("idx", "--images", tmp_path / "img.gz", "--labels", tmp_path / "lab",
+             tmp_path / "b", "--class-names", tmp_path / "names")
+    assert r.returncode == 1 and "there are 2 class names" in r.stderr
+    # an existing destination is never touched
+    r = pack("idx", "--images", ti, "--labels", te, tmp_path / "plain")
+    assert r.returncode == 1 and "exists" in r.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    ([], "usage: ringfeed-pack COMMAND"),
+    (["frobnicate"], "unknown command 'frobnicate'"),
+    (["idx", "--labels", "x", "out"], "--images FILE is required"),
+    (["idx", "--images", "x", "out"], "--labels FILE is required"),
+    (["idx", "--images", "x", "--labels", "y"], "OUT_DIR is required"),
+    (["idx", "--images", "x", "--labels", "y", "a", "b"], "also got 'b'"),
+    (["idx", "--images", "x", "--labels", "y", "o", "--codec", "lz4"], "--codec: 'lz4'"),
+    (["idx", "--images", "x", "--labels", "y", "o", "--level", "abc"], "--level: 'abc'"),
+    (["idx", "--images", "x", "--labels", "y", "o", "--level", "99"], "--level: '99'"),
+    (["idx", "--images", "x", "--labels", "y", "o", "--codec", "none", "--dict"],
+     "--dict needs --codec zstd"),
+    (["idx", "--images", "x", "--labels", "y", "o", "--shard-size", "12Q"],
+     "--shard-size: '12Q'"),
+    (["idx", "--images", "x", "--labels", "y", "o", "--bogus"], "unknown option '--bogus'"),
+    (["idx", "--images"], "--images needs a value"),
+    (["imagefolder", "src"], "SRC_DIR and OUT_DIR expected"),
+    (["imagefolder", "a", "b", "--shard-size", "10"], "--shard-size: '10'"),
+    (["imagefolder", "a", "b", "--loose"], "unknown option '--loose'"),
+    (["verify"], "DIR is required"),
+    (["verify", "a", "b"], "also got 'b'"),
+    (["info", "--json"], "unknown option '--json'"),
+])
+def test_bad_arguments_exit_2(args, needle):
+    r = pack(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+
+
+@pytest.mark.parametrize("cmd", ["idx", "imagefolder", "verify", "info"])
+def test_help(cmd):
+    r = pack(cmd, "--help")
+    assert r.returncode == 0 and r.stdout.startswith(f"usage: ringfeed-pack {cmd}")
+    assert pack("--help").stdout.count("\n  ") >= 4
+
+
+def torchvision_samples(root):
+    """torchvision's ImageFolder (find_classes + make_dataset), re-stated."""
+    exts = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    out = []
+    for label, c in enumerate(classes):
+        for d, _, files in sorted(os.walk(os.path.join(root, c), followlinks=True)):
+            for name in sorted(files):
+                if name.lower().endswith(exts):
+                    out.append((os.path.join(d, name), label))
+    return classes, out
+
+
+@pytest.fixture
+def tree(tmp_path):
+    from PIL import Image
+
+    src = tmp_path / "src"
+    jpgs = sorted(os.path.join(NATURE, f) for f in os.listdir(NATURE)
+                  if f.endswith(".jpg"))[:5]
+    (src / "cat").mkdir(parents=True)
+    (src / "dog" / "puppies").mkdir(parents=True)
+    (src / "empty").mkdir()
+    (src / "fake").mkdir()
+    (src / "gray").mkdir()
+    shutil.copy(jpgs[0], src / "cat" / "a.jpg")
+    shutil.copy(jpgs[1], src / "cat" / "B.JPG")
+    shutil.copy(jpgs[2], src / "cat" / "c.jpeg")
+    shutil.copy(jpgs[3], src / "dog" / "x.jpg")
+    shutil.copy(jpgs[4], src / "dog" / "puppies" / "y.jpg")
+    shutil.copy(PNG, src / "fake" / "really-a-png.jpg")   # PNG renamed .jpg
+    (src / "cat" / "notes.txt").write_text("not an image, not a sample")
+    (src / "cat" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 40)
+    os.symlink(src / "nowhere.jpg", src / "dog" / "gone.jpg")  # dangling
+    os.mkfifo(src / "dog" / "pipe.jpg")                          # would block
+    Image.new("L", (40, 30), 128).save(src / "gray" / "g.jpg", quality=90)
+    Image.new("RGB", (64, 48), (10, 200, 30)).save(
+        src / "gray" / "p.jpg", progressive=True)
+    (src / "stray.jpg").write_bytes(open(jpgs[0], "rb").read())  # not in a class
+    return src
+
+
+def test_imagefolder_matches_torchvision(tree, tmp_path):
+    out = tmp_path / "out"
+    r = pack("imagefolder", tree, out, "--shard-size", "256K")
+    assert r.returncode == 0, r.stderr
+    err = r.stderr
+    assert "skipped fake/really-a-png.jpg: PNG data, not JPEG" in err
+    assert "skipped cat/broken.jpg: JPEG header does not parse" in err
+    assert "skipped dog/gone.jpg: cannot open" in err
+    assert "skipped dog/pipe.jpg: not a regular file" in err
+    assert "class 'empty' (label 2) has no images" in err
+    assert "class 'fake' (label 3) has no images" in err
+    assert "skipped  4 files" in r.stdout
+    assert "ignored  1 files" in r.stdout
+    assert "classes  5 (2 empty)" in r.stdout
+
+    classes, samples = torchvision_samples(tree)
+    assert classes == ["cat", "dog", "empty", "fake", "gray"]
+    skipped = {"really-a-png.jpg", "broken.jpg", "gone.jpg", "pipe.jpg"}
+    want = [(p, lab) for p, lab in samples if os.path.basename(p) not in skipped]
+    got = dump(out, tmp_path)
+    assert [lab for lab, _ in got] == [lab for _, lab in want]
+    for (label, data), (path, _) in zip(got, want):
+        assert data == open(path, "rb").read(), path
+
+    info = pack("info", out)
+    assert info.returncode == 0
+    assert "kind      jpeg" in info.stdout
+    assert "samples   7 in" in info.stdout
+    for c, name in enumerate(classes):
+        count = sum(1 for _, lab in want if lab == c)
+        assert f"  {c:5d}  {count:9d}  {name}" in info.stdout
+    assert pack("verify", out).returncode == 0
+
+
+def test_imagefolder_strict(tree, tmp_path):
+    r = pack("imagefolder", tree, tmp_path / "o1", "--strict")
+    assert r.returncode == 1
+    assert "class 'empty' (label 2) has no images: --strict" in r.stderr
+    assert not os.path.exists(tmp_path / "o1")
+    shutil.rmtree(tree / "empty")
+    shutil.rmtree(tree / "fake")
+    r = pack("imagefolder", tree, tmp_path / "o2", "--strict")
+    assert r.returncode == 1
+    assert "cat/broken.jpg: JPEG header does not parse" in r.stderr
+    assert "--strict: stopping" in r.stderr
+    assert not os.path.exists(tmp_path / "o2")
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".o2.tmp")]
+    for bad in ("cat/broken.jpg", "dog/gone.jpg", "dog/pipe.jpg"):
+        os.unlink(tree / bad)
+    r = pack("imagefolder", tree, tmp_path / "o3", "--strict")
+    assert r.returncode == 0, r.stderr
+
+
+def test_imagefolder_without_classes_or_images(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.jpg").write_bytes(b"x")
+    r = pack("imagefolder", tmp_path / "src", tmp_path / "out")
+    assert r.returncode == 1 and "no class folders" in r.stderr
+    (tmp_path / "src" / "c").mkdir()
+    shutil.copy(PNG, tmp_path / "src" / "c" / "p.png")
+    r = pack("imagefolder", tmp_path / "src", tmp_path / "out")
+    assert r.returncode == 1 and "no JPEG image to pack" in r.stderr
+    assert "skipped c/p.png: PNG data" in r.stderr
+    assert not os.path.exists(tmp_path / "out")
+    assert os.listdir(tmp_path) == ["src"]
+
+
+def start_fifo_pack(tmp_path, n_images):
+    """A pack reading its images from a FIFO fed n_images, then left open:
+    the packer blocks midway with complete shards already written."""
+    images, labels = idx_src("test")
+    fifo = tmp_path / "images.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [PACK, "idx", "--images", fifo, "--labels",
+         f"{FMNIST}/t10k-labels-idx1-ubyte.gz", out, "--codec", "none",
+         "--shard-size", "64K"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    w = open(fifo, "wb")
+    w.write(images[:16 + 784 * n_images])
+    w.flush()
+    deadline = time.monotonic() + 20
+    tmp = None
+    while time.monotonic() < deadline:
+        tmps = [p for p in os.listdir(tmp_path) if p.startswith(".out.tmp-")]
+        if tmps and os.path.exists(tmp_path / tmps[0] / "shard-00005.rfs"):
+            tmp = tmp_path / tmps[0]
+            break
+        time.sleep(0.05)
+    assert tmp, "the pack did not get going"
+    time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    return proc, w, out, tmp
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_interrupted_pack_leaves_no_dataset(tmp_path, sig):
+    proc, w, out, tmp = start_fifo_pack(tmp_path, 3000)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=20)
+    try:
+        w.close()
+    except BrokenPipeError:
+        pass
+    assert not os.path.exists(out)
+    v = pack("verify", out)
+    assert v.returncode == 1
+    if sig == signal.SIGKILL:
+        # what is left is hidden, has no MANIFEST, and does not open
+        assert os.path.isdir(tmp)
+        assert not os.path.exists(tmp / "MANIFEST")
+        v = pack("verify", tmp)
+        assert v.returncode == 1 and "did not finish" in v.stdout
+    else:
+        assert proc.returncode == 128 + sig
+        assert "interrupted by signal" in stderr and str(tmp) in stderr
+        assert not os.path.exists(tmp)
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [PACK, "idx", "--images", f"{FMNIST}/t10k-images-idx3-ubyte.gz",
+         "--labels", f"{FMNIST}/t10k-labels-idx1-ubyte.gz", tmp_path / "o",
+         "--codec", "none"], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    chunks = []
+
+    def drain():
+        while True:
+            try:
+                b = os.read(master, 4096)
+            except OSError:
+                return
+            if not b:
+                return
+            chunks.append(b)
+
+    t = threading.Thread(target=drain)
+    t.start()
+    stdout, _ = proc.communicate(timeout=60)
+    t.join(5)
+    os.close(master)
+    tty = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0
+    assert "\r" in tty and "] 100%  10000/10000" in tty
+    assert b"packed 10000 records" in stdout
+
+
+def test_progress_lines_in_a_log(packed):
+    # the module fixture's packs ran with pipes: plain lines, one per 10%
+    r = pack("verify", packed[("test", "none")][0])
+    lines = [x for x in r.stderr.splitlines() if x.startswith("verifying:")]
+    assert len(lines) == 10 and lines[-1].startswith("verifying: 10000/10000 (100%)")
+    assert "\r" not in r.stderr

@@ -1,0 +1,259 @@
+/*
+ * test_manifest.c - the MANIFEST parser and formatter: a built manifest
+ * formats and parses back the same (names with spaces and '/'), and every
+ * malformed or inconsistent input is refused with the line it is on.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "manifest.h"
+#include "tap.h"
+
+static const char good[] =
+    "# a comment\n"
+    "ringfeed-dataset 1\n"
+    "samples 5\n"
+    "kind tensor\n"
+    "dtype u8\n"
+    "shape 1x28x28\n"
+    "codec zstd\n"
+    "max_stored 800\n"
+    "max_decoded 784\n"
+    "classes 2\n"
+    "class 0 T-shirt/top\n"
+    "class 1 Ankle boot\n"
+    "\n"
+    "dict dict.zstd 1000 0123abcd\n"
+    "shards 2\n"
+    "shard 0 shard-00000.rfs 3 1000 deadbeef\n"
+    "shard 1 shard-00001.rfs 2 1000 00000001\n"
+    "end\n";
+
+/* good[] with the first occurrence of `from` replaced by `to`. */
+static char *edit(const char *from, const char *to)
+{
+    const char *at = strstr(good, from);
+    size_t n = strlen(good) - strlen(from) + strlen(to) + 1;
+    char *s = malloc(n);
+
+    if (!at) {
+        tap_diag("edit: \"%s\" not in the sample", from);
+        abort();
+    }
+    memcpy(s, good, (size_t)(at - good));
+    strcpy(s + (at - good), to);
+    strcat(s, at + strlen(from));
+    return s;
+}
+
+static void check_good(void)
+{
+    struct manifest m;
+    struct rf_err e = {{0}};
+    char *text;
+    size_t len = 0;
+
+    TAP_IS_INT(manifest_parse(good, strlen(good), &m, &e), 0, "sample parses");
+    if (e.msg[0])
+        tap_diag("%s", e.msg);
+    TAP_IS_INT(m.samples, 5, "samples");
+    TAP_IS_INT(m.kind, DATASET_TENSOR, "kind");
+    TAP_IS_INT(m.dtype, DATASET_DTYPE_U8, "dtype");
+    TAP_IS_INT(m.ndim, 3, "ndim");
+    TAP_IS_INT(m.dims[0] * 1000000 + m.dims[1] * 1000 + m.dims[2], 1028028,
+               "shape 1x28x28");
+    TAP_IS_INT(m.codec, DATASET_CODEC_ZSTD, "codec");
+    TAP_IS_INT(m.max_stored, 800, "max_stored");
+    TAP_IS_INT(m.nclasses, 2, "classes");
+    TAP_IS_STR(manifest_class_name(&m, 0), "T-shirt/top", "class name with /");
+    TAP_IS_STR(manifest_class_name(&m, 1), "Ankle boot", "class name with space");
+    TAP_OK(manifest_class_name(&m, 2) == NULL, "class past the end is NULL");
+    TAP_IS_STR(manifest_dict_name(&m), "dict.zstd", "dict name");
+    TAP_IS_INT(m.dict_crc, 0x0123abcd, "dict crc");
+    TAP_IS_INT(m.nshards, 2, "shards");
+    TAP_IS_STR(manifest_shard_name(&m, 1), "shard-00001.rfs", "shard name");
+    TAP_IS_INT(m.shards[0].index_crc, 0xdeadbeef, "shard index crc");
+    TAP_IS_INT(m.shards[1].records, 2, "shard records");
+
+    text = manifest_format(&m, &len);
+    TAP_OK(text != NULL, "format");
+    manifest_free(&m);
+    TAP_IS_INT(manifest_parse(text, len, &m, &e), 0, "formatted text parses");
+    TAP_IS_STR(manifest_class_name(&m, 0), "T-shirt/top", "name survives");
+    {
+        size_t len2 = 0;
+        char *text2 = manifest_format(&m, &len2);
+
+        TAP_OK(text2 && len2 == len && memcmp(text, text2, len) == 0,
+               "format(parse(format(m))) == format(m)");
+        free(text2);
+    }
+    free(text);
+    manifest_free(&m);
+    manifest_free(&m); /* twice is fine: it zeroes */
+}
+
+static void check_builders(void)
+{
+    struct manifest m = {0}, p;
+    struct rf_err e = {{0}};
+    char *text;
+    size_t len = 0;
+    int r;
+
+    m.version = MANIFEST_VERSION;
+    m.kind = DATASET_JPEG;
+    m.codec = DATASET_CODEC_NONE;
+    m.samples = 7;
+    m.max_stored = m.max_decoded = 99;
+    r = 0;
+    for (int i = 0; i < 40; i++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "class %d / x", i);
+        r |= manifest_add_class(&m, name);
+    }
+    r |= manifest_add_shard(&m, "a.rfs", 3, 1000, 1);
+    r |= manifest_add_shard(&m, "b.rfs", 4, 1000, 2);
+    TAP_IS_INT(r, 0, "builders succeed");
+    TAP_IS_INT(manifest_add_class(&m, "bad\nname"), -EINVAL,
+               "class name with a newline refused");
+    TAP_IS_INT(manifest_add_class(&m, ""), -EINVAL, "empty class name refused");
+    TAP_IS_INT(manifest_add_shard(&m, "../x", 1, 1000, 0), -EINVAL,
+               "shard file name with .. refused");
+    TAP_IS_INT(manifest_add_shard(&m, "a/b", 1, 1000, 0), -EINVAL,
+               "shard file name with / refused");
+    TAP_IS_INT(manifest_check(&m, &e), 0, "built manifest checks");
+    text = manifest_format(&m, &len);
+    TAP_IS_INT(manifest_parse(text, len, &p, &e), 0, "built manifest parses");
+    TAP_IS_INT(p.nclasses, 40, "40 classes back");
+    TAP_IS_STR(manifest_class_name(&p, 39), "class 39 / x", "last class name");
+    TAP_IS_STR(manifest_shard_name(&p, 1), "b.rfs", "second shard");
+    m.samples = 8;
+    TAP_IS_INT(manifest_check(&m, &e), -EBADMSG, "records must sum to samples");
+    free(text);
+    manifest_free(&p);
+    manifest_free(&m);
+}
+
+struct bad_case {
+    const char *from, *to;
+    int code;
+    const char *msg; /* a substring the message must hold */
+};
+
+/* s with control characters as \xNN, for a one-line test name. */
+static const char *oneline(const char *s, int slot)
+{
+    static char buf[2][256];
+    size_t n = 0;
+
+    for (; *s && n < sizeof(buf[0]) - 5; s++)
+        n += (size_t)snprintf(buf[slot] + n, sizeof(buf[0]) - n,
+                              (unsigned char)*s < 0x20 ? "\\x%02x" : "%c",
+                              (unsigned char)*s);
+    buf[slot][n] = '\0';
+    return buf[slot];
+}
+
+static void check_bad(void)
+{
+    static const struct bad_case cases[] = {
+        {"end\n", "", -EBADMSG, "no \"end\" line"},
+        {"end\n", "end", -EBADMSG, "no newline"},
+        {"end\n", "end\nsamples 1\n", -EBADMSG, "text after the end line"},
+        {"ringfeed-dataset 1", "ringfeed-dataset 2", -EPROTO, "line 2 "},
+        {"ringfeed-dataset 1\n", "", -EBADMSG, "first line must be"},
+        {"samples 5", "samples 6", -EBADMSG, "shards hold 5 records"},
+        {"samples 5", "samples 05", -EBADMSG, "line 3 "},
+        {"samples 5", "samples 99999999999999999999999", -EBADMSG, "not a number"},
+        {"samples 5", "samples -5", -EBADMSG, "not a number"},
+        {"samples 5", "samples  5", -EBADMSG, "single spaces"},
+        {"samples 5", "samples 5 ", -EBADMSG, "single spaces"},
+        {"samples 5\n", "samples 5\r\n", -EBADMSG, "control character"},
+        {"kind tensor", "kind image", -EBADMSG, "unknown kind"},
+        {"kind tensor", "kind jpeg", -EBADMSG, "for kind tensor only"},
+        {"dtype u8\n", "", -EBADMSG, "needs a dtype"},
+        {"dtype u8", "dtype u9", -EBADMSG, "unknown dtype"},
+        {"shape 1x28x28", "shape 1x0x28", -EBADMSG, "dim 1"},
+        {"shape 1x28x28", "shape 1x28x", -EBADMSG, "dim 2"},
+        {"shape 1x28x28", "shape 1x1x1x1x1x1x1x1x1", -EBADMSG, "more than 8"},
+        {"shape 1x28x28", "shape 1x28x29", -EBADMSG, "not the tensor size"},
+        {"shape 1x28x28", "shape 65536x65536", -EBADMSG, "more than"},
+        {"codec zstd", "codec lz4", -EBADMSG, "unknown codec"},
+        {"codec zstd", "codec none", -EBADMSG, "max_stored 800 != max_decoded"},
+        {"max_stored 800", "max_stored 2000000000", -EBADMSG, "max_stored"},
+        {"classes 2", "classes 3", -EBADMSG, "2 class lines"},
+        {"classes 2", "classes 4000000", -EBADMSG, "line 10 "},
+        {"classes 2", "classes 400000", -EBADMSG, "too short to hold"},
+        {"class 1 Ankle boot", "class 2 Ankle boot", -EBADMSG,
+         "expected 1"},
+        {"class 0 T-shirt/top\n", "", -EBADMSG, "expected 0"},
+        {"class 1 Ankle boot", "class 1 ", -EBADMSG, "single spaces"},
+        {"class 1 Ankle boot", "class 1 Ankle\tboot", -EBADMSG,
+         "control character"},
+        {"classes 2\n", "", -EBADMSG, "before the classes line"},
+        {"dict dict.zstd 1000 0123abcd", "dict dict.zstd 1000 0123ABCD",
+         -EBADMSG, "8 lowercase hex"},
+        {"dict dict.zstd", "dict ../dict.zstd", -EBADMSG, "dict file name"},
+        {"dict dict.zstd 1000", "dict dict.zstd 0", -EBADMSG, "dict size"},
+        {"shards 2", "shards 3", -EBADMSG, "2 shard lines"},
+        {"shard 0 shard-00000.rfs", "shard 0 /etc/passwd", -EBADMSG,
+         "file name"},
+        {"shard 0 shard-00000.rfs", "shard 0 ..", -EBADMSG, "file name"},
+        {"shard 0 shard-00000.rfs", "shard 0 .hidden", -EBADMSG, "file name"},
+        {"shard 1 shard-00001.rfs 2 1000", "shard 1 shard-00001.rfs 2 10",
+         -EBADMSG, "cannot hold a header"},
+        {"shard 1 shard-00001.rfs 2", "shard 1 shard-00001.rfs 18446744073709551615",
+         -EBADMSG, "too large"},
+        {"shard 1 ", "shard 0 ", -EBADMSG, "expected 1"},
+        {"shard 1 shard-00001.rfs 2 1000 00000001",
+         "shard 1 shard-00001.rfs 2 1000", -EBADMSG, "5 fields"},
+        {"shards 2\n", "shards 2\nshards 2\n", -EBADMSG, "given twice"},
+        {"samples 5\n", "sample 5\n", -EBADMSG, "unknown key"},
+        {"samples 5\n", "samples 5\n\x01\n", -EBADMSG, "line 4 "},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bad_case *c = &cases[i];
+        char *text = edit(c->from, c->to);
+        struct manifest m;
+        struct rf_err e = {{0}};
+        int r = manifest_parse(text, strlen(text), &m, &e);
+
+        if (!tap_ok(r == c->code && strstr(e.msg, c->msg),
+                    "refused: \"%s\" -> \"%s\"", oneline(c->from, 0),
+                    oneline(c->to, 1)))
+            tap_diag("  got %d \"%s\", want %d and \"%s\"", r, e.msg, c->code,
+                     c->msg);
+        TAP_OK(m.text == NULL && m.classes == NULL && m.shards == NULL,
+               "nothing left allocated after an error");
+        free(text);
+    }
+}
+
+static void check_nul_and_empty(void)
+{
+    struct manifest m;
+    struct rf_err e = {{0}};
+    char text[sizeof(good)];
+
+    memcpy(text, good, sizeof(good));
+    text[30] = '\0';
+    TAP_IS_INT(manifest_parse(text, sizeof(good) - 1, &m, &e), -EBADMSG,
+               "a NUL byte is refused");
+    TAP_IS_INT(manifest_parse("", 0, &m, &e), -EBADMSG, "empty input refused");
+    TAP_OK(strstr(e.msg, "ringfeed-dataset") != NULL,
+           "empty input: message names the missing line");
+}
+
+int main(void)
+{
+    check_good();
+    check_builders();
+    check_bad();
+    check_nul_and_empty();
+    return tap_done();
+}

@@ -1,0 +1,91 @@
+/*
+ * pack.h - what the files of ringfeed-pack share: the subcommands' entry
+ * points, argument helpers, progress display, and the stop flag set by
+ * SIGINT/SIGTERM.
+ *
+ *   pack.c              main, the subcommand table, argument helpers
+ *   pack_progress.c     progress bar (terminal) or progress lines (pipe)
+ *   pack_idx.c          idx: IDX (MNIST-format) files -> tensor dataset
+ *   idx.c               the IDX header parser (pure, fuzzed)
+ *   pack_imagefolder.c  imagefolder: class folders of JPEGs -> jpeg dataset
+ *   jpeg_probe.c        is this buffer a JPEG whose header parses?
+ *   pack_verify.c       verify: check every record of a dataset
+ *   pack_info.c         info: what a dataset holds
+ *
+ * Exit codes: 0 done; 1 failed (bad input, I/O, damaged records found);
+ * 2 bad arguments; 128+N killed by signal N (the temporary folder is
+ * removed first).
+ */
+#ifndef RINGFEED_TOOLS_PACK_H
+#define RINGFEED_TOOLS_PACK_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "dataset_writer.h"
+
+#define PACK_EXIT_OK    0
+#define PACK_EXIT_FAIL  1
+#define PACK_EXIT_USAGE 2
+
+/* Set to the signal number by SIGINT/SIGTERM/SIGHUP (see pack_signals). */
+extern volatile sig_atomic_t pack_stop;
+
+/* Installs the stop handlers, without SA_RESTART so blocked reads end. */
+void pack_signals(void);
+
+/*
+ * Prints "ringfeed-pack CMD: <message>" and a hint to --help on stderr, and
+ * returns PACK_EXIT_USAGE, for `return pack_usage_error(...)`.
+ */
+__attribute__((format(printf, 2, 3)))
+int pack_usage_error(const char *cmd, const char *fmt, ...);
+
+/* "ringfeed-pack: <message>" on stderr. */
+__attribute__((format(printf, 1, 2)))
+void pack_warn(const char *fmt, ...);
+
+/*
+ * Parses a byte count with an optional K, M, G suffix (powers of 1024):
+ * "4096", "64K", "256M", "1G".  Returns 0, or -EINVAL.
+ */
+int pack_parse_size(const char *s, uint64_t *out);
+/* Parses a decimal integer, optionally negative, within [min, max]. */
+int pack_parse_int(const char *s, long min, long max, long *out);
+
+/* Seconds on the monotonic clock. */
+double pack_now(void);
+
+/* Progress: a bar on a terminal, a line every 10% otherwise (stderr). */
+struct progress {
+    const char *what;
+    uint64_t total;
+    double start;
+    double last_draw;
+    int tty;
+    int last_decile;
+    int drawn;
+};
+
+void progress_start(struct progress *p, const char *what, uint64_t total);
+void progress_update(struct progress *p, uint64_t done, uint64_t bytes);
+/* Clears the bar (a terminal) so the summary starts on a clean line. */
+void progress_end(struct progress *p);
+
+/*
+ * For a packer that saw pack_stop: aborts w (removing its temporary
+ * folder), says so, and returns the exit code 128 + signal.
+ */
+int pack_interrupted(struct dataset_writer *w);
+
+/* Prints the end-of-pack summary on stdout. */
+void pack_summary(const char *dest, const struct dataset_writer_stats *st,
+                  const char *codec, double seconds);
+
+/* The subcommands: argc/argv start at the subcommand's name. */
+int pack_idx_main(int argc, char **argv);
+int pack_imagefolder_main(int argc, char **argv);
+int pack_verify_main(int argc, char **argv);
+int pack_info_main(int argc, char **argv);
+
+#endif

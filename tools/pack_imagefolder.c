@@ -1,0 +1,502 @@
+/*
+ * pack_imagefolder.c - `ringfeed-pack imagefolder`: a tree of class folders
+ * of JPEGs into a jpeg dataset, with the labels torchvision's ImageFolder
+ * gives the same tree.
+ *
+ * torchvision's rules, followed here (datasets/folder.py):
+ *   - classes: every folder directly under SRC_DIR (symlinks to folders
+ *     too, hidden ones too), sorted by name; label = position in that list.
+ *   - samples of a class: os.walk of its folder following symlinks, folders
+ *     visited in sorted path order, files sorted by name within each, kept
+ *     when their extension (any case) is one of .jpg .jpeg .png .ppm .bmp
+ *     .pgm .tif .tiff .webp.  Files directly in SRC_DIR are not samples.
+ * So sample i of the packed dataset is sample i of ImageFolder(SRC_DIR),
+ * except for the files this packer skips, which it names.
+ *
+ * Where ringfeed differs, and why:
+ *   - JPEG only (the daemon decodes JPEG): a file with an image extension
+ *     whose content is not a JPEG with a parsable header (checked from the
+ *     bytes, not the name) is reported and skipped, as is a file that
+ *     cannot be read (a dangling symlink, a FIFO, no permission).  --strict
+ *     makes either fail the pack instead.
+ *   - An empty class (no image packed) is kept, with a warning, so labels
+ *     still match torchvision's class list; torchvision's ImageFolder
+ *     refuses such a tree (allow_empty=False), and so does --strict.
+ * Records are the files' bytes as they are (codec none: JPEG is already
+ * compressed).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataset_writer.h"
+#include "fileio.h"
+#include "jpeg_probe.h"
+#include "pack.h"
+
+#define MAX_DEPTH 32
+
+static const char usage_text[] =
+    "usage: ringfeed-pack imagefolder SRC_DIR OUT_DIR [options]\n"
+    "\n"
+    "Packs a tree of class folders of JPEGs (SRC_DIR/<class>/**/<image>) into\n"
+    "a jpeg dataset at OUT_DIR (which must not exist), with the class order\n"
+    "and labels of torchvision's ImageFolder.  JPEG bytes are stored as they\n"
+    "are.  Files with an image extension that are not JPEGs (checked from the\n"
+    "content) or cannot be read are reported and skipped; empty classes are\n"
+    "kept, with a warning, so labels match torchvision.\n"
+    "\n"
+    "  --shard-size BYTES   start a new shard past this size, K/M/G suffixes\n"
+    "                       (default 256M)\n"
+    "  --strict             fail on a file that is not a readable JPEG, and on\n"
+    "                       an empty class, instead of skipping\n"
+    "  --help               this text\n";
+
+static const char *const img_ext[] = {
+    ".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp",
+};
+
+struct item {
+    char *path;
+    uint32_t label;
+};
+
+struct scan {
+    const char *src;
+    char **classes;
+    uint32_t nclasses;
+    uint64_t *candidates;     /* per class */
+    struct item *items;
+    size_t nitems, cap;
+    uint64_t ignored;         /* files without an image extension */
+    int failed;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int has_img_ext(const char *name)
+{
+    size_t n = strlen(name);
+
+    for (size_t i = 0; i < sizeof(img_ext) / sizeof(img_ext[0]); i++) {
+        size_t e = strlen(img_ext[i]);
+
+        if (n >= e && strcasecmp(name + n - e, img_ext[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static char *join(const char *a, const char *b)
+{
+    char *p;
+
+    return asprintf(&p, "%s/%s", a, b) < 0 ? NULL : p;
+}
+
+/* Names in dir other than . and .., sorted bytewise; NULL on error. */
+static char **list_dir(const char *dir, size_t *n)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char **v = NULL;
+    size_t cap = 0;
+
+    *n = 0;
+    if (!d)
+        return NULL;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (*n == cap) {
+            char **p = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+
+            if (!p)
+                break;
+            v = p;
+        }
+        if ((v[*n] = strdup(de->d_name)) != NULL)
+            (*n)++;
+    }
+    closedir(d);
+    if (!v)
+        v = calloc(1, sizeof(*v));
+    if (v)
+        qsort(v, *n, sizeof(*v), cmp_str);
+    return v;
+}
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Appends dir and every folder below it (following symlinks) to *dirs. */
+static void collect_dirs(struct scan *s, const char *dir, int depth,
+                         char ***dirs, size_t *n, size_t *cap)
+{
+    char **names;
+    size_t k;
+
+    if (depth > MAX_DEPTH) {
+        pack_warn("%s: more than %d folders deep (a symlink loop?): not "
+                  "descending further", dir, MAX_DEPTH);
+        return;
+    }
+    if (*n == *cap) {
+        char **p = realloc(*dirs, (*cap = *cap ? 2 * *cap : 16) * sizeof(**dirs));
+
+        if (!p) {
+            s->failed = 1;
+            return;
+        }
+        *dirs = p;
+    }
+    (*dirs)[*n] = strdup(dir);
+    if (!(*dirs)[*n]) {
+        s->failed = 1;
+        return;
+    }
+    (*n)++;
+    names = list_dir(dir, &k);
+    if (!names) {
+        pack_warn("%s: cannot list: %s", dir, strerror(errno));
+        return;
+    }
+    for (size_t i = 0; i < k; i++) {
+        char *p = join(dir, names[i]);
+
+        if (p && is_dir(p))
+            collect_dirs(s, p, depth + 1, dirs, n, cap);
+        free(p);
+    }
+    free_list(names, k);
+}
+
+static int add_item(struct scan *s, char *path, uint32_t label)
+{
+    if (s->nitems == s->cap) {
+        struct item *p = realloc(s->items,
+                                 (s->cap = s->cap ? 2 * s->cap : 256) *
+                                 sizeof(*p));
+
+        if (!p)
+            return -1;
+        s->items = p;
+    }
+    s->items[s->nitems++] = (struct item){path, label};
+    return 0;
+}
+
+/* The class list and every candidate file, in torchvision's order. */
+static int scan_tree(struct scan *s)
+{
+    char **top;
+    size_t ntop;
+
+    top = list_dir(s->src, &ntop);
+    if (!top) {
+        pack_warn("%s: cannot list: %s", s->src, strerror(errno));
+        return -1;
+    }
+    s->classes = calloc(ntop ? ntop : 1, sizeof(char *));
+    s->candidates = calloc(ntop ? ntop : 1, sizeof(uint64_t));
+    if (!s->classes || !s->candidates) {
+        free_list(top, ntop);
+        return -1;
+    }
+    for (size_t i = 0; i < ntop; i++) {
+        char *p = join(s->src, top[i]);
+
+        if (p && is_dir(p) && (s->classes[s->nclasses] = strdup(top[i])))
+            s->nclasses++;
+        free(p);
+    }
+    free_list(top, ntop);
+    for (uint32_t c = 0; c < s->nclasses; c++) {
+        char *cdir = join(s->src, s->classes[c]), **dirs = NULL;
+        size_t ndirs = 0, dcap = 0;
+
+        if (!cdir)
+            return -1;
+        collect_dirs(s, cdir, 0, &dirs, &ndirs, &dcap);
+        free(cdir);
+        qsort(dirs, ndirs, sizeof(*dirs), cmp_str);
+        for (size_t d = 0; d < ndirs; d++) {
+            size_t k;
+            char **names = list_dir(dirs[d], &k);
+
+            for (size_t i = 0; names && i < k; i++) {
+                char *p = join(dirs[d], names[i]);
+
+                if (!p || is_dir(p)) {
+                    free(p);
+                    continue;
+                }
+                if (!has_img_ext(names[i])) {
+                    s->ignored++;
+                    free(p);
+                    continue;
+                }
+                if (add_item(s, p, c) < 0) {
+                    free(p);
+                    s->failed = 1;
+                }
+                s->candidates[c]++;
+            }
+            free_list(names, k);
+        }
+        free_list(dirs, ndirs);
+    }
+    return s->failed ? -1 : 0;
+}
+
+static void free_scan(struct scan *s)
+{
+    for (size_t i = 0; i < s->nitems; i++)
+        free(s->items[i].path);
+    free(s->items);
+    free_list(s->classes, s->nclasses);
+    free(s->candidates);
+}
+
+/*
+ * Reads a whole regular file into *buf (grown as needed).  Returns its
+ * length, or -1 with *why set.  O_NONBLOCK: a FIFO must not hang the pack.
+ */
+static int64_t read_image(const char *path, uint8_t **buf, size_t *cap,
+                          const char **why, char *why_buf, size_t why_cap)
+{
+    struct stat st;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+    if (fd == -1) {
+        snprintf(why_buf, why_cap, "cannot open: %s%s", strerror(errno),
+                 errno == ENOENT ? " (a dangling symlink?)" : "");
+        *why = why_buf;
+        return -1;
+    }
+    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+        *why = "not a regular file";
+        close(fd);
+        return -1;
+    }
+    if ((uint64_t)st.st_size >= DATASET_RECORD_MAX) {
+        *why = "larger than the 1 GiB record limit";
+        close(fd);
+        return -1;
+    }
+    if ((size_t)st.st_size + 1 > *cap) {
+        uint8_t *p = realloc(*buf, (size_t)st.st_size + 1);
+
+        if (!p) {
+            *why = "out of memory";
+            close(fd);
+            return -1;
+        }
+        *buf = p;
+        *cap = (size_t)st.st_size + 1;
+    }
+    n = fio_pread_full(fd, *buf, (size_t)st.st_size + 1, 0);
+    close(fd);
+    if (n < 0) {
+        snprintf(why_buf, why_cap, "read failed: %s", strerror((int)-n));
+        *why = why_buf;
+        return -1;
+    }
+    if (n != st.st_size) {
+        *why = "file changed size while read";
+        return -1;
+    }
+    return n;
+}
+
+static int parse_args(int argc, char **argv, const char **src,
+                      const char **out, uint64_t *shard_bytes, int *strict)
+{
+    static const struct option longopts[] = {
+        {"shard-size", required_argument, NULL, 's'},
+        {"strict", no_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
+    *shard_bytes = 0;
+    *strict = 0;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            if (pack_parse_size(optarg, shard_bytes) < 0 ||
+                *shard_bytes < 4096)
+                return pack_usage_error("imagefolder", "--shard-size: '%s' is "
+                                        "not a size of at least 4096 bytes "
+                                        "(e.g. 256M)", optarg);
+            break;
+        case 'S':
+            *strict = 1;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return -1;
+        case ':':
+            return pack_usage_error("imagefolder", "%s needs a value",
+                                    argv[optind - 1]);
+        default:
+            return pack_usage_error("imagefolder", "unknown option '%s'",
+                                    argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2)
+        return pack_usage_error("imagefolder", "SRC_DIR and OUT_DIR expected, "
+                                "got %d argument%s", argc - optind,
+                                argc - optind == 1 ? "" : "s");
+    *src = argv[optind];
+    *out = argv[optind + 1];
+    return 0;
+}
+
+int pack_imagefolder_main(int argc, char **argv)
+{
+    struct scan s = {0};
+    struct dataset_writer_opts wo = {.kind = DATASET_JPEG,
+                                     .codec = DATASET_CODEC_NONE};
+    struct dataset_writer *w = NULL;
+    struct dataset_writer_stats st;
+    struct progress prog;
+    struct rf_err err;
+    const char *out = NULL;
+    uint64_t *packed = NULL, skipped = 0, bytes = 0, empty = 0;
+    uint8_t *buf = NULL;
+    size_t cap = 0, skip = 0;
+    double t0 = pack_now();
+    int strict, r, rc = PACK_EXIT_FAIL;
+
+    r = parse_args(argc, argv, &s.src, &out, &wo.shard_bytes, &strict);
+    if (r)
+        return r < 0 ? PACK_EXIT_OK : r;
+    pack_signals();
+    if (!is_dir(s.src)) {
+        pack_warn("%s: not a folder", s.src);
+        return PACK_EXIT_FAIL;
+    }
+    skip = strlen(s.src) + 1; /* paths in messages: relative to SRC_DIR */
+    if (scan_tree(&s) < 0)
+        goto out;
+    if (s.nclasses == 0) {
+        pack_warn("%s: no class folders in it (expected SRC_DIR/<class>/"
+                  "<image>.jpg)", s.src);
+        goto out;
+    }
+    fprintf(stderr, "found %zu image files in %u classes (%" PRIu64 " other "
+            "files ignored)\n", s.nitems, s.nclasses, s.ignored);
+    for (uint32_t c = 0; strict && c < s.nclasses; c++)
+        if (s.candidates[c] == 0) {
+            pack_warn("class '%s' (label %u) has no images: --strict refuses "
+                      "empty classes, as torchvision's ImageFolder does",
+                      s.classes[c], c);
+            goto out;
+        }
+    packed = calloc(s.nclasses, sizeof(*packed));
+    if (!packed)
+        goto out;
+    wo.classes = s.nclasses;
+    wo.class_names = (const char *const *)s.classes;
+    if (dataset_writer_create(out, &wo, &w, &err) < 0) {
+        pack_warn("%s", err.msg);
+        goto out;
+    }
+    progress_start(&prog, "packing", s.nitems);
+    for (size_t i = 0; i < s.nitems && !pack_stop; i++) {
+        const struct item *it = &s.items[i];
+        char why_buf[256];
+        const char *why = NULL;
+        unsigned wd, ht;
+        int64_t n = read_image(it->path, &buf, &cap, &why, why_buf,
+                               sizeof(why_buf));
+
+        if (n >= 0 && jpeg_probe(buf, (size_t)n, &wd, &ht, why_buf,
+                                 sizeof(why_buf), &why) < 0)
+            n = -1;
+        if (n < 0) {
+            if (strict) {
+                progress_end(&prog);
+                pack_warn("%s: %s (--strict: stopping)", it->path + skip, why);
+                goto out;
+            }
+            progress_end(&prog);
+            pack_warn("skipped %s: %s", it->path + skip, why);
+            skipped++;
+            continue;
+        }
+        if (dataset_writer_add(w, buf, (size_t)n, it->label, &err) < 0) {
+            progress_end(&prog);
+            pack_warn("%s: %s", it->path + skip, err.msg);
+            goto out;
+        }
+        packed[it->label]++;
+        bytes += (uint64_t)n;
+        progress_update(&prog, i + 1, bytes);
+    }
+    if (pack_stop)
+        goto out;
+    progress_end(&prog);
+    dataset_writer_get_stats(w, &st);
+    if (st.records == 0) {
+        pack_warn("%s: no JPEG image to pack (%" PRIu64 " files skipped)",
+                  s.src, skipped);
+        goto out;
+    }
+    for (uint32_t c = 0; c < s.nclasses; c++)
+        if (packed[c] == 0) {
+            pack_warn("class '%s' (label %u) has no images: kept, so labels "
+                      "match torchvision's class list", s.classes[c], c);
+            empty++;
+        }
+    r = dataset_writer_finish(w, &st, &err);
+    w = NULL;
+    if (r < 0) {
+        pack_warn("%s", err.msg);
+        goto out;
+    }
+    pack_summary(out, &st, "none (JPEG as is)", pack_now() - t0);
+    printf("  classes  %u (%" PRIu64 " empty)\n", s.nclasses, empty);
+    printf("  skipped  %" PRIu64 " files (not JPEG, or unreadable)\n",
+           skipped);
+    printf("  ignored  %" PRIu64 " files without an image extension\n",
+           s.ignored);
+    rc = PACK_EXIT_OK;
+out:
+    /* a signal that comes after the rename changes nothing */
+    if (rc != PACK_EXIT_OK && pack_stop)
+        rc = pack_interrupted(w);
+    else
+        dataset_writer_abort(w);
+    free(packed);
+    free(buf);
+    free_scan(&s);
+    return rc;
+}

@@ -1,0 +1,112 @@
+/*
+ * pack_info.c - `ringfeed-pack info DIR`: what a dataset holds: kind and
+ * shape, samples and shards, codec and dictionary, bytes stored against
+ * bytes decoded, and the sample count of every class by name.  Reads the
+ * manifest and the index entries (not the records: that is verify's job).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+#include "pack.h"
+
+static const char usage_text[] =
+    "usage: ringfeed-pack info DIR\n"
+    "\n"
+    "Describes the dataset at DIR: kind, shape, samples, shards, codec,\n"
+    "bytes stored and decoded, and the samples of each class by name.\n"
+    "\n"
+    "  --help   this text\n";
+
+int pack_info_main(int argc, char **argv)
+{
+    struct dataset *ds;
+    const struct dataset_info *info;
+    struct rf_err err;
+    uint64_t *per_class = NULL, stored = 0, decoded = 0, on_disk = 0;
+    uint64_t raw_records = 0;
+    int rc = PACK_EXIT_FAIL;
+
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 ||
+                      strcmp(argv[1], "-h") == 0)) {
+        fputs(usage_text, stdout);
+        return PACK_EXIT_OK;
+    }
+    if (argc < 2)
+        return pack_usage_error("info", "DIR is required");
+    if (argv[1][0] == '-')
+        return pack_usage_error("info", "unknown option '%s'", argv[1]);
+    if (argc > 2)
+        return pack_usage_error("info", "one DIR expected, also got '%s'",
+                                argv[2]);
+    if (dataset_open(argv[1], &ds, &err) < 0) {
+        pack_warn("%s", err.msg);
+        pack_warn("(ringfeed-pack verify %s lists every problem)", argv[1]);
+        return PACK_EXIT_FAIL;
+    }
+    info = dataset_info(ds);
+    per_class = calloc(info->classes ? info->classes : 1, sizeof(*per_class));
+    if (!per_class)
+        goto out;
+    for (uint64_t i = 0; i < info->samples; i++) {
+        struct dataset_loc loc;
+
+        if (dataset_locate(ds, i, &loc, &err) < 0) {
+            pack_warn("%s", err.msg);
+            pack_warn("(ringfeed-pack verify %s lists every problem)",
+                      argv[1]);
+            goto out;
+        }
+        stored += loc.stored_len;
+        decoded += loc.decoded_len;
+        if (loc.codec == DATASET_CODEC_NONE)
+            raw_records++;
+        if (loc.label < info->classes)
+            per_class[loc.label]++;
+    }
+    for (uint32_t s = 0; s < info->shards; s++) {
+        struct dataset_shard_info si;
+
+        dataset_shard_info(ds, s, &si);
+        on_disk += si.file_size;
+    }
+    on_disk += info->dict_size;
+
+    printf("dataset   %s\n", dataset_dir(ds));
+    printf("kind      %s", dataset_kind_name(info->kind));
+    if (info->kind == DATASET_TENSOR) {
+        printf(" %s ", dataset_dtype_name(info->dtype));
+        for (unsigned d = 0; d < info->ndim; d++)
+            printf("%s%" PRIu64, d ? "x" : "", info->shape[d]);
+        printf(" (%" PRIu64 " bytes a sample)", info->sample_bytes);
+    }
+    printf("\nsamples   %" PRIu64 " in %u shard%s\n", info->samples,
+           info->shards, info->shards == 1 ? "" : "s");
+    printf("codec     %s", codec_name(info->codec));
+    if (info->has_dict)
+        printf(" with a %u-byte dictionary", info->dict_size);
+    if (info->codec != DATASET_CODEC_NONE)
+        printf(" (%" PRIu64 " records stored as is: zstd did not shrink "
+               "them)", raw_records);
+    printf("\nstored    %" PRIu64 " bytes of records, %" PRIu64 " bytes on "
+           "disk with headers, indexes and dictionary\n", stored, on_disk);
+    printf("decoded   %" PRIu64 " bytes\n", decoded);
+    printf("ratio     %.2f (decoded / stored)\n",
+           stored ? (double)decoded / (double)stored : 0.0);
+    printf("largest   %u bytes stored, %u decoded\n", info->max_stored,
+           info->max_decoded);
+    printf("classes   %u\n", info->classes);
+    if (info->classes) {
+        printf("  label    samples  name\n");
+        for (uint32_t c = 0; c < info->classes; c++)
+            printf("  %5u  %9" PRIu64 "  %s\n", c, per_class[c],
+                   dataset_class_name(ds, c));
+    }
+    rc = PACK_EXIT_OK;
+out:
+    free(per_class);
+    dataset_close(ds);
+    return rc;
+}
