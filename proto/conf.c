@@ -1,0 +1,588 @@
+/*
+ * conf.c - ringfeedd's config file: the key table, conf_set (one key from
+ * text, shared by the file parser and the daemon's flags), conf_parse (the
+ * file, line by line), conf_merge (flags over file) and conf_format.  The
+ * format is documented in conf.h.
+ *
+ * keys[] is the source of truth for names, fields and ranges: the parser,
+ * the messages ("workers: expected an integer in 1..256"), the formatter
+ * and the merge all walk it.  conf_check_table() checks it at start-up.
+ */
+#include "conf.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "strnum.h"
+
+enum kind {
+    K_PATH,    /* char[] absolute path, at most max bytes */
+    K_UINT,    /* uint32_t or uint64_t (by width) in min..max */
+    K_SIZE,    /* uint64_t via conf_parse_size, in min..max */
+    K_LEVEL,   /* enum conf_log_level */
+    K_IDS,     /* uint32_t[CONF_ALLOW_MAX] and its unsigned count */
+    K_DATASET, /* dataset.NAME = DIR, into datasets[] */
+};
+
+struct keydef {
+    const char *name;
+    enum conf_key key;
+    enum kind kind;
+    size_t off, width;   /* the field in struct conf */
+    size_t count_off;    /* K_IDS: the count field */
+    uint64_t min, max;
+};
+
+#define FIELD(f) offsetof(struct conf, f), sizeof(((struct conf *)0)->f)
+
+static const struct keydef keys[CONF_KEY_COUNT] = {
+    {"socket", CONF_SOCKET, K_PATH, FIELD(socket), 0, 1, CONF_SOCKET_MAX},
+    {"dataset.NAME", CONF_DATASET, K_DATASET, FIELD(datasets), 0, 1, CONF_PATH_MAX - 1},
+    {"workers", CONF_WORKERS, K_UINT, FIELD(workers), 0, CTL_WORKERS_MIN, CTL_WORKERS_MAX},
+    {"memory-budget", CONF_MEMORY_BUDGET, K_SIZE, FIELD(memory_budget), 0,
+     CONF_MEMORY_BUDGET_MIN, UINT64_MAX},
+    {"log-level", CONF_LOG_LEVEL, K_LEVEL, FIELD(log_level), 0, 0, CONF_LOG_COUNT - 1},
+    {"allow-uid", CONF_ALLOW_UID, K_IDS, FIELD(allow_uid), offsetof(struct conf, n_allow_uid),
+     0, UINT32_MAX - 1},
+    {"allow-gid", CONF_ALLOW_GID, K_IDS, FIELD(allow_gid), offsetof(struct conf, n_allow_gid),
+     0, UINT32_MAX - 1},
+    {"watchdog-sec", CONF_WATCHDOG_SEC, K_UINT, FIELD(watchdog_sec), 0, 0,
+     CONF_WATCHDOG_SEC_MAX},
+    {"max-bad-samples", CONF_MAX_BAD_SAMPLES, K_UINT, FIELD(max_bad_samples), 0, 0,
+     UINT64_MAX},
+    {"pixel-cap", CONF_PIXEL_CAP, K_UINT, FIELD(pixel_cap), 0, 1, CONF_PIXEL_CAP_MAX},
+};
+
+static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
+
+#define DATASET_PREFIX "dataset."
+#define DATASET_PREFIX_LEN (sizeof(DATASET_PREFIX) - 1)
+
+void conf_defaults(struct conf *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->socket, sizeof(c->socket), "%s", CONF_DEFAULT_SOCKET);
+    c->log_level = CONF_LOG_INFO;
+    c->watchdog_sec = 60;
+    c->max_bad_samples = 1000;
+    c->pixel_cap = 8192ull * 8192ull;
+}
+
+const char *conf_log_level_name(enum conf_log_level l)
+{
+    return (unsigned)l < CONF_LOG_COUNT ? levels[l] : NULL;
+}
+
+const struct conf_dataset *conf_find_dataset(const struct conf *c, const char *name)
+{
+    for (unsigned i = 0; i < c->n_datasets; i++)
+        if (strcmp(c->datasets[i].name, name) == 0)
+            return &c->datasets[i];
+    return NULL;
+}
+
+int conf_parse_size(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        unsigned shift;
+    } units[] = {
+        {"", 0}, {"k", 10}, {"m", 20}, {"g", 30}, {"t", 40},
+        {"kib", 10}, {"mib", 20}, {"gib", 30}, {"tib", 40},
+    };
+    size_t digits = 0;
+    uint64_t v;
+    int r;
+
+    while (s[digits] >= '0' && s[digits] <= '9')
+        digits++;
+    r = strnum_u64(s, digits, &v);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        const char *u = units[i].suffix, *t = s + digits;
+        size_t j = 0;
+
+        while (u[j] && (t[j] == u[j] || t[j] == u[j] - 'a' + 'A'))
+            j++;
+        if (u[j] || t[j])
+            continue;
+        if (units[i].shift && v > (UINT64_MAX >> units[i].shift))
+            return -ERANGE;
+        *out = v << units[i].shift;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* What row k accepts, for messages. */
+static void describe(const struct keydef *k, char *buf, size_t cap)
+{
+    switch (k->kind) {
+    case K_PATH:
+        snprintf(buf, cap, "an absolute path of at most %llu bytes", (unsigned long long)k->max);
+        return;
+    case K_DATASET:
+        snprintf(buf, cap, "an absolute folder path of at most %llu bytes",
+                 (unsigned long long)k->max);
+        return;
+    case K_UINT:
+        snprintf(buf, cap, "an integer in %llu..%llu", (unsigned long long)k->min,
+                 (unsigned long long)k->max);
+        return;
+    case K_SIZE:
+        snprintf(buf, cap, "a size of at least %lluM: digits with an optional K, M, G or T",
+                 (unsigned long long)(k->min >> 20));
+        return;
+    case K_LEVEL:
+        snprintf(buf, cap, "one of error, warn, info, debug");
+        return;
+    case K_IDS:
+        snprintf(buf, cap, "1 to %d comma-separated ids in 0..%llu", CONF_ALLOW_MAX,
+                 (unsigned long long)k->max);
+        return;
+    }
+    snprintf(buf, cap, "?");
+}
+
+static int bad_value(const struct keydef *k, const char *key, const char *v, struct rf_err *err)
+{
+    char what[128];
+
+    describe(k, what, sizeof(what));
+    return rf_err_set(err, -EINVAL, "%s: expected %s, got \"%.64s%s\"", key, what, v,
+                      strlen(v) > 64 ? "..." : "");
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static int set_ids(const struct keydef *k, struct conf *c, const char *key, const char *v,
+                   struct rf_err *err)
+{
+    uint32_t ids[CONF_ALLOW_MAX];
+    unsigned n = 0;
+    const char *p = v;
+
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        uint64_t id;
+
+        while (len && is_blank(*p))
+            p++, len--;
+        while (len && is_blank(p[len - 1]))
+            len--;
+        if (strnum_u64(p, len, &id) < 0 || id > k->max)
+            return bad_value(k, key, v, err);
+        if (n == CONF_ALLOW_MAX)
+            return rf_err_set(err, -E2BIG, "%s: more than %d ids", key, CONF_ALLOW_MAX);
+        ids[n++] = (uint32_t)id;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    memcpy((char *)c + k->off, ids, n * sizeof(ids[0]));
+    *(unsigned *)((char *)c + k->count_off) = n;
+    return 0;
+}
+
+static int set_dataset(const struct keydef *k, struct conf *c, const char *key, const char *v,
+                       struct rf_err *err)
+{
+    const char *name = key + DATASET_PREFIX_LEN;
+    size_t nlen = strlen(name), vlen = strlen(v);
+    struct conf_dataset *d;
+
+    if (!ctl_dataset_name_ok(name, nlen))
+        return rf_err_set(err, -EINVAL,
+                          "%s: the name after \"dataset.\" must be 1 to %d characters of "
+                          "A-Z a-z 0-9 . _ -",
+                          key, CTL_DATASET_NAME_MAX);
+    if (conf_find_dataset(c, name))
+        return rf_err_set(err, -EEXIST, "%s: given twice", key);
+    if (v[0] != '/' || vlen > k->max)
+        return bad_value(k, key, v, err);
+    if (c->n_datasets == CONF_DATASETS_MAX)
+        return rf_err_set(err, -E2BIG, "%s: more than %d datasets", key, CONF_DATASETS_MAX);
+    d = &c->datasets[c->n_datasets++];
+    memset(d, 0, sizeof(*d));
+    memcpy(d->name, name, nlen);
+    memcpy(d->dir, v, vlen);
+    return 0;
+}
+
+/* Parses v for row k into c; the caller checked duplicates. */
+static int set_value(const struct keydef *k, struct conf *c, const char *key, const char *v,
+                     struct rf_err *err)
+{
+    char *field = (char *)c + k->off;
+    size_t vlen = strlen(v);
+    uint64_t u;
+
+    switch (k->kind) {
+    case K_PATH:
+        if (v[0] != '/' || vlen > k->max)
+            return bad_value(k, key, v, err);
+        memset(field, 0, k->width);
+        memcpy(field, v, vlen);
+        return 0;
+    case K_UINT:
+        if (strnum_u64(v, vlen, &u) < 0 || u < k->min || u > k->max)
+            return bad_value(k, key, v, err);
+        if (k->width == sizeof(uint32_t))
+            *(uint32_t *)field = (uint32_t)u;
+        else
+            *(uint64_t *)field = u;
+        return 0;
+    case K_SIZE:
+        if (conf_parse_size(v, &u) < 0 || u < k->min || u > k->max)
+            return bad_value(k, key, v, err);
+        *(uint64_t *)field = u;
+        return 0;
+    case K_LEVEL:
+        for (unsigned i = 0; i < CONF_LOG_COUNT; i++) {
+            if (strcmp(v, levels[i]) == 0) {
+                *(enum conf_log_level *)field = (enum conf_log_level)i;
+                return 0;
+            }
+        }
+        return bad_value(k, key, v, err);
+    case K_IDS:
+        return set_ids(k, c, key, v, err);
+    case K_DATASET:
+        return set_dataset(k, c, key, v, err);
+    }
+    return -EINVAL;
+}
+
+static const struct keydef *find_key(const char *key)
+{
+    if (strncmp(key, DATASET_PREFIX, DATASET_PREFIX_LEN) == 0)
+        return &keys[CONF_DATASET];
+    for (int i = 0; i < CONF_KEY_COUNT; i++)
+        if (keys[i].kind != K_DATASET && strcmp(keys[i].name, key) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+static int unknown_key(const char *key, struct rf_err *err)
+{
+    char list[256];
+    size_t used = 0;
+
+    list[0] = '\0';
+    for (int i = 0; i < CONF_KEY_COUNT; i++) {
+        int n = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", keys[i].name);
+
+        if (n < 0 || (size_t)n >= sizeof(list) - used)
+            break;
+        used += (size_t)n;
+    }
+    return rf_err_set(err, -ENOENT, "unknown key \"%.64s%s\"; keys: %s", key,
+                      strlen(key) > 64 ? "..." : "", list);
+}
+
+int conf_set(struct conf *c, const char *key, const char *value, struct rf_err *err)
+{
+    const struct keydef *k = find_key(key);
+    char v[CONF_LINE_MAX];
+    size_t start = 0, end = strlen(value);
+    int r;
+
+    if (!k)
+        return unknown_key(key, err);
+    if (k->kind != K_DATASET && conf_is_set(c, k->key))
+        return rf_err_set(err, -EEXIST, "%s: given twice", key);
+    /* the file's rules for a value: trimmed, no control characters */
+    while (start < end && is_blank(value[start]))
+        start++;
+    while (end > start && is_blank(value[end - 1]))
+        end--;
+    if (end - start >= sizeof(v))
+        return rf_err_set(err, -EINVAL, "%s: value longer than %d bytes", key,
+                          CONF_LINE_MAX - 1);
+    for (size_t i = start; i < end; i++) {
+        unsigned char b = (unsigned char)value[i];
+
+        if ((b < 0x20 && b != '\t') || b == 0x7f)
+            return rf_err_set(err, -EINVAL, "%s: control character 0x%02x in the value", key,
+                              b);
+    }
+    memcpy(v, value + start, end - start);
+    v[end - start] = '\0';
+    r = set_value(k, c, key, v, err);
+    if (r == 0)
+        c->set |= 1u << k->key;
+    return r;
+}
+
+/* The line's first bad byte (NUL, a control character but TAB), or n. */
+static size_t first_bad_byte(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)s[i];
+
+        if ((b < 0x20 && b != '\t') || b == 0x7f)
+            return i;
+    }
+    return n;
+}
+
+/* Where each key (each dataset) was first set, for "given twice" messages. */
+struct seen_lines {
+    unsigned key[CONF_KEY_COUNT];
+    unsigned dataset[CONF_DATASETS_MAX];
+};
+
+/* Parses one line s[0..n) (no LF, no CR) numbered lineno into c. */
+static int parse_line(struct conf *c, const char *s, size_t n, unsigned lineno,
+                      struct seen_lines *seen, struct rf_err *err)
+{
+    char key[CONF_LINE_MAX], value[CONF_LINE_MAX];
+    size_t bad = first_bad_byte(s, n), i = 0, kend, vstart;
+    const char *eq;
+    struct rf_err e;
+    int r;
+
+    if (bad < n)
+        return rf_err_set(err, -EINVAL, "line %u: %s byte 0x%02x at column %zu", lineno,
+                          s[bad] ? "control" : "NUL", (unsigned char)s[bad], bad + 1);
+    while (i < n && is_blank(s[i]))
+        i++;
+    if (i == n || s[i] == '#')
+        return 0;
+    eq = memchr(s + i, '=', n - i);
+    if (!eq)
+        return rf_err_set(err, -EINVAL, "line %u: expected key = value", lineno);
+    kend = (size_t)(eq - s);
+    while (kend > i && is_blank(s[kend - 1]))
+        kend--;
+    if (kend == i)
+        return rf_err_set(err, -EINVAL, "line %u: no key before '='", lineno);
+    memcpy(key, s + i, kend - i);
+    key[kend - i] = '\0';
+    vstart = (size_t)(eq - s) + 1;
+    memcpy(value, s + vstart, n - vstart);
+    value[n - vstart] = '\0';
+    r = conf_set(c, key, value, &e);
+    if (r == -EEXIST) {
+        const struct conf_dataset *d = NULL;
+        unsigned first = 0;
+
+        if (strncmp(key, DATASET_PREFIX, DATASET_PREFIX_LEN) == 0) {
+            d = conf_find_dataset(c, key + DATASET_PREFIX_LEN);
+            first = d ? seen->dataset[d - c->datasets] : 0;
+        } else {
+            first = seen->key[find_key(key)->key];
+        }
+        return rf_err_set(err, -EINVAL, "line %u: %s (first on line %u)", lineno, e.msg, first);
+    }
+    if (r < 0)
+        return rf_err_set(err, -EINVAL, "line %u: %s", lineno, e.msg);
+    if (strncmp(key, DATASET_PREFIX, DATASET_PREFIX_LEN) == 0)
+        seen->dataset[c->n_datasets - 1] = lineno;
+    else
+        seen->key[find_key(key)->key] = lineno;
+    return 0;
+}
+
+int conf_parse(const char *buf, size_t len, struct conf *out, struct rf_err *err)
+{
+    struct seen_lines seen;
+    size_t pos = 0;
+    unsigned lineno = 0;
+
+    conf_defaults(out);
+    memset(&seen, 0, sizeof(seen));
+    while (pos < len) {
+        const char *lf = memchr(buf + pos, '\n', len - pos);
+        size_t n = lf ? (size_t)(lf - (buf + pos)) : len - pos;
+        int r;
+
+        lineno++;
+        if (n + (lf ? 1 : 0) > CONF_LINE_MAX)
+            return rf_err_set(err, -EINVAL, "line %u: longer than %d bytes", lineno,
+                              CONF_LINE_MAX - 1);
+        if (n > 0 && buf[pos + n - 1] == '\r')
+            r = parse_line(out, buf + pos, n - 1, lineno, &seen, err);
+        else
+            r = parse_line(out, buf + pos, n, lineno, &seen, err);
+        if (r < 0)
+            return r;
+        pos += n + (lf ? 1 : 0);
+    }
+    return 0;
+}
+
+int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
+{
+    unsigned added = 0;
+
+    for (unsigned i = 0; i < src->n_datasets; i++)
+        if (!conf_find_dataset(dst, src->datasets[i].name))
+            added++;
+    if (dst->n_datasets + added > CONF_DATASETS_MAX)
+        return rf_err_set(err, -E2BIG, "more than %d datasets in the file and flags together",
+                          CONF_DATASETS_MAX);
+    for (int i = 0; i < CONF_KEY_COUNT; i++) {
+        const struct keydef *k = &keys[i];
+
+        if (!conf_is_set(src, k->key))
+            continue;
+        if (k->kind == K_DATASET) {
+            for (unsigned j = 0; j < src->n_datasets; j++) {
+                const struct conf_dataset *s = &src->datasets[j];
+                struct conf_dataset *d = (struct conf_dataset *)conf_find_dataset(dst, s->name);
+
+                if (!d)
+                    d = &dst->datasets[dst->n_datasets++];
+                *d = *s;
+            }
+        } else {
+            memcpy((char *)dst + k->off, (const char *)src + k->off, k->width);
+            if (k->kind == K_IDS)
+                memcpy((char *)dst + k->count_off, (const char *)src + k->count_off,
+                       sizeof(unsigned));
+        }
+        dst->set |= 1u << k->key;
+    }
+    return 0;
+}
+
+/* Writes "name = value" for row k; -ENOSPC. */
+static int format_key(const struct keydef *k, const struct conf *c, char *buf, size_t cap,
+                      size_t *used)
+{
+    const char *field = (const char *)c + k->off;
+    char v[CONF_LINE_MAX];
+    size_t vu = 0;
+    int n;
+
+    v[0] = '\0';
+    switch (k->kind) {
+    case K_PATH:
+        snprintf(v, sizeof(v), "%s", field);
+        break;
+    case K_UINT:
+        snprintf(v, sizeof(v), "%llu",
+                 k->width == sizeof(uint32_t) ? (unsigned long long)*(const uint32_t *)field
+                                              : (unsigned long long)*(const uint64_t *)field);
+        break;
+    case K_SIZE: {
+        static const char units[] = "KMGT";
+        uint64_t b = *(const uint64_t *)field;
+        int u = -1;
+
+        while (u < 3 && b != 0 && b % 1024 == 0)
+            b /= 1024, u++;
+        snprintf(v, sizeof(v), "%llu%.*s", (unsigned long long)b, u >= 0 ? 1 : 0,
+                 u >= 0 ? &units[u] : "");
+        break;
+    }
+    case K_LEVEL:
+        snprintf(v, sizeof(v), "%s", conf_log_level_name(c->log_level));
+        break;
+    case K_IDS: {
+        unsigned cnt = *(const unsigned *)((const char *)c + k->count_off);
+
+        for (unsigned i = 0; i < cnt && vu < sizeof(v); i++)
+            vu += (size_t)snprintf(v + vu, sizeof(v) - vu, "%s%u", i ? ", " : "",
+                                   ((const uint32_t *)field)[i]);
+        break;
+    }
+    case K_DATASET:
+        for (unsigned i = 0; i < c->n_datasets; i++) {
+            n = snprintf(buf + *used, cap - *used, "dataset.%s = %s\n", c->datasets[i].name,
+                         c->datasets[i].dir);
+            if (n < 0 || (size_t)n >= cap - *used)
+                return -ENOSPC;
+            *used += (size_t)n;
+        }
+        return 0;
+    }
+    n = snprintf(buf + *used, cap - *used, "%s = %s\n", k->name, v);
+    if (n < 0 || (size_t)n >= cap - *used)
+        return -ENOSPC;
+    *used += (size_t)n;
+    return 0;
+}
+
+int conf_format(const struct conf *c, char *buf, size_t cap)
+{
+    size_t used = 0;
+
+    if (cap == 0)
+        return -ENOSPC;
+    buf[0] = '\0';
+    for (int i = 0; i < CONF_KEY_COUNT; i++) {
+        if (!conf_is_set(c, keys[i].key))
+            continue;
+        if (format_key(&keys[i], c, buf, cap, &used) < 0)
+            return -ENOSPC;
+    }
+    return (int)used;
+}
+
+bool conf_equal(const struct conf *a, const struct conf *b)
+{
+    if (a->set != b->set || strcmp(a->socket, b->socket) != 0 || a->workers != b->workers ||
+        a->memory_budget != b->memory_budget || a->log_level != b->log_level ||
+        a->watchdog_sec != b->watchdog_sec || a->max_bad_samples != b->max_bad_samples ||
+        a->pixel_cap != b->pixel_cap || a->n_allow_uid != b->n_allow_uid ||
+        a->n_allow_gid != b->n_allow_gid || a->n_datasets != b->n_datasets)
+        return false;
+    if (memcmp(a->allow_uid, b->allow_uid, a->n_allow_uid * sizeof(a->allow_uid[0])) != 0 ||
+        memcmp(a->allow_gid, b->allow_gid, a->n_allow_gid * sizeof(a->allow_gid[0])) != 0)
+        return false;
+    for (unsigned i = 0; i < a->n_datasets; i++)
+        if (strcmp(a->datasets[i].name, b->datasets[i].name) != 0 ||
+            strcmp(a->datasets[i].dir, b->datasets[i].dir) != 0)
+            return false;
+    return true;
+}
+
+int conf_check_table(struct rf_err *err)
+{
+    struct conf def, back; /* about 70 KiB each: call it at start-up, on the main stack */
+    char text[1024];
+
+    for (int i = 0; i < CONF_KEY_COUNT; i++) {
+        const struct keydef *k = &keys[i];
+
+        if (!k->name || (int)k->key != i)
+            return rf_err_set(err, -EINVAL, "config key table: row %d is not key %d", i, i);
+        if (k->min > k->max)
+            return rf_err_set(err, -EINVAL, "config key %s: min above max", k->name);
+        if (k->kind == K_UINT && k->width != sizeof(uint32_t) && k->width != sizeof(uint64_t))
+            return rf_err_set(err, -EINVAL, "config key %s: field is not 4 or 8 bytes", k->name);
+        if (k->kind == K_UINT && k->width == sizeof(uint32_t) && k->max > UINT32_MAX)
+            return rf_err_set(err, -EINVAL, "config key %s: range past its field", k->name);
+        if (k->kind == K_PATH && k->max >= k->width)
+            return rf_err_set(err, -EINVAL, "config key %s: path bound past its field",
+                              k->name);
+        if (k->kind == K_IDS && k->width != CONF_ALLOW_MAX * sizeof(uint32_t))
+            return rf_err_set(err, -EINVAL, "config key %s: list field size", k->name);
+        for (int j = 0; j < i; j++)
+            if (strcmp(keys[j].name, k->name) == 0)
+                return rf_err_set(err, -EINVAL, "config key %s appears twice", k->name);
+    }
+    if (CONF_PATH_MAX - 1 != keys[CONF_DATASET].max)
+        return rf_err_set(err, -EINVAL, "config key dataset: bound is not CONF_PATH_MAX - 1");
+    /* the defaults that have a value must read back as themselves */
+    conf_defaults(&def);
+    def.set = 1u << CONF_SOCKET | 1u << CONF_LOG_LEVEL | 1u << CONF_WATCHDOG_SEC |
+              1u << CONF_MAX_BAD_SAMPLES | 1u << CONF_PIXEL_CAP;
+    if (conf_format(&def, text, sizeof(text)) < 0)
+        return rf_err_set(err, -EINVAL, "config defaults do not format");
+    if (conf_parse(text, strlen(text), &back, err) < 0) {
+        rf_err_prefix(err, "config defaults");
+        return -EINVAL;
+    }
+    if (!conf_equal(&def, &back))
+        return rf_err_set(err, -EINVAL, "config defaults do not read back as themselves");
+    return 0;
+}

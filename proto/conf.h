@@ -1,0 +1,200 @@
+/*
+ * conf.h - ringfeedd's configuration: the file format, its parser (a pure
+ * function over a buffer), and the rule that command-line flags override
+ * the file.
+ *
+ * THE FILE (by default /etc/ringfeed/ringfeedd.conf; the daemon decides)
+ *
+ *     # ringfeedd.conf
+ *     socket        = /run/ringfeed/ringfeedd.sock
+ *     dataset.fmnist   = /var/lib/ringfeed/fmnist
+ *     dataset.imagenet = /srv/data/imagenet
+ *     workers       = 8
+ *     memory-budget = 16G
+ *     log-level     = info
+ *     allow-uid     = 1000, 1001
+ *     allow-gid     = 2000
+ *     watchdog-sec  = 60
+ *     max-bad-samples = 1000
+ *     pixel-cap     = 67108864
+ *
+ *   - One "key = value" a line; blanks around the key, the '=' and the value
+ *     are ignored.  The value is the rest of the line (so a path may hold
+ *     spaces and '#').  LF or CRLF line ends; the last line may lack one.
+ *   - A line whose first non-blank character is '#' is a comment; blank
+ *     lines are ignored.  There are no trailing comments.
+ *   - Keys are lower case.  An unknown key, a key given twice and a value
+ *     out of range are errors naming the line, the key and what it accepts.
+ *   - Lines are at most CONF_LINE_MAX bytes and hold no control character
+ *     but TAB (and the CR of a CRLF); NUL bytes are errors.
+ *
+ * Keys:
+ *   socket = PATH          the control socket, absolute, at most 107 bytes
+ *                          (sun_path).  Default CONF_DEFAULT_SOCKET.
+ *   dataset.NAME = DIR     serve the dataset in the absolute folder DIR as
+ *                          NAME (1..64 of [A-Za-z0-9._-], what ATTACH names).
+ *                          One line per dataset, at most CONF_DATASETS_MAX;
+ *                          a NAME given twice is an error.  Clients never
+ *                          name paths: the daemon opens only these.
+ *   workers = N            worker processes, 1..256.  Not set: the daemon
+ *                          picks (one per CPU).
+ *   memory-budget = SIZE   bytes the daemon may spend on rings, at least 1M:
+ *                          digits with an optional binary suffix K, M, G, T
+ *                          (or KiB, MiB, GiB, TiB; any case), e.g. 512M.
+ *                          Not set: the daemon picks from the machine's RAM.
+ *   log-level = LEVEL      error | warn | info | debug.  Default info.
+ *   allow-uid = LIST       comma-separated user ids (0..4294967294, at most
+ *   allow-gid = LIST       CONF_ALLOW_MAX, blanks allowed around commas):
+ *                          peers (SO_PEERCRED) whose uid, or whose gid, is
+ *                          listed may use the socket, besides root and the
+ *                          daemon's own user.  Neither set: the socket's
+ *                          file mode alone decides.
+ *   watchdog-sec = N       seconds a worker may spend on one job before the
+ *                          daemon kills it and hands the job to another;
+ *                          0..86400, 0 turns the watchdog off.  Default 60.
+ *   max-bad-samples = N    undecodable samples one client's epoch may skip
+ *                          (each replaced by the next good one) before its
+ *                          stream fails with an error; 0 fails on the
+ *                          first.  Default 1000.
+ *   pixel-cap = N          the largest image a worker decodes, in pixels
+ *                          (width x height), 1..2^32; larger ones count as
+ *                          bad samples (a decompression-bomb guard).
+ *                          Default 67108864 (8192 x 8192).
+ *
+ * FLAGS OVER FILE
+ *
+ * Every key a struct conf holds carries a bit in conf->set once given.
+ * The daemon parses the file into one struct conf, its flags into another
+ * (conf_defaults, then conf_set per flag: "--workers 8" is
+ * conf_set(&flags, "workers", "8")), and calls conf_merge(&file, &flags):
+ * each key set in flags replaces the file's; flags' datasets replace the
+ * file's dataset of the same name and add the others.
+ */
+#ifndef RINGFEED_PROTO_CONF_H
+#define RINGFEED_PROTO_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctl.h"
+#include "err.h"
+
+#define CONF_LINE_MAX 4096         /* a line, CR and LF included */
+#define CONF_DATASETS_MAX 64
+#define CONF_ALLOW_MAX 64          /* ids in one allow-uid or allow-gid list */
+#define CONF_PATH_MAX 1024         /* a dataset folder, NUL included */
+#define CONF_SOCKET_MAX 107        /* bytes of sun_path before its NUL */
+#define CONF_DEFAULT_SOCKET "/run/ringfeed/ringfeedd.sock"
+#define CONF_MEMORY_BUDGET_MIN (1ull << 20)
+#define CONF_WATCHDOG_SEC_MAX 86400
+#define CONF_PIXEL_CAP_MAX (1ull << 32)
+
+/* The keys, in the order conf_format writes them; bits of conf->set. */
+enum conf_key {
+    CONF_SOCKET,
+    CONF_DATASET, /* set once any dataset.NAME is */
+    CONF_WORKERS,
+    CONF_MEMORY_BUDGET,
+    CONF_LOG_LEVEL,
+    CONF_ALLOW_UID,
+    CONF_ALLOW_GID,
+    CONF_WATCHDOG_SEC,
+    CONF_MAX_BAD_SAMPLES,
+    CONF_PIXEL_CAP,
+    CONF_KEY_COUNT
+};
+
+enum conf_log_level {
+    CONF_LOG_ERROR,
+    CONF_LOG_WARN,
+    CONF_LOG_INFO,
+    CONF_LOG_DEBUG,
+    CONF_LOG_COUNT
+};
+
+struct conf_dataset {
+    char name[CTL_DATASET_NAME_MAX + 1];
+    char dir[CONF_PATH_MAX];
+};
+
+struct conf {
+    uint32_t set;                    /* 1u << enum conf_key, once given */
+    char socket[CONF_SOCKET_MAX + 1];
+    uint32_t workers;                /* 0: not set, the daemon picks */
+    uint64_t memory_budget;          /* bytes; 0: not set, the daemon picks */
+    enum conf_log_level log_level;
+    uint32_t watchdog_sec;
+    uint64_t max_bad_samples;
+    uint64_t pixel_cap;
+    unsigned n_allow_uid, n_allow_gid;
+    uint32_t allow_uid[CONF_ALLOW_MAX];
+    uint32_t allow_gid[CONF_ALLOW_MAX];
+    unsigned n_datasets;
+    struct conf_dataset datasets[CONF_DATASETS_MAX];
+};
+
+/* Fills c with the defaults above, nothing set. */
+void conf_defaults(struct conf *c);
+
+static inline bool conf_is_set(const struct conf *c, enum conf_key k)
+{
+    return (c->set >> k) & 1u;
+}
+
+/*
+ * Parses the file in buf[0..len) into out (first reset to the defaults).
+ * Returns 0, or -EINVAL with "line N: <key>: <what is wrong and what is
+ * accepted>" in err (the caller prefixes the file name).  out is fully
+ * written either way; after an error it holds the lines before the bad one.
+ */
+int conf_parse(const char *buf, size_t len, struct conf *out, struct rf_err *err);
+
+/*
+ * Sets key (NUL-terminated, e.g. "workers" or "dataset.fmnist") from value
+ * (NUL-terminated, no surrounding blanks) as one file line would, and marks
+ * it set.  Returns 0; -ENOENT for an unknown key, -EEXIST for a key (or a
+ * dataset name) already set, -E2BIG past a count bound, -EINVAL for a bad
+ * value; each with "<key>: ..." in err.
+ */
+int conf_set(struct conf *c, const char *key, const char *value, struct rf_err *err);
+
+/*
+ * Flags over file: copies every key set in src into dst (see FLAGS OVER
+ * FILE).  Returns 0, or -E2BIG when the datasets would pass
+ * CONF_DATASETS_MAX (dst is then unchanged).
+ */
+int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err);
+
+/*
+ * Parses a size: digits with an optional K, M, G, T, KiB, MiB, GiB or TiB
+ * suffix (powers of 1024, any case), no blanks, e.g. "512M" -> 536870912.
+ * Shared with the daemon's --memory-budget flag.  Returns 0, -EINVAL for
+ * bad syntax, -ERANGE past 2^64 - 1.
+ */
+int conf_parse_size(const char *s, uint64_t *out);
+
+/* The dataset called name, or NULL. */
+const struct conf_dataset *conf_find_dataset(const struct conf *c, const char *name);
+
+/* "error", "warn", "info", "debug"; NULL out of range. */
+const char *conf_log_level_name(enum conf_log_level l);
+
+/*
+ * Writes every set key of c as a file conf_parse reads back to the same
+ * struct (for "ringfeedd --print-config"), NUL-terminated.  Returns the
+ * length or -ENOSPC.
+ */
+int conf_format(const struct conf *c, char *buf, size_t cap);
+
+/* True when a and b hold the same settings (set bits included). */
+bool conf_equal(const struct conf *a, const struct conf *b);
+
+/*
+ * The start-up check of the key table: one row per enum conf_key, in
+ * order, names unique, ranges sane, the defaults inside them.  Returns 0,
+ * or -EINVAL with the first problem in err.
+ */
+int conf_check_table(struct rf_err *err);
+
+#endif

@@ -1,0 +1,437 @@
+/*
+ * test_conf.c - the daemon's config file: the documented example, every
+ * key at its bounds and one past, the line syntax (comments, blanks, CRLF,
+ * a last line without LF, NUL and control bytes, overlong lines), errors
+ * that name the line, the key and what is accepted, duplicates, the count
+ * bounds, the size parser, flags over file (conf_set + conf_merge), and
+ * conf_format round trips.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "tap.h"
+
+/* Large: kept off the stack of each check. */
+static struct conf c, c2, c3;
+static struct rf_err e;
+
+static int parse(const char *text)
+{
+    e.msg[0] = '\0';
+    return conf_parse(text, strlen(text), &c, &e);
+}
+
+static void expect_ok(const char *text, const char *name)
+{
+    if (!tap_ok(parse(text) == 0, "%s", name))
+        tap_diag("  error: %s", e.msg);
+}
+
+/* Expects -EINVAL and each NULL-terminated substring in the message. */
+static void expect_bad(const char *text, const char *name, ...)
+{
+    va_list ap;
+    const char *sub;
+    int good = parse(text) == -EINVAL;
+
+    va_start(ap, name);
+    while ((sub = va_arg(ap, const char *)) != NULL)
+        if (!strstr(e.msg, sub))
+            good = 0;
+    va_end(ap);
+    if (!tap_ok(good, "%s", name))
+        tap_diag("  got message \"%s\"", e.msg);
+}
+
+/* One "key = value" line; ok or bad naming the key. */
+static void one(const char *key, const char *value, int want_ok)
+{
+    char text[2048];
+
+    snprintf(text, sizeof(text), "%s = %s\n", key, value);
+    if (want_ok) {
+        if (!tap_ok(parse(text) == 0, "%s = %.40s accepted", key, value))
+            tap_diag("  error: %s", e.msg);
+    } else {
+        int good = parse(text) == -EINVAL && strstr(e.msg, "line 1") && strstr(e.msg, key);
+
+        if (!tap_ok(good, "%s = %.40s refused, naming line and key", key, value))
+            tap_diag("  message \"%s\"", e.msg);
+    }
+}
+
+static void test_table_and_defaults(void)
+{
+    TAP_IS_INT(conf_check_table(&e), 0, "the key table passes its start-up check");
+    expect_ok("", "an empty file is fine");
+    TAP_IS_INT(c.set, 0, "nothing set");
+    TAP_IS_STR(c.socket, CONF_DEFAULT_SOCKET, "default socket");
+    TAP_IS_INT(c.workers, 0, "workers unset (daemon picks)");
+    TAP_IS_INT(c.memory_budget, 0, "memory budget unset (daemon picks)");
+    TAP_IS_INT(c.log_level, CONF_LOG_INFO, "default log level info");
+    TAP_IS_INT(c.watchdog_sec, 60, "default watchdog 60 s");
+    TAP_IS_INT(c.max_bad_samples, 1000, "default max-bad-samples 1000");
+    TAP_IS_INT(c.pixel_cap, 67108864, "default pixel cap 8192 x 8192");
+    TAP_IS_INT(c.n_datasets + c.n_allow_uid + c.n_allow_gid, 0, "no datasets, no allow lists");
+    TAP_IS_STR(conf_log_level_name(CONF_LOG_DEBUG), "debug", "level names");
+    TAP_OK(conf_log_level_name(CONF_LOG_COUNT) == NULL, "level name out of range");
+}
+
+static void test_example(void)
+{
+    static const char example[] =
+        "# ringfeedd.conf\n"
+        "socket        = /run/ringfeed/ringfeedd.sock\n"
+        "dataset.fmnist   = /var/lib/ringfeed/fmnist\n"
+        "dataset.imagenet = /srv/data/imagenet\n"
+        "workers       = 8\n"
+        "memory-budget = 16G\n"
+        "log-level     = info\n"
+        "allow-uid     = 1000, 1001\n"
+        "allow-gid     = 2000\n"
+        "watchdog-sec  = 60\n"
+        "max-bad-samples = 1000\n"
+        "pixel-cap     = 67108864\n";
+
+    expect_ok(example, "the example in conf.h parses");
+    TAP_IS_INT(c.set, (1u << CONF_KEY_COUNT) - 1, "every key set");
+    TAP_IS_INT(c.workers, 8, "workers");
+    TAP_IS_INT(c.memory_budget, 16ull << 30, "memory-budget 16G");
+    TAP_IS_INT(c.n_datasets, 2, "two datasets");
+    TAP_IS_STR(c.datasets[1].name, "imagenet", "dataset name");
+    TAP_IS_STR(c.datasets[1].dir, "/srv/data/imagenet", "dataset dir");
+    TAP_OK(conf_find_dataset(&c, "fmnist") == &c.datasets[0], "find a dataset");
+    TAP_OK(conf_find_dataset(&c, "FMNIST") == NULL, "dataset names are case-sensitive");
+    TAP_OK(c.n_allow_uid == 2 && c.allow_uid[0] == 1000 && c.allow_uid[1] == 1001,
+           "allow-uid list");
+    TAP_OK(c.n_allow_gid == 1 && c.allow_gid[0] == 2000, "allow-gid list");
+}
+
+static void test_keys(void)
+{
+    char path[1100];
+
+    one("workers", "1", 1);
+    one("workers", "256", 1);
+    one("workers", "0", 0);
+    one("workers", "257", 0);
+    one("workers", "eight", 0);
+    one("workers", "", 0);
+    expect_bad("workers = 0\n", "workers message says the range", "workers", "1..256",
+               "\"0\"", NULL);
+
+    one("memory-budget", "1M", 1);
+    TAP_IS_INT(c.memory_budget, 1u << 20, "1M");
+    one("memory-budget", "1048576", 1);
+    one("memory-budget", "1048575", 0);
+    one("memory-budget", "1023K", 0);
+    one("memory-budget", "1024KiB", 1);
+    one("memory-budget", "512m", 1);
+    TAP_IS_INT(c.memory_budget, 512u << 20, "512m");
+    one("memory-budget", "2t", 1);
+    TAP_IS_INT(c.memory_budget, 2ull << 40, "2t");
+    one("memory-budget", "16777216T", 0);
+    one("memory-budget", "1.5G", 0);
+    one("memory-budget", "-1G", 0);
+    one("memory-budget", "12 G", 0);
+    one("memory-budget", "5GB", 0);
+    expect_bad("memory-budget = 512\n", "a budget without unit too small is refused",
+               "memory-budget", "at least 1M", NULL);
+
+    one("log-level", "error", 1);
+    TAP_IS_INT(c.log_level, CONF_LOG_ERROR, "error");
+    one("log-level", "warn", 1);
+    one("log-level", "info", 1);
+    one("log-level", "debug", 1);
+    TAP_IS_INT(c.log_level, CONF_LOG_DEBUG, "debug");
+    one("log-level", "verbose", 0);
+    one("log-level", "INFO", 0);
+    expect_bad("log-level = trace\n", "level message lists levels", "error, warn, info, debug",
+               NULL);
+
+    one("allow-uid", "0", 1);
+    one("allow-uid", "4294967294", 1);
+    one("allow-uid", "4294967295", 0);
+    one("allow-uid", "1,2,\t3 ,4", 1);
+    TAP_OK(c.n_allow_uid == 4 && c.allow_uid[3] == 4, "blanks around commas");
+    one("allow-uid", "1,,2", 0);
+    one("allow-uid", "1,", 0);
+    one("allow-uid", "", 0);
+    one("allow-uid", "-1", 0);
+    one("allow-gid", "100,200", 1);
+    one("allow-gid", "root", 0);
+    {
+        char list[1024];
+        size_t o = 0;
+
+        for (int i = 0; i < CONF_ALLOW_MAX; i++)
+            o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%d", i ? "," : "", i);
+        one("allow-gid", list, 1);
+        TAP_IS_INT(c.n_allow_gid, CONF_ALLOW_MAX, "64 ids");
+        snprintf(list + o, sizeof(list) - o, ",64");
+        one("allow-gid", list, 0);
+        TAP_OK(strstr(e.msg, "more than 64") != NULL, "65 ids: says the bound");
+    }
+
+    one("watchdog-sec", "0", 1);
+    one("watchdog-sec", "86400", 1);
+    one("watchdog-sec", "86401", 0);
+    one("max-bad-samples", "0", 1);
+    one("max-bad-samples", "18446744073709551615", 1);
+    one("max-bad-samples", "18446744073709551616", 0);
+    one("pixel-cap", "1", 1);
+    one("pixel-cap", "4294967296", 1);
+    one("pixel-cap", "0", 0);
+    one("pixel-cap", "4294967297", 0);
+
+    one("socket", "/run/x.sock", 1);
+    one("socket", "run/x.sock", 0);
+    memset(path, 'a', sizeof(path));
+    path[0] = '/';
+    path[CONF_SOCKET_MAX] = '\0';
+    one("socket", path, 1);
+    path[CONF_SOCKET_MAX] = 'a';
+    path[CONF_SOCKET_MAX + 1] = '\0';
+    one("socket", path, 0);
+    TAP_OK(strstr(e.msg, "at most 107 bytes") != NULL, "socket: says the bound");
+
+    one("dataset.fmnist", "/var/lib/ringfeed/fmnist", 1);
+    one("dataset.A.b_c-9", "/x", 1);
+    one("dataset.fmnist", "relative/dir", 0);
+    one("dataset.bad/name", "/x", 0);
+    one("dataset.", "/x", 0);
+    one("dataset", "/x", 0);
+    expect_bad("dataset = fmnist:/x\n", "the other form is an unknown key, and says so",
+               "unknown key \"dataset\"", "dataset.NAME", NULL);
+    one("dataset.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "/x", 1);
+    one("dataset.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "/x", 0);
+    memset(path, 'a', sizeof(path));
+    path[0] = '/';
+    path[CONF_PATH_MAX - 1] = '\0';
+    TAP_IS_INT(strlen(path), CONF_PATH_MAX - 1, "a dir of CONF_PATH_MAX - 1 bytes");
+    one("dataset.big", path, 1);
+    path[CONF_PATH_MAX - 1] = 'a';
+    path[CONF_PATH_MAX] = '\0';
+    one("dataset.big", path, 0);
+    expect_ok("dataset.sp =  /data/my set # not a comment \t\n", "a dir with blanks and #");
+    TAP_IS_STR(c.datasets[0].dir, "/data/my set # not a comment", "value trimmed, kept whole");
+}
+
+static void test_syntax(void)
+{
+    char *big;
+
+    expect_ok("# comment\n\n   \n\t# indented comment = with equals\nworkers=4\n",
+              "comments and blank lines");
+    TAP_IS_INT(c.workers, 4, "workers=4 without blanks");
+    expect_ok("workers = 4\r\nlog-level = warn\r\n", "CRLF");
+    TAP_IS_INT(c.log_level, CONF_LOG_WARN, "CRLF value");
+    expect_ok("log-level = debug", "last line without LF");
+    TAP_IS_INT(c.log_level, CONF_LOG_DEBUG, "last line value");
+    expect_ok("log-level = debug\r", "last line with a lone CR");
+    expect_ok("  workers\t=\t16  \n", "blanks and tabs around key and value");
+    TAP_IS_INT(c.workers, 16, "value 16");
+
+    expect_bad("# ok\nworkers 8\n", "line without =", "line 2", "expected key = value", NULL);
+    expect_bad("= 8\n", "line without key", "line 1", "no key", NULL);
+    expect_bad("\n\nwrokers = 8\n", "unknown key", "line 3", "\"wrokers\"", "workers",
+               "dataset.NAME", NULL);
+    expect_bad("Workers = 8\n", "keys are lower case", "line 1", "unknown key", NULL);
+    expect_bad("workers = 4\n# x\nworkers = 8\n", "duplicate scalar key", "line 3", "workers",
+               "given twice", "first on line 1", NULL);
+    expect_bad("dataset.a = /x\ndataset.b = /y\n\ndataset.a = /z\n", "duplicate dataset",
+               "line 4", "dataset.a", "first on line 1", NULL);
+    {
+        static const char nul[] = "workers = 4\nlog-level = in\0fo\n";
+        TAP_IS_INT(conf_parse(nul, sizeof(nul) - 1, &c, &e), -EINVAL, "NUL byte refused");
+        TAP_OK(strstr(e.msg, "line 2") && strstr(e.msg, "NUL"), "NUL: names the line");
+    }
+    expect_bad("workers = 4\x01\n", "control byte refused", "line 1", "0x01", NULL);
+    expect_bad("workers = 4\x7f\n", "DEL refused", "line 1", NULL);
+    expect_bad("workers = 4\rlog-level = info\n", "a CR inside a line is refused", "line 1",
+               NULL);
+
+    big = malloc(CONF_LINE_MAX + 10);
+    memset(big, ' ', CONF_LINE_MAX + 9);
+    memcpy(big, "# ", 2);
+    big[CONF_LINE_MAX - 1] = '\n'; /* exactly CONF_LINE_MAX with its LF */
+    big[CONF_LINE_MAX] = '\0';
+    expect_ok(big, "a line of exactly CONF_LINE_MAX bytes");
+    big[CONF_LINE_MAX - 1] = ' ';
+    big[CONF_LINE_MAX] = '\n';
+    big[CONF_LINE_MAX + 1] = '\0';
+    expect_bad(big, "a line one byte longer", "line 1", "longer than 4095", NULL);
+    free(big);
+
+    /* 64 datasets fit, the 65th does not */
+    {
+        size_t cap = 70 * 40, o = 0;
+        char *t = malloc(cap);
+
+        for (int i = 0; i < CONF_DATASETS_MAX; i++)
+            o += (size_t)snprintf(t + o, cap - o, "dataset.d%d = /data/d%d\n", i, i);
+        expect_ok(t, "64 datasets");
+        TAP_IS_INT(c.n_datasets, CONF_DATASETS_MAX, "all 64 kept");
+        snprintf(t + o, cap - o, "dataset.extra = /x\n");
+        expect_bad(t, "65 datasets", "line 65", "more than 64", NULL);
+        free(t);
+    }
+}
+
+static void test_size(void)
+{
+    static const struct {
+        const char *s;
+        int r;
+        uint64_t v;
+    } cases[] = {
+        {"0", 0, 0},
+        {"1", 0, 1},
+        {"1k", 0, 1024},
+        {"1K", 0, 1024},
+        {"512M", 0, 512ull << 20},
+        {"2GiB", 0, 2ull << 30},
+        {"3tib", 0, 3ull << 40},
+        {"18446744073709551615", 0, UINT64_MAX},
+        {"16777215T", 0, 16777215ull << 40},
+        {"16777216T", -ERANGE, 0},
+        {"18446744073709551616", -ERANGE, 0},
+        {"", -EINVAL, 0},
+        {"M", -EINVAL, 0},
+        {"5X", -EINVAL, 0},
+        {"5MB", -EINVAL, 0},
+        {"5Mi", -EINVAL, 0},
+        {" 5", -EINVAL, 0},
+        {"5 ", -EINVAL, 0},
+        {"-5", -EINVAL, 0},
+        {"1.5G", -EINVAL, 0},
+        {"5KK", -EINVAL, 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t v = 12345;
+        int r = conf_parse_size(cases[i].s, &v);
+
+        if (!tap_ok(r == cases[i].r && (r < 0 ? v == 12345 : v == cases[i].v),
+                    "conf_parse_size(\"%s\")", cases[i].s))
+            tap_diag("  got %d, %llu", r, (unsigned long long)v);
+    }
+}
+
+static void test_flags_merge(void)
+{
+    struct rf_err fe;
+
+    expect_ok("socket = /run/file.sock\nworkers = 4\nlog-level = warn\n"
+              "dataset.a = /file/a\ndataset.b = /file/b\n",
+              "the file");
+    c2 = c;
+    conf_defaults(&c3);
+    TAP_IS_INT(conf_set(&c3, "workers", "8", &fe), 0, "flag --workers 8");
+    TAP_IS_INT(conf_set(&c3, "dataset.b", " /flag/b ", &fe), 0, "flag dataset b (trimmed)");
+    TAP_IS_INT(conf_set(&c3, "dataset.c", "/flag/c", &fe), 0, "flag dataset c");
+    TAP_IS_INT(conf_set(&c3, "workers", "9", &fe), -EEXIST, "a flag given twice");
+    TAP_OK(strstr(fe.msg, "workers") != NULL, "names the key");
+    TAP_IS_INT(conf_set(&c3, "dataset.c", "/again", &fe), -EEXIST, "a dataset flag twice");
+    TAP_IS_INT(conf_set(&c3, "wrokers", "9", &fe), -ENOENT, "an unknown flag key");
+    TAP_IS_INT(conf_set(&c3, "memory-budget", "lots", &fe), -EINVAL, "a bad flag value");
+    TAP_OK(strstr(fe.msg, "memory-budget") != NULL, "names the key");
+    TAP_IS_INT(conf_is_set(&c3, CONF_MEMORY_BUDGET), 0, "a bad value sets nothing");
+    TAP_IS_INT(conf_set(&c3, "log-level", "de\nbug", &fe), -EINVAL, "a control byte in a flag");
+
+    TAP_IS_INT(conf_merge(&c, &c3, &fe), 0, "merge flags over file");
+    TAP_IS_INT(c.workers, 8, "flag workers wins");
+    TAP_IS_STR(c.socket, "/run/file.sock", "file socket kept (flag unset)");
+    TAP_IS_INT(c.log_level, CONF_LOG_WARN, "file log level kept (flag unset)");
+    TAP_IS_INT(c.n_datasets, 3, "datasets: a, b replaced, c added");
+    TAP_IS_STR(conf_find_dataset(&c, "a")->dir, "/file/a", "a from the file");
+    TAP_IS_STR(conf_find_dataset(&c, "b")->dir, "/flag/b", "b from the flag");
+    TAP_IS_STR(conf_find_dataset(&c, "c")->dir, "/flag/c", "c from the flag");
+    TAP_OK(conf_is_set(&c, CONF_WORKERS) && conf_is_set(&c, CONF_SOCKET) &&
+               !conf_is_set(&c, CONF_MEMORY_BUDGET),
+           "set bits: union of both");
+
+    /* allow lists are replaced whole */
+    conf_defaults(&c3);
+    conf_set(&c3, "allow-uid", "7", &fe);
+    c = c2;
+    conf_set(&c, "allow-uid", "1,2,3", &fe);
+    conf_merge(&c, &c3, &fe);
+    TAP_OK(c.n_allow_uid == 1 && c.allow_uid[0] == 7, "allow list replaced whole");
+
+    /* bound: 64 in the file plus one new flag dataset */
+    {
+        char name[32];
+
+        conf_defaults(&c);
+        for (int i = 0; i < CONF_DATASETS_MAX; i++) {
+            snprintf(name, sizeof(name), "dataset.d%d", i);
+            conf_set(&c, name, "/d", &fe);
+        }
+        c2 = c;
+        conf_defaults(&c3);
+        conf_set(&c3, "dataset.d5", "/new", &fe);
+        TAP_IS_INT(conf_merge(&c, &c3, &fe), 0, "replacing within 64 is fine");
+        conf_set(&c3, "dataset.new", "/new", &fe);
+        c = c2;
+        TAP_IS_INT(conf_merge(&c, &c3, &fe), -E2BIG, "the 65th dataset by flag is refused");
+        TAP_OK(conf_equal(&c, &c2), "a refused merge changes nothing");
+    }
+}
+
+static void test_format(void)
+{
+    char buf[1 << 16];
+    int n;
+
+    expect_ok("socket = /run/a b.sock\ndataset.x = /d x\ndataset.y = /e\nworkers = 3\n"
+              "memory-budget = 1536M\nlog-level = error\nallow-uid = 5, 6\n"
+              "allow-gid = 0\nwatchdog-sec = 0\nmax-bad-samples = 18446744073709551615\n"
+              "pixel-cap = 4294967296\n",
+              "a full config");
+    n = conf_format(&c, buf, sizeof(buf));
+    TAP_OK(n > 0 && conf_parse(buf, (size_t)n, &c2, &e) == 0 && conf_equal(&c, &c2),
+           "format then parse gives the same config");
+    TAP_OK(strstr(buf, "memory-budget = 1536M\n") != NULL, "sizes written with a suffix");
+    TAP_OK(strstr(buf, "allow-uid = 5, 6\n") != NULL, "lists written with commas");
+
+    expect_ok("memory-budget = 1048577\n", "an odd budget");
+    n = conf_format(&c, buf, sizeof(buf));
+    TAP_IS_STR(n > 0 ? buf : "", "memory-budget = 1048577\n", "only set keys are written");
+    TAP_IS_INT(conf_format(&c, buf, 10), -ENOSPC, "format past cap");
+
+    expect_ok("", "empty");
+    TAP_IS_INT(conf_format(&c, buf, sizeof(buf)), 0, "nothing set: empty text");
+
+    /* conf_equal notices every kind of difference */
+    expect_ok("workers = 3\ndataset.x = /d\nallow-gid = 1\n", "base");
+    c2 = c;
+    TAP_OK(conf_equal(&c, &c2), "equal to a copy");
+    c2.workers = 4;
+    TAP_OK(!conf_equal(&c, &c2), "workers differ");
+    c2 = c;
+    c2.datasets[0].dir[1] = 'e';
+    TAP_OK(!conf_equal(&c, &c2), "a dataset dir differs");
+    c2 = c;
+    c2.allow_gid[0] = 2;
+    TAP_OK(!conf_equal(&c, &c2), "an allowed gid differs");
+    c2 = c;
+    c2.set |= 1u << CONF_PIXEL_CAP;
+    TAP_OK(!conf_equal(&c, &c2), "a set bit differs");
+}
+
+int main(void)
+{
+    test_table_and_defaults();
+    test_example();
+    test_keys();
+    test_syntax();
+    test_size();
+    test_flags_merge();
+    test_format();
+    return tap_done();
+}
