@@ -1,0 +1,155 @@
+/*
+ * sampler.h - which dataset samples make up batch `seq` of an epoch for one
+ * rank: the epoch's shuffle and the split across ranks, as pure functions.
+ *
+ * Batch seq of epoch e for rank r of w is a function of (n, seed, e, r, w,
+ * seq, batch size, flags) and nothing else: no table, no state carried from
+ * earlier batches, O(1) memory at any dataset size.  Any process (the
+ * daemon's scheduler, a worker, a client resuming from (epoch, seq), a test)
+ * computes the same answer (DESIGN.md, "Determinism, sharding, resume").
+ *
+ * Three steps, each its own function of the one before:
+ *
+ * 1. The epoch order.  perm = a permutation of [0, n) keyed by (seed,
+ *    epoch), evaluated at one position at a time (sampler_perm_at).  With
+ *    shuffle off it is the identity (evaluation runs).  The construction and
+ *    why it is a bijection are in sampler.c.
+ *
+ * 2. The rank split, as PyTorch's DistributedSampler does it.  Positions of
+ *    the epoch order are numbered p = 0, 1, ... and rank r takes positions
+ *    r, r + w, r + 2w, ...:
+ *
+ *      drop_last = 0:  total = ceil(n / w) * w positions.  Position p holds
+ *                      perm[p mod n]: the order is padded by wrapping around
+ *                      to its start (more than once when w > n).
+ *      drop_last = 1:  total = floor(n / w) * w positions (needs n >= w);
+ *                      perm[total .. n) is dropped this epoch.
+ *
+ *      per_rank = total / w, the same for every rank.
+ *
+ *    THE PADDING RULE.  A slot is padding exactly when its position
+ *    p = r + k * w (k = the slot's rank-local number) is >= n; it then
+ *    repeats perm[p mod n].  Padding exists only with drop_last = 0; it is
+ *    total - n < w slots in all, at most one per rank, always that rank's
+ *    last sample (k = per_rank - 1), and it falls on ranks r >= n - (per_rank
+ *    - 1) * w.  So across all ranks an epoch delivers, with drop_last = 0,
+ *    every index exactly once plus the padding perm[p mod n] for p in
+ *    [n, total) (that is perm[0 .. total - n) once more when w <= n); with
+ *    drop_last = 1, every index of perm[0 .. total) exactly once and nothing
+ *    else (n - total < w indices sit out the epoch).
+ *
+ * 3. Batches.  The rank's per_rank samples, in order k = 0, 1, ..., are cut
+ *    into batches of `batch`: batch seq holds k = seq * batch + j for
+ *    j < sampler_batch_count(seq).  There are ceil(per_rank / batch) batches
+ *    and the last may be partial; with drop_last_batch the partial one is
+ *    dropped, leaving floor(per_rank / batch) batches (possibly none).  Every
+ *    rank has the same number of batches, so collective ops in the training
+ *    loop never wait on a rank that ran out.
+ *
+ * The shuffled order differs from torch.randperm's: the split and the
+ * padding follow DistributedSampler, the permutation itself is ours.
+ */
+#ifndef RINGFEED_PROTO_SAMPLER_H
+#define RINGFEED_PROTO_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* Largest dataset a sampler takes (2^62 samples; keeps every sum in range). */
+#define SAMPLER_MAX_N ((uint64_t)1 << 62)
+/* Feistel rounds of the permutation (Luby-Rackoff needs 4; 6 for margin). */
+#define SAMPLER_ROUNDS 6
+/* What sampler_sample and sampler_perm_at return for a slot that is not there. */
+#define SAMPLER_NONE UINT64_MAX
+
+/* The epoch's permutation of [0, n).  Plain data, no free. */
+struct sampler_perm {
+    uint64_t n;
+    uint32_t half_bits;     /* h: the Feistel works on 2h-bit numbers; 0 = identity */
+    uint32_t pad_;
+    uint64_t keys[SAMPLER_ROUNDS];
+};
+
+/*
+ * Sets up the permutation for (seed, epoch) over n elements.  shuffle false,
+ * n <= 1 give the identity.  n must be at most SAMPLER_MAX_N (asserted).
+ */
+void sampler_perm_init(struct sampler_perm *pm, uint64_t n, uint64_t seed,
+                       uint32_t epoch, bool shuffle);
+
+/* perm[i] for i < n; SAMPLER_NONE when i >= n.  Pure, O(1) expected. */
+uint64_t sampler_perm_at(const struct sampler_perm *pm, uint64_t i);
+
+/*
+ * The Feistel network under the permutation, exposed for tests of its cost
+ * and bijectivity: a bijection of [0, sampler_perm_domain(pm)).  The domain
+ * is 4^h, the smallest power of 4 (>= 4) at or above n; 0 for the identity.
+ */
+uint64_t sampler_perm_domain(const struct sampler_perm *pm);
+uint64_t sampler_perm_feistel(const struct sampler_perm *pm, uint64_t x);
+
+struct sampler_params {
+    uint64_t n;             /* dataset size: 1 .. SAMPLER_MAX_N */
+    uint64_t seed;
+    uint32_t epoch;
+    uint32_t rank;          /* < world */
+    uint32_t world;         /* >= 1 */
+    uint32_t batch;         /* samples per batch, >= 1 */
+    bool shuffle;           /* false: identity order (evaluation) */
+    bool drop_last;         /* drop the tail instead of padding; n >= world */
+    bool drop_last_batch;   /* drop each rank's final partial batch */
+};
+
+/* Everything a lookup needs, about 100 bytes whatever n is. */
+struct sampler {
+    struct sampler_perm perm;
+    uint64_t n;
+    uint64_t total;         /* positions over all ranks */
+    uint64_t per_rank;      /* samples this rank gets (= every rank's) */
+    uint64_t batches;       /* batches this rank gets (= every rank's) */
+    uint32_t rank;
+    uint32_t world;
+    uint32_t batch;
+    uint32_t pad_;
+};
+
+/*
+ * Validates p and fills s.  Returns 0, or -EINVAL with a message in err
+ * (when err is not NULL) naming the parameter: n outside 1..SAMPLER_MAX_N,
+ * world 0, rank >= world, batch 0, or drop_last with n < world.  s is
+ * untouched on error.  s holds no resources.
+ */
+int sampler_init(struct sampler *s, const struct sampler_params *p,
+                 struct rf_err *err);
+
+/* Samples per rank in this epoch (padding included), the same for all ranks. */
+uint64_t sampler_samples_per_rank(const struct sampler *s);
+
+/* Batches per rank in this epoch, the same for all ranks. */
+uint64_t sampler_batches(const struct sampler *s);
+
+/* Samples in batch seq: batch, less for a final partial one, 0 past the end. */
+uint32_t sampler_batch_count(const struct sampler *s, uint64_t seq);
+
+/*
+ * The dataset index of sample j of batch seq, O(1) expected (a few Feistel
+ * evaluations); SAMPLER_NONE when seq or j is out of range.
+ */
+uint64_t sampler_sample(const struct sampler *s, uint64_t seq, uint32_t j);
+
+/*
+ * Whether sample j of batch seq is wrap-around padding (the padding rule
+ * above: its position is >= n).  False when out of range.
+ */
+bool sampler_is_padding(const struct sampler *s, uint64_t seq, uint32_t j);
+
+/*
+ * Fills out[0 .. count) with batch seq's dataset indices, where count =
+ * sampler_batch_count(s, seq), and returns count (0 past the end; out is not
+ * written then).  out must have room for the batch size.
+ */
+uint32_t sampler_batch(const struct sampler *s, uint64_t seq, uint64_t *out);
+
+#endif
