@@ -1,0 +1,515 @@
+/*
+ * client.c - the rf_ API of libringfeed (ringfeed.h): open, next, release,
+ * stats, close, and the connection state machine behind them.
+ *
+ * The state machine (struct rf_client.state), driven only by next():
+ *
+ *     rf_open ──ok──▶ ATTACHED ──daemon gone──▶ RECONNECTING ──attach ok──┐
+ *        │               ▲  │                      │                      │
+ *        │               └──┼──────────────────────┼──────────────────────┘
+ *        │                  │ ring failed/closed   │ reconnect_ms passed
+ *        └──failed──────────┴──────────────────────┴──────▶ DEAD (sticky error)
+ *
+ * "Daemon gone" is EOF or a reset on the control connection, or the ring
+ * CLOSED with -ESHUTDOWN (the daemon is stopping).  Reconnecting re-attaches
+ * with the same options from the batch after the last one delivered, so the
+ * caller's stream goes on without a gap or a repeat; attempts back off from
+ * BACKOFF_MIN_MS doubling to BACKOFF_MAX_MS and stop reconnect_ms after the
+ * loss.  A caller's timeout bounds each rf_next() call, not the reconnect:
+ * an rf_next(c, b, 100) that times out while reconnecting returns
+ * -ETIMEDOUT and the next call carries on.
+ *
+ * Held batches across a reconnect: batches delivered but not yet released
+ * when the daemon went away stay valid.  Their ring is retired into c->old
+ * (its mapping kept; nobody writes it any more) and unmapped when the last
+ * of them is released.  That is why the resume point is the batch after the
+ * last *delivered*, not the last released: the caller still has the held
+ * ones and must not see them twice.
+ *
+ * Invariants (client_check(), run in debug builds after every transition):
+ *   released <= delivered; delivered - released <= RING_MAX_DEPTH;
+ *   ATTACHED => conn mapped and conn.first <= delivered;
+ *   retired rings are ordered, each holds at least one unreleased batch,
+ *   and together with the live ring they cover [released, delivered).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 1000
+
+_Static_assert(sizeof(struct rf_sample) == sizeof(struct ring_sample), "sample records");
+_Static_assert(offsetof(struct rf_sample, index) == offsetof(struct ring_sample, index) &&
+               offsetof(struct rf_sample, label) == offsetof(struct ring_sample, label) &&
+               offsetof(struct rf_sample, flags) == offsetof(struct ring_sample, flags),
+               "rf_sample is ring_sample: batches point into the ring");
+_Static_assert(RF_SAMPLE_PADDING == RING_SAMPLE_PADDING &&
+               RF_SAMPLE_SUBSTITUTED == RING_SAMPLE_SUBSTITUTED, "sample flags");
+_Static_assert(RF_LAYOUT_CHW == RING_CHW && RF_LAYOUT_HWC == RING_HWC &&
+               RF_LAYOUT_FLAT == RING_FLAT, "layouts");
+
+int64_t client_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void client_check(const struct rf_client *c)
+{
+#ifndef NDEBUG
+    uint64_t at = c->released;
+
+    assert(c->released <= c->delivered);
+    assert(c->delivered - c->released <= RING_MAX_DEPTH);
+    assert(c->n_old <= RING_MAX_DEPTH);
+    assert(c->state != CLIENT_ATTACHED || (c->conn.hdr && c->first <= c->delivered));
+    for (unsigned i = 0; i < c->n_old; i++) {
+        assert(c->old[i].hdr);
+        assert(c->old[i].first <= at && at < c->old[i].end);
+        at = c->old[i].end;
+    }
+    assert(at <= c->delivered);
+    assert(c->n_old == 0 || !c->conn.hdr || c->first >= at);
+#else
+    (void)c;
+#endif
+}
+
+void rf_options_init(struct rf_options *o)
+{
+    *o = (struct rf_options){
+        .batch = 256,
+        .rank = -1,
+        .world = -1,
+        .transform = "raw",
+        .shuffle = 1,
+        .reconnect_ms = 30000,
+    };
+}
+
+/* Copies the options with every string into one block owned by c. */
+static int copy_options(struct rf_client *c, const struct rf_options *o)
+{
+    const char **strs[] = {&c->opt.socket, &c->opt.dataset, &c->opt.transform,
+                           &c->opt.params, &c->opt.name};
+    size_t total = 0;
+    char *p;
+
+    c->opt = *o;
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+        if (*strs[i])
+            total += strlen(*strs[i]) + 1;
+    p = c->strings = malloc(total ? total : 1);
+    if (!p)
+        return rf_err_set(&c->err, -ENOMEM, "out of memory copying the options");
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        size_t n;
+
+        if (!*strs[i])
+            continue;
+        n = strlen(*strs[i]) + 1;
+        memcpy(p, *strs[i], n);
+        *strs[i] = p;
+        p += n;
+    }
+    return 0;
+}
+
+/* The checks the ATTACH line's formatter cannot make; it makes the rest
+ * (client_format_attach) before anything is sent. */
+static int check_options(struct rf_client *c)
+{
+    if (!c->opt.dataset)
+        return rf_err_set(&c->err, -EINVAL,
+                          "option dataset is required: name a dataset from the "
+                          "daemon's catalogue (ringfeedctl datasets lists them)");
+    if (c->opt.reconnect_ms < 0)
+        return rf_err_set(&c->err, -EINVAL,
+                          "option reconnect_ms=%d: use 0 (never reconnect) or more",
+                          c->opt.reconnect_ms);
+    return 0;
+}
+
+static struct client_attach_args attach_args(const struct rf_client *c)
+{
+    return (struct client_attach_args){
+        .opt = &c->opt,
+        .path = c->path,
+        .rank = c->rank,
+        .world = c->world,
+        .epoch = c->next_epoch,
+        .seq = c->next_seq,
+    };
+}
+
+/* Takes a fresh connection: its ring batch 0 is the next batch. */
+static void adopt(struct rf_client *c, const struct client_conn *cn)
+{
+    c->conn = *cn;
+    c->first = c->delivered;
+    c->depth = cn->hdr->depth;
+    c->batches_per_epoch = cn->hdr->batches_per_epoch;
+    c->said = 0;
+    c->state = CLIENT_ATTACHED;
+}
+
+/* Enters CLIENT_DEAD with code; the message is already in c->err. */
+static int die(struct rf_client *c, int code)
+{
+    c->state = CLIENT_DEAD;
+    c->dead_err = code;
+    return code;
+}
+
+/* The daemon went away: retire or unmap the ring, start reconnecting. */
+static void lose(struct rf_client *c)
+{
+    uint64_t held_from = c->released > c->first ? c->released : c->first;
+
+    if (held_from < c->delivered) {
+        c->old[c->n_old++] = (struct client_ring){
+            .hdr = c->conn.hdr,
+            .size = c->conn.size,
+            .first = c->first,
+            .end = c->delivered,
+        };
+        c->conn.hdr = NULL; /* the retired ring owns the mapping now */
+    }
+    client_conn_close(&c->conn);
+    c->lost = c->err;
+    rf_err_set(&c->attempt, -ECONNREFUSED, "none yet");
+    c->state = CLIENT_RECONNECTING;
+    c->lost_ns = client_now_ns();
+    c->next_try_ns = c->lost_ns;
+    c->backoff_ms = BACKOFF_MIN_MS;
+    c->last_err = -ECONNREFUSED;
+}
+
+/* Sleeps until CLOCK_MONOTONIC reaches until_ns. */
+static void sleep_until(int64_t until_ns)
+{
+    struct timespec ts = {.tv_sec = until_ns / 1000000000, .tv_nsec = until_ns % 1000000000};
+
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/*
+ * CLIENT_RECONNECTING: attempts attaches with backoff until one succeeds
+ * (0, ATTACHED), the caller's deadline passes (-ETIMEDOUT, still
+ * RECONNECTING), or reconnect_ms since the loss passes (DEAD, its error).
+ */
+static int reconnect(struct rf_client *c, int64_t deadline_ns)
+{
+    int64_t give_up = c->lost_ns + (int64_t)c->opt.reconnect_ms * 1000000;
+    struct client_attach_args a = attach_args(c);
+    struct client_conn cn;
+    int64_t now, wake;
+    int rc, refused;
+
+    for (;;) {
+        now = client_now_ns();
+        if (now >= c->next_try_ns) {
+            rc = client_attach(&a, &cn, &refused, &c->attempt);
+            if (rc == 0) {
+                adopt(c, &cn);
+                c->st.reconnects++;
+                c->err.msg[0] = '\0';
+                return 0;
+            }
+            c->last_err = refused ? rc : -ECONNREFUSED;
+            now = client_now_ns();
+            c->next_try_ns = now + c->backoff_ms * 1000000;
+            c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                                                               : c->backoff_ms * 2;
+        }
+        if (now >= give_up)
+            return die(c, rf_err_set(&c->err, c->last_err,
+                                     "%s; gave up reconnecting after reconnect_ms=%d "
+                                     "(to resume at epoch %" PRIu64 " batch %" PRIu64
+                                     "): last attempt: %s",
+                                     c->lost.msg, c->opt.reconnect_ms, c->next_epoch,
+                                     c->next_seq, c->attempt.msg));
+        wake = c->next_try_ns < give_up ? c->next_try_ns : give_up;
+        if (deadline_ns >= 0 && deadline_ns < wake) {
+            sleep_until(deadline_ns);
+            return -ETIMEDOUT;
+        }
+        sleep_until(wake);
+    }
+}
+
+/* The live ring's slot for the next batch is published: checks it and
+ * hands it to the caller. */
+static int deliver(struct rf_client *c, struct rf_batch *b)
+{
+    const struct ring_hdr *h = c->conn.hdr;
+    uint64_t g = c->delivered - c->first;
+    uint32_t slot = (uint32_t)(g % h->depth);
+    struct ring_slot *s = ring_slot(c->conn.hdr, slot);
+
+    if (s->stream_seq != g || s->epoch != c->next_epoch || s->seq != c->next_seq ||
+        s->count < 1 || s->count > h->batch || s->substituted > s->count)
+        return die(c, rf_err_set(&c->err, -EBADMSG,
+                                 "ring slot %u published batch %" PRIu64 " (epoch %" PRIu64
+                                 " batch %" PRIu64 ", %u samples, %u substituted) where "
+                                 "batch %" PRIu64 " (epoch %" PRIu64 " batch %" PRIu64
+                                 ", 1..%u samples) was due: the daemon broke the ring "
+                                 "protocol",
+                                 slot, s->stream_seq, s->epoch, s->seq, s->count,
+                                 s->substituted, g, c->next_epoch, c->next_seq, h->batch));
+    *b = (struct rf_batch){
+        .data = ring_slot_data(c->conn.hdr, slot),
+        .samples = (const struct rf_sample *)ring_samples(s),
+        .count = s->count,
+        .substituted = s->substituted,
+        .sample_bytes = (size_t)h->sample_bytes,
+        .layout = h->layout,
+        .shape = {h->shape[0], h->shape[1], h->shape[2]},
+        .epoch = s->epoch,
+        .seq = s->seq,
+        .stream_seq = c->delivered,
+        .slot = slot,
+    };
+    c->delivered++;
+    if (s->seq + 1 >= c->batches_per_epoch) {
+        c->next_epoch = s->epoch + 1;
+        c->next_seq = 0;
+    } else {
+        c->next_seq = s->seq + 1;
+    }
+    c->st.batches++;
+    c->st.samples += s->count;
+    return 0;
+}
+
+int rf_open(const struct rf_options *o, struct rf_client **out)
+{
+    struct client_attach_args a;
+    struct client_conn cn;
+    struct rf_client *c;
+    int rc, refused;
+
+    c = calloc(1, sizeof(*c));
+    if (out)
+        *out = c;
+    if (!c)
+        return -ENOMEM;
+    c->conn = (struct client_conn){.sock = -1, .efd = -1};
+    c->state = CLIENT_DEAD;
+    c->dead_err = -ENOTCONN;
+    if (!out || !o)
+        return die(c, rf_err_set(&c->err, -EINVAL, "rf_open: options and out are required"));
+    rc = copy_options(c, o);
+    if (rc == 0)
+        rc = check_options(c);
+    if (rc == 0)
+        rc = client_socket_path(c->opt.socket, c->path, sizeof(c->path), &c->err);
+    if (rc == 0)
+        rc = client_rank_world(c->opt.rank, c->opt.world, &c->rank, &c->world, &c->err);
+    if (rc < 0)
+        return die(c, rc);
+    c->next_epoch = c->opt.start_epoch;
+    c->next_seq = c->opt.start_seq;
+    a = attach_args(c);
+    rc = client_attach(&a, &cn, &refused, &c->err);
+    if (rc < 0)
+        return die(c, rc);
+    adopt(c, &cn);
+    client_check(c);
+    return 0;
+}
+
+static int next(struct rf_client *c, struct rf_batch *b, int timeout_ms, int64_t t0)
+{
+    int64_t deadline = timeout_ms < 0 ? -1 : t0 + (int64_t)timeout_ms * 1000000;
+    int rc;
+
+    if (c->state == CLIENT_DEAD)
+        return c->dead_err;
+    if (c->depth && c->delivered - c->released >= c->depth - 1)
+        return rf_err_set(&c->err, -ENOBUFS,
+                          "rf_next: %" PRIu64 " batches are held and the ring has %u "
+                          "slots: release one first (at most depth-1 may be held)",
+                          c->delivered - c->released, c->depth);
+    for (;;) {
+        switch (c->state) {
+        case CLIENT_DEAD:
+            return c->dead_err;
+        case CLIENT_RECONNECTING:
+            rc = reconnect(c, deadline);
+            client_check(c);
+            if (rc == -ETIMEDOUT)
+                return rf_err_set(&c->err, -ETIMEDOUT,
+                                  "rf_next: no batch within %d ms: still reconnecting "
+                                  "(%s; last attempt: %s)",
+                                  timeout_ms, c->lost.msg, c->attempt.msg);
+            if (rc < 0)
+                return rc;
+            break;
+        case CLIENT_ATTACHED:
+            rc = client_wait(c, deadline);
+            if (rc == 0) {
+                rc = deliver(c, b);
+                client_check(c);
+                return rc;
+            }
+            if (rc == CLIENT_GONE) {
+                lose(c);
+                client_check(c);
+                break;
+            }
+            if (rc == -ETIMEDOUT)
+                return rf_err_set(&c->err, -ETIMEDOUT,
+                                  "rf_next: no batch within %d ms (call again)",
+                                  timeout_ms);
+            return die(c, rc);
+        }
+    }
+}
+
+int rf_next(struct rf_client *c, struct rf_batch *b, int timeout_ms)
+{
+    int64_t t0, t1;
+    int rc;
+
+    if (!c || !b)
+        return -EINVAL;
+    t0 = client_now_ns();
+    if (c->last_return_ns)
+        c->st.between_seconds += (double)(t0 - c->last_return_ns) * 1e-9;
+    rc = next(c, b, timeout_ms, t0);
+    t1 = client_now_ns();
+    c->st.wait_seconds += (double)(t1 - t0) * 1e-9;
+    c->last_return_ns = t1;
+    return rc;
+}
+
+/* Tells the daemon that ring batch g of the live ring is free (C3). */
+static int release_live(struct rf_client *c, uint64_t g)
+{
+    uint64_t one = 1;
+    ssize_t n;
+
+    atomic_store_explicit(&c->conn.hdr->released, g + 1, memory_order_release);
+    for (;;) {
+        n = write(c->conn.efd, &one, sizeof(one));
+        if (n == (ssize_t)sizeof(one))
+            return 0;
+        if (n == -1 && errno == EINTR)
+            continue;
+        /* EAGAIN: the counter is saturated with wake-ups the daemon has not
+         * read yet; it reads `released` when it does, so nothing is lost */
+        if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        return rf_err_set(&c->err, n == -1 ? -errno : -EIO,
+                          "rf_release: notifying the daemon through the eventfd: %s",
+                          n == -1 ? strerror(errno) : "short write");
+    }
+}
+
+int rf_release(struct rf_client *c, const struct rf_batch *b)
+{
+    uint64_t n;
+    struct client_ring r;
+    int live, rc = 0;
+
+    if (!c || !b)
+        return -EINVAL;
+    n = c->released;
+    if (n == c->delivered)
+        return rf_err_set(&c->err, -EINVAL,
+                          "rf_release: batch %" PRIu64 " released but no batch is held",
+                          b->stream_seq);
+    if (b->stream_seq != n)
+        return rf_err_set(&c->err, -EINVAL,
+                          "rf_release: batch %" PRIu64 " released out of order: the "
+                          "oldest held batch is %" PRIu64 "; release batches in the "
+                          "order rf_next returned them",
+                          b->stream_seq, n);
+    live = c->conn.hdr && n >= c->first;
+    if (!live && c->n_old == 0)
+        return rf_err_set(&c->err, -EINVAL, "rf_release: batch %" PRIu64 " has no ring", n);
+    if (live)
+        r = (struct client_ring){.hdr = c->conn.hdr, .first = c->first};
+    else
+        r = c->old[0]; /* releases go in order: the oldest retired ring */
+    if (b->slot != (n - r.first) % r.hdr->depth ||
+        b->data != ring_slot_data(r.hdr, b->slot))
+        return rf_err_set(&c->err, -EINVAL,
+                          "rf_release: batch %" PRIu64 " is not the one this client "
+                          "delivered (slot %u)",
+                          n, b->slot);
+    if (live) {
+        rc = release_live(c, n - r.first);
+    } else if (n + 1 == r.end) {
+        munmap(r.hdr, r.size);
+        c->n_old--;
+        memmove(&c->old[0], &c->old[1], c->n_old * sizeof(c->old[0]));
+    }
+    c->released++;
+    client_check(c);
+    return rc;
+}
+
+void rf_get_stats(const struct rf_client *c, struct rf_stats *s)
+{
+    if (!c) {
+        memset(s, 0, sizeof(*s));
+        return;
+    }
+    *s = c->st;
+    s->batches_per_epoch = c->batches_per_epoch;
+    s->depth = c->depth;
+}
+
+void rf_close(struct rf_client *c)
+{
+    if (!c)
+        return;
+    client_conn_close(&c->conn);
+    for (unsigned i = 0; i < c->n_old; i++)
+        munmap(c->old[i].hdr, c->old[i].size);
+    free(c->strings);
+    free(c);
+}
+
+const char *rf_strerror(int err)
+{
+    const char *name;
+
+    if (err == 0)
+        return "OK";
+    name = strerrorname_np(err < 0 ? -err : err);
+    return name ? name : "EUNKNOWN";
+}
+
+const char *rf_last_error(const struct rf_client *c)
+{
+    if (!c)
+        return "out of memory: could not allocate the ringfeed client";
+    return c->err.msg;
+}
+
+void *rf_ring_base(const struct rf_client *c, size_t *size)
+{
+    if (!c || !c->conn.hdr) {
+        if (size)
+            *size = 0;
+        return NULL;
+    }
+    if (size)
+        *size = c->conn.size;
+    return c->conn.hdr;
+}

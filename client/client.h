@@ -1,0 +1,142 @@
+/*
+ * client.h - libringfeed's internals, shared by the files of client/ and
+ * never installed.  Internal names carry the prefix client_; only the rf_
+ * functions of ringfeed.h leave the shared library (ringfeed.map).
+ *
+ * The files and their jobs:
+ *   client.c  the rf_ API: open, the connection state machine, next, release,
+ *             stats, close, error names
+ *   env.c     defaults taken from the environment: socket path, rank, world
+ *   attach.c  the ATTACH handshake: connect, send, receive the reply and its
+ *             descriptors, check the memfd and the eventfd, map the ring
+ *   attach_line.c  the ATTACH request line and the parse of its reply
+ *   wait.c    waiting for one slot: spin, futex, ring state, socket liveness
+ *
+ * Stream numbers.  The caller sees one stream numbered from 0 at rf_open()
+ * (struct rf_batch.stream_seq) that runs on across reconnects.  Each ring
+ * numbers its own batches from 0 at its attach (ring.h's g).  A mapping
+ * records `first`, the caller's stream number of its batch 0, so the ring
+ * batch of caller batch n is n - first.
+ */
+#ifndef RINGFEED_CLIENT_CLIENT_H
+#define RINGFEED_CLIENT_CLIENT_H
+
+#include <stdint.h>
+#include <sys/un.h>
+
+#include "err.h"
+#include "ring.h"
+#include "ringfeed.h"
+
+/* How long the handshake waits for the daemon's reply to ATTACH. */
+#define CLIENT_REPLY_TIMEOUT_MS 30000
+/* Descriptors the reply may carry before the client calls it truncated. */
+#define CLIENT_FDS_MAX 16
+
+/* A retired ring: the daemon went away while the caller held some of its
+ * batches, so its mapping lives on until they are released. */
+struct client_ring {
+    struct ring_hdr *hdr;       /* the mapping's base */
+    size_t size;                /* bytes mapped */
+    uint64_t first;             /* caller stream number of ring batch 0 */
+    uint64_t end;               /* first caller stream number not in it */
+};
+
+/* What one successful ATTACH yields. */
+struct client_conn {
+    int sock;                   /* control connection; closing it detaches */
+    int efd;                    /* eventfd the daemon watches for releases */
+    struct ring_hdr *hdr;       /* the mapped ring */
+    size_t size;
+    uint64_t id;                /* the daemon's attach id */
+};
+
+/* Where the stream goes on from: the parameters of one ATTACH. */
+struct client_attach_args {
+    const struct rf_options *opt;
+    const char *path;           /* socket path, checked to fit sun_path */
+    int32_t rank, world;
+    uint64_t epoch, seq;        /* first batch wanted */
+};
+
+enum client_state {
+    CLIENT_ATTACHED,     /* conn is live, ring.hdr mapped */
+    CLIENT_RECONNECTING, /* the daemon went away; retrying with backoff */
+    CLIENT_DEAD,         /* final: every rf_next returns dead_err */
+};
+
+struct rf_client {
+    /* options, with private copies of every string */
+    struct rf_options opt;
+    char *strings;              /* one block holding the copies */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int32_t rank, world;
+
+    /* the connection state machine, driven by client_drive() */
+    enum client_state state;
+    struct client_conn conn;    /* valid in CLIENT_ATTACHED; kept in
+                                   CLIENT_DEAD when the ring said why */
+    uint64_t first;             /* caller stream number of conn's batch 0 */
+    int said;                   /* the daemon sent a line unasked */
+    uint32_t depth;             /* of the last ring attached */
+    uint64_t batches_per_epoch; /* of the last ring attached */
+
+    /* retired rings still holding batches the caller has not released */
+    struct client_ring old[RING_MAX_DEPTH];
+    unsigned n_old;
+
+    /* the caller's stream */
+    uint64_t delivered;         /* batches handed out by rf_next */
+    uint64_t released;          /* batches handed back by rf_release */
+    uint64_t next_epoch;        /* position of batch `delivered`: the */
+    uint64_t next_seq;          /* resume point of a reconnect */
+
+    /* reconnecting */
+    int64_t lost_ns;            /* when the daemon was found gone */
+    int64_t next_try_ns;        /* earliest next attempt */
+    int64_t backoff_ms;
+    int last_err;               /* of the last failed attempt */
+    struct rf_err lost;         /* why the daemon was found gone */
+    struct rf_err attempt;      /* why the last attempt failed */
+    int dead_err;               /* CLIENT_DEAD: what rf_next returns */
+
+    /* statistics */
+    struct rf_stats st;
+    int64_t last_return_ns;     /* when rf_next last returned; 0: never */
+
+    struct rf_err err;
+};
+
+/* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
+int64_t client_now_ns(void);
+
+/* env.c */
+int client_socket_path(const char *opt, char *out, size_t cap, struct rf_err *err);
+int client_rank_world(int32_t rank, int32_t world, int32_t *r, int32_t *w,
+                      struct rf_err *err);
+
+/* attach_line.c */
+
+/* The numbers of an "OK attach ..." reply. */
+struct client_reply {
+    uint64_t id, size, depth, batches;
+};
+
+int client_format_attach(const struct client_attach_args *a, char *buf, size_t cap,
+                         struct rf_err *err);
+int client_parse_reply(const char *line, size_t len, const char *path,
+                       struct client_reply *r, int *refused, struct rf_err *err);
+
+/* attach.c */
+int client_attach(const struct client_attach_args *a, struct client_conn *out,
+                  int *refused, struct rf_err *err);
+void client_conn_close(struct client_conn *cn);
+
+/* wait.c */
+
+/* What client_wait() found besides a ready batch. */
+#define CLIENT_GONE 1 /* the daemon went away: reconnect */
+
+int client_wait(struct rf_client *c, int64_t deadline_ns);
+
+#endif

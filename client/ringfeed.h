@@ -1,0 +1,179 @@
+/*
+ * ringfeed.h - libringfeed, the client library a training program links to
+ * receive batches from a ringfeedd daemon.  This is its whole public API.
+ *
+ *     struct rf_options o;
+ *     struct rf_client *c;
+ *     struct rf_batch b;
+ *
+ *     rf_options_init(&o);
+ *     o.dataset = "fmnist-train";
+ *     o.batch = 256;
+ *     if (rf_open(&o, &c) < 0) { fprintf(stderr, "%s\n", rf_last_error(c)); ... }
+ *     while (rf_next(c, &b, -1) == 0) {
+ *         train_on(b.data, b.samples, b.count);
+ *         rf_release(c, &b);
+ *     }
+ *     rf_close(c);
+ *
+ * Conventions:
+ *  - Every function that can fail returns 0 (or a count) on success and a
+ *    negative errno on failure; rf_strerror() names the number and
+ *    rf_last_error() gives the full human message (what, where, what to do).
+ *  - The library owns the struct rf_client and everything a struct rf_batch
+ *    points to.  A batch's memory stays valid and unchanged until it is
+ *    released; after rf_release() it belongs to the daemon again.
+ *  - Batches come strictly in order and must be released in the same order.
+ *    A program may hold several at once (to overlap a copy with compute),
+ *    up to the ring's depth minus one.
+ *  - One rf_client must not be used from two threads at the same time.
+ *  - If the daemon goes away (the control connection closes, or the ring
+ *    is closed because the daemon is stopping), rf_next() reconnects with
+ *    backoff (50 ms doubling to 1 s) and resumes after the last batch it
+ *    delivered, invisibly to the caller, until reconnect_ms have passed
+ *    since the loss; then it returns -ECONNREFUSED (or the daemon's error
+ *    for the last attempt) and rf_last_error() says why.  Batches the
+ *    caller held when the daemon went away stay valid (their old mapping is
+ *    kept until they are released) and are released as usual, oldest
+ *    first; none is delivered twice and none is skipped.
+ *  - rf_open() tries once: it does not wait for a daemon that is not up.
+ */
+#ifndef RINGFEED_H
+#define RINGFEED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RF_VERSION_MAJOR 0
+#define RF_VERSION_MINOR 1
+
+struct rf_client;
+
+/* Options for rf_open().  rf_options_init() fills the defaults noted. */
+struct rf_options {
+    /* Control socket.  NULL: $RINGFEED_SOCKET, else
+     * $XDG_RUNTIME_DIR/ringfeed.sock, else /run/ringfeed/ringfeed.sock. */
+    const char *socket;
+    const char *dataset;     /* a name from the daemon's catalogue; required */
+    uint32_t batch;          /* samples per batch; 256 */
+    /* Rank and world size; -1: from RANK/WORLD_SIZE (torchrun), else
+     * OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI), else 0 and 1. */
+    int32_t rank;
+    int32_t world;
+    uint64_t seed;           /* 0 */
+    uint64_t start_epoch;    /* resume point: the first batch delivered is */
+    uint64_t start_seq;      /* batch start_seq of epoch start_epoch; 0, 0 */
+    const char *transform;   /* "raw" (default), "train" or "eval" */
+    uint32_t size;           /* output side for train/eval; 0: daemon's 224 */
+    uint32_t depth;          /* ring slots; 0: daemon's default (4) */
+    int shuffle;             /* 1: shuffle every epoch (default); 0: in order */
+    int drop_last;           /* 1: drop the tail instead of padding ranks; 0 */
+    const char *params;      /* more ATTACH key=value pairs, space separated
+                                (e.g. "scale=0.08,1 flip=0.5"); NULL.  Checked
+                                by the protocol's parser in rf_open(); keys
+                                set by the fields above are refused (depth
+                                and size only when their field is not 0) */
+    const char *name;        /* a label for the daemon's stats; NULL */
+    int reconnect_ms;        /* how long to keep reconnecting; 30000 */
+};
+
+/* Per-sample record of a batch. */
+struct rf_sample {
+    uint64_t index;  /* dataset index delivered */
+    int32_t label;
+    uint32_t flags;  /* RF_SAMPLE_* */
+};
+
+#define RF_SAMPLE_PADDING 1u     /* wrap-around padding so ranks are equal */
+#define RF_SAMPLE_SUBSTITUTED 2u /* the planned sample was bad; replaced */
+
+#define RF_LAYOUT_CHW 1
+#define RF_LAYOUT_HWC 2
+#define RF_LAYOUT_FLAT 3
+
+/* A view of one delivered batch, valid until rf_release(). */
+struct rf_batch {
+    const uint8_t *data;            /* count * sample_bytes bytes, page aligned */
+    const struct rf_sample *samples; /* count records */
+    uint32_t count;                 /* samples in this batch (<= batch) */
+    uint32_t substituted;           /* of them, replacements for bad samples */
+    size_t sample_bytes;
+    uint32_t layout;                /* RF_LAYOUT_* */
+    uint32_t shape[3];              /* C,H,W for CHW; H,W,C for HWC */
+    uint64_t epoch;
+    uint64_t seq;                   /* batch number within the epoch */
+    uint64_t stream_seq;            /* batch number since rf_open() */
+    uint32_t slot;                  /* ring slot (for rf_slot_* helpers) */
+};
+
+/* Counters kept by the library. */
+struct rf_stats {
+    uint64_t batches;
+    uint64_t samples;
+    double wait_seconds;     /* time spent inside rf_next() waiting */
+    double between_seconds;  /* time between rf_next() calls (the caller's) */
+    uint64_t reconnects;
+    uint64_t batches_per_epoch;
+    uint32_t depth;
+};
+
+/* Fills o with the defaults noted in struct rf_options. */
+void rf_options_init(struct rf_options *o);
+
+/*
+ * Connects, attaches and maps the ring.  On success *out is a new client and
+ * 0 is returned.  On failure a negative errno is returned and *out is still
+ * set (unless out is NULL or memory ran out) so rf_last_error(*out) can
+ * explain; the caller must rf_close(*out) either way.
+ */
+int rf_open(const struct rf_options *o, struct rf_client **out);
+
+/*
+ * Waits for the next batch, at most timeout_ms milliseconds (-1: as long as
+ * it takes, but still reconnecting within the deadline; 0: only looks).
+ * Returns 0 and fills *b; -ETIMEDOUT when none came in time, also while
+ * reconnecting (call again: the reconnect deadline runs from the loss, not
+ * per call); -ENOBUFS when the caller already holds depth-1 batches;
+ * -ECONNREFUSED (or the daemon's refusal) when the daemon is gone past the
+ * reconnect deadline; -EPIPE when the daemon detached this client for good;
+ * -EIO when the daemon failed the stream (rf_last_error says why, e.g. too
+ * many bad samples); -EBADMSG when a published slot broke the ring's rules.
+ * The last four are final: every later call returns the same.  A batch
+ * already published costs no system call.
+ */
+int rf_next(struct rf_client *c, struct rf_batch *b, int timeout_ms);
+
+/*
+ * Hands the oldest held batch back to the daemon.  b must be that batch;
+ * otherwise -EINVAL and nothing changes.
+ */
+int rf_release(struct rf_client *c, const struct rf_batch *b);
+
+/* Copies the library's counters into *s. */
+void rf_get_stats(const struct rf_client *c, struct rf_stats *s);
+
+/* Detaches, unmaps and frees.  Accepts NULL.  Held batches become invalid. */
+void rf_close(struct rf_client *c);
+
+/* The symbolic name ("ETIMEDOUT") of a negative errno returned by this
+ * library; "OK" for 0, "EUNKNOWN" for a number without a name. */
+const char *rf_strerror(int err);
+
+/* The last failure's full message for this client ("" if none).  Accepts
+ * NULL (then it describes a failure to allocate the client). */
+const char *rf_last_error(const struct rf_client *c);
+
+/* The ring mapping's base and size, for registering it with a GPU runtime;
+ * NULL and 0 while not attached.  A reconnect maps a new ring: the base
+ * changes (rf_stats.reconnects counts them). */
+void *rf_ring_base(const struct rf_client *c, size_t *size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,219 @@
+/*
+ * ring.h - the shared-memory ring that carries finished batches from the
+ * daemon's workers to one client.
+ *
+ * One memfd per attached client.  The daemon creates it, sizes it, seals it
+ * against shrinking, growing and further seals, and hands it (with an
+ * eventfd) to the client in the reply to ATTACH.  Workers map it too and
+ * write batches straight into its slots.
+ *
+ *   offset 0
+ *   +--------------------------------------------------------------+
+ *   | struct ring_hdr           (RING_HDR_SIZE = 4096 bytes)       |
+ *   |   immutable part: magic, version, geometry, sample shape     |
+ *   |   daemon words:   state, error                 (cache line)  |
+ *   |   client words:   released                     (cache line)  |
+ *   +--------------------------------------------------------------+
+ *   | slot 0: struct ring_slot + struct ring_sample[batch]         |
+ *   |         (padded to a page: meta_size)                        |
+ *   |         pixels: batch * sample_bytes (padded to a page)      |
+ *   +--------------------------------------------------------------+
+ *   | slot 1 ...                       (each slot is slot_stride)  |
+ *   +--------------------------------------------------------------+
+ *   | slot depth-1                                                 |
+ *   +--------------------------------------------------------------+
+ *
+ * Every slot's pixel block starts on a page boundary, so one slot's data can
+ * be registered with cudaHostRegister and copied to the device as one block.
+ *
+ * Batches are numbered from 0 by a stream counter g that runs across epochs
+ * since the attach: slot g % depth carries batch g.
+ *
+ * MEMORY ORDERING (the contract both sides keep; C11 atomics on the words
+ * named, plain loads and stores on everything else):
+ *
+ *  Daemon main process (the scheduler):
+ *   M1. It may start batch g only when g < released + depth, i.e. the
+ *       client has released batch g - depth, the slot's previous tenant.
+ *   M2. Before dispatching any job of batch g it writes the slot header
+ *       (seq, epoch, count, chunks) with plain stores, then stores
+ *       chunks_done = 0 and ready = 0 with release semantics.  The jobs it
+ *       then sends to workers over a socket carry the happens-before edge.
+ *   M3. It reads `released` with an acquire load after the eventfd fires,
+ *       and trusts nothing it reads: released must not go backwards and must
+ *       not pass the number of batches published; otherwise the client is
+ *       disconnected.
+ *
+ *  Worker (filling chunk k of batch g):
+ *   W1. It writes the chunk's pixels and per-sample records (plain stores),
+ *       then does atomic_fetch_or(&chunks_done, 1 << k, acq_rel).
+ *   W2. The worker whose fetch_or completes the mask (old | bit == all, and
+ *       old != all) stores ready = ring_ready_word(g) with release semantics
+ *       and calls FUTEX_WAKE (shared futex: no FUTEX_PRIVATE_FLAG) on it.
+ *       Exactly one worker does this, so a batch is published once.
+ *   W3. A job re-run after its worker died sets the same bit again: the
+ *       mask is idempotent, and the main process only re-runs jobs whose bit
+ *       is not yet set, so a published slot is never written again.
+ *
+ *  Client (waiting for batch g):
+ *   C1. It loads ready with acquire semantics; when it equals
+ *       ring_ready_word(g) every store of every chunk of batch g is visible.
+ *       It then checks the slot's seq fields against g before trusting them.
+ *   C2. While ready differs, it spins briefly, then FUTEX_WAITs on ready
+ *       with the value it saw and a timeout (never an unbounded wait).
+ *   C3. When done with batch g it stores released = g + 1 with release
+ *       semantics, then writes 1 to the eventfd to tell the daemon.
+ *
+ * The daemon treats everything in the mapping as untrusted input from the
+ * client: it reads `released` only, validates it, and never uses a value
+ * from shared memory as an index.  Workers take slot numbers and offsets
+ * from their job messages, never from the ring.
+ */
+#ifndef RINGFEED_PROTO_RING_H
+#define RINGFEED_PROTO_RING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define RING_MAGIC 0x31474e4952465200ull /* "\0RFRING1" read little endian */
+#define RING_VERSION 1u
+#define RING_HDR_SIZE 4096u
+#define RING_PAGE 4096u
+#define RING_MAX_DEPTH 64u
+#define RING_MAX_BATCH 65536u
+#define RING_MAX_CHUNKS 64u /* chunks_done is a 64-bit mask */
+
+/* ring_hdr.state */
+enum ring_state {
+    RING_LIVE = 1,    /* the daemon is producing */
+    RING_CLOSED = 2,  /* the daemon detached this client (see error) */
+    RING_FAILED = 3,  /* the stream cannot go on (see error), e.g. bad samples */
+};
+
+/* ring_sample.flags */
+enum ring_sample_flag {
+    RING_SAMPLE_PADDING = 1u << 0,     /* wrap-around padding for equal ranks */
+    RING_SAMPLE_SUBSTITUTED = 1u << 1, /* the planned sample was bad; this is
+                                          the next good one in epoch order */
+};
+
+/* Pixel element type and layout of one sample. */
+enum ring_dtype { RING_U8 = 1 };
+enum ring_layout { RING_CHW = 1, RING_HWC = 2, RING_FLAT = 3 };
+
+struct ring_hdr {
+    /* immutable after the daemon's ring_init() */
+    uint64_t magic;
+    uint32_t version;
+    uint32_t hdr_size;      /* RING_HDR_SIZE */
+    uint64_t total_size;    /* bytes of the whole memfd */
+    uint32_t depth;         /* slots */
+    uint32_t batch;         /* samples per slot, at most */
+    uint64_t slot_stride;   /* bytes from one slot to the next */
+    uint64_t meta_size;     /* bytes of slot header + samples, page padded */
+    uint64_t sample_bytes;  /* bytes of one sample's pixels */
+    uint32_t dtype;         /* enum ring_dtype */
+    uint32_t layout;        /* enum ring_layout */
+    uint32_t shape[3];      /* CHW, or HWC, or {bytes, 1, 1} for FLAT */
+    uint32_t classes;
+    uint64_t dataset_samples;
+    uint64_t batches_per_epoch; /* for this rank */
+    uint64_t start_epoch;       /* the stream's batch 0 is ... */
+    uint64_t start_seq;         /* ... this (epoch, sequence) */
+    uint64_t attach_id;         /* the daemon's number for this client */
+    uint8_t pad0[256 - 120];
+
+    /* written by the daemon */
+    _Alignas(64) _Atomic uint32_t state; /* enum ring_state */
+    int32_t error;                     /* negative errno when not LIVE */
+    char reason[248];                  /* one line, NUL-terminated */
+
+    /* written by the client: untrusted */
+    _Alignas(64) _Atomic uint64_t released; /* batches released so far */
+};
+
+/* One slot's header.  Lives at the start of each slot. */
+struct ring_slot {
+    _Atomic uint32_t ready;       /* ring_ready_word(g) once published */
+    uint32_t count;               /* samples in this batch */
+    uint64_t stream_seq;          /* g */
+    uint64_t epoch;
+    uint64_t seq;                 /* batch number within the epoch */
+    uint32_t chunks;              /* number of chunks the batch was cut in */
+    uint32_t substituted;         /* samples replaced because they were bad */
+    _Atomic uint64_t chunks_done; /* bit k set when chunk k is written */
+    uint8_t pad[64 - 48];
+};
+
+/* Per sample, after the slot header. */
+struct ring_sample {
+    uint64_t index;  /* dataset index actually delivered */
+    int32_t label;
+    uint32_t flags;  /* enum ring_sample_flag */
+};
+
+/* The value `ready` takes when batch g is published: never 0. */
+static inline uint32_t ring_ready_word(uint64_t g)
+{
+    uint32_t w = (uint32_t)(g + 1);
+
+    return w ? w : 1;
+}
+
+/* Geometry of a ring, computed from what the client asked for. */
+struct ring_geom {
+    uint32_t depth;
+    uint32_t batch;
+    uint64_t sample_bytes;
+    uint64_t meta_size;
+    uint64_t slot_stride;
+    uint64_t total_size;
+};
+
+/*
+ * Computes the ring's geometry.  Returns 0, or -EINVAL for a depth or batch
+ * out of range, or -EOVERFLOW when the sizes do not fit (the message in err
+ * names the figure).
+ */
+int ring_geometry(uint32_t depth, uint32_t batch, uint64_t sample_bytes,
+                  struct ring_geom *g, struct rf_err *err);
+
+/* Writes a fresh header into mem (total_size bytes, zeroed by the caller or
+ * fresh from ftruncate).  The caller fills the descriptive fields after. */
+void ring_init(void *mem, const struct ring_geom *g);
+
+/*
+ * Checks a mapped ring's header as a client receives it: magic, version,
+ * sizes consistent with each other and with map_size.  Returns 0, or
+ * -EPROTO (wrong magic or version: the message says which versions) or
+ * -EBADMSG (inconsistent geometry).
+ */
+int ring_check(const void *mem, uint64_t map_size, struct rf_err *err);
+
+static inline struct ring_slot *ring_slot(void *mem, uint32_t i)
+{
+    struct ring_hdr *h = mem;
+
+    return (struct ring_slot *)((char *)mem + h->hdr_size + (uint64_t)i * h->slot_stride);
+}
+
+static inline struct ring_sample *ring_samples(struct ring_slot *s)
+{
+    return (struct ring_sample *)(s + 1);
+}
+
+static inline uint8_t *ring_slot_data(void *mem, uint32_t i)
+{
+    struct ring_hdr *h = mem;
+
+    return (uint8_t *)ring_slot(mem, i) + h->meta_size;
+}
+
+/* Futex helpers on a shared mapping (no FUTEX_PRIVATE_FLAG). */
+int ring_futex_wait(_Atomic uint32_t *word, uint32_t seen, int64_t timeout_ns);
+void ring_futex_wake(_Atomic uint32_t *word);
+
+#endif

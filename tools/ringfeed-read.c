@@ -1,0 +1,455 @@
+/*
+ * ringfeed-read.c - consumes a ringfeed stream without computing anything:
+ * the loader's speed on its own, and a digest that two runs compare by.
+ *
+ *   ringfeed-read [--socket PATH] --dataset NAME --batch B --epochs E
+ *                 [--transform raw|train|eval] [--size S] [--depth D]
+ *                 [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]
+ *                 [--params "k=v ..."] [--start-epoch E --start-seq N]
+ *                 [--reconnect-ms MS] [--workers-note] [--dump-indices FILE]
+ *                 [--json]
+ *
+ * It attaches with libringfeed and reads E epochs counted from the start
+ * point: from batch N of epoch E0 through the last batch of epoch E0+E-1
+ * (batches_per_epoch comes from the ring), releasing each batch at once.
+ *
+ * The digest is XXH64 (proto/digest.h, seed 0) over every delivered batch in
+ * order: for each sample its dataset index (8 bytes little endian) and
+ * label (4 bytes little endian), then the batch's pixels (count *
+ * sample_bytes bytes).  Same dataset, seed, transform, ranks and start
+ * point give the same digest whatever the worker count or crashes.
+ *
+ * Human output (stdout):
+ *     epoch <e>: <n> samples in <s> s, <x> samples/s, waited <w> s
+ *     ...one line per epoch...
+ *     samples: <n>
+ *     seconds: <s>
+ *     waited: <w> s
+ *     first batch: <ms> ms after rf_open
+ *     rf_next ready: median <us> us, p99 <us> us over <k> calls
+ *     reconnects: <r>
+ *     workers: <n>                     (with --workers-note)
+ *     samples/s: <x>
+ *     digest: <16 hex digits>
+ * With --json, only one JSON object on one line:
+ *     {"samples":n,"batches":n,"seconds":s,"samples_per_s":x,"wait_s":w,
+ *      "first_batch_ms":ms,"next_ready_median_us":us,"next_ready_p99_us":us,
+ *      "next_ready_calls":k,"reconnects":r,["workers":n,]"digest":"hex",
+ *      "epochs":[{"epoch":e,"samples":n,"batches":n,"seconds":s,
+ *                 "samples_per_s":x,"wait_s":w},...]}
+ * (median and p99 are null when no call found a batch ready).
+ *
+ * Timing: seconds run from rf_open's start to the last release; an epoch's
+ * from the end of the previous one (or rf_open's start).  "waited" is time
+ * inside rf_next.  rf_next latency when a batch is ready: each batch is
+ * first asked for with rf_next(c, b, 0); when that finds it published, its
+ * duration is one sample; otherwise rf_next(c, b, -1) waits (not sampled).
+ *
+ * --dump-indices FILE writes one line per delivered sample:
+ *     <epoch> <sequence> <index> <label> <flags>
+ * sequence being the batch's number within its epoch and flags the
+ * RF_SAMPLE_* bits (1 padding, 2 substituted).
+ *
+ * Exit status: 0 done; 1 the stream failed (rf_last_error on stderr); 2 bad
+ * usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctlconn.h"
+#include "digest.h"
+#include "jsonw.h"
+#include "ringfeed.h"
+#include "strnum.h"
+
+static const char *prog = "ringfeed-read";
+
+struct epoch_rec {
+    uint64_t epoch, samples, batches;
+    double seconds, wait_s;
+};
+
+struct run {
+    struct epoch_rec *epochs;
+    size_t nepochs, cap_epochs;
+    int64_t *ready_ns;     /* rf_next durations that found a batch ready */
+    size_t nready, cap_ready;
+    uint64_t samples, batches;
+    double seconds, wait_s, first_ms;
+    struct digest dg;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: %s [--socket PATH] --dataset NAME --batch B --epochs E\n"
+            "       [--transform raw|train|eval] [--size S] [--depth D]\n"
+            "       [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]\n"
+            "       [--params \"k=v ...\"] [--start-epoch E --start-seq N]\n"
+            "       [--reconnect-ms MS] [--workers-note] [--dump-indices FILE] [--json]\n"
+            "\n"
+            "Reads E epochs from the daemon without computing, then prints samples/s\n"
+            "and a digest of every delivered index, label and pixel.\n",
+            prog);
+}
+
+/* Parses a decimal number in lo..hi for option name; exits 2 if bad. */
+static uint64_t num(const char *name, const char *v, uint64_t lo, uint64_t hi)
+{
+    uint64_t x;
+
+    if (strnum_u64(v, strlen(v), &x) < 0 || x < lo || x > hi) {
+        fprintf(stderr, "%s: --%s \"%s\": give a whole number in %" PRIu64 "..%" PRIu64 "\n",
+                prog, name, v, lo, hi);
+        exit(2);
+    }
+    return x;
+}
+
+static void *grow(void *p, size_t *cap, size_t n, size_t size)
+{
+    void *q;
+
+    if (n < *cap)
+        return p;
+    *cap = *cap ? *cap * 2 : 64;
+    q = realloc(p, *cap * size);
+    if (!q) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        exit(1);
+    }
+    return q;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile p (0..100] of the sorted v[0..n), in us. */
+static double pct_us(const int64_t *v, size_t n, double p)
+{
+    size_t rank = (size_t)((p / 100.0) * (double)n + 0.999999);
+
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    return (double)v[rank - 1] / 1e3;
+}
+
+/* The worker count from the daemon's STATS (workers.alive), or -1. */
+static long workers_alive(const char *socket_path)
+{
+    struct ctl_reply rep;
+    struct ctlconn cc;
+    struct rf_err err;
+    size_t off, len, cur = 0;
+    long n = -1;
+
+    if (ctlconn_open(&cc, socket_path, &err) < 0 ||
+        ctlconn_request(&cc, "STATS\n", &rep, &err) < 0 || !rep.ok) {
+        fprintf(stderr, "%s: --workers-note: %s\n", prog,
+                rep.ok ? err.msg : "the daemon refused STATS");
+        ctlconn_close(&cc);
+        return -1;
+    }
+    while (ctl_reply_next_line(cc.buf, &rep, &cur, &off, &len)) {
+        uint64_t v;
+
+        if (len > 14 && memcmp(cc.buf + off, "workers.alive ", 14) == 0 &&
+            strnum_u64(cc.buf + off + 14, len - 14, &v) == 0)
+            n = (long)v;
+    }
+    ctlconn_close(&cc);
+    return n;
+}
+
+static void digest_batch(struct digest *d, const struct rf_batch *b)
+{
+    for (uint32_t i = 0; i < b->count; i++) {
+        digest_update_u64(d, b->samples[i].index);
+        digest_update_u32(d, (uint32_t)b->samples[i].label);
+    }
+    digest_update(d, b->data, (size_t)b->count * b->sample_bytes);
+}
+
+static void print_human(const struct run *r, uint64_t reconnects, long workers, bool note)
+{
+    char hex[DIGEST_HEX_SIZE];
+
+    for (size_t i = 0; i < r->nepochs; i++) {
+        const struct epoch_rec *e = &r->epochs[i];
+
+        printf("epoch %" PRIu64 ": %" PRIu64 " samples in %.3f s, %.1f samples/s, waited %.3f s\n",
+               e->epoch, e->samples, e->seconds,
+               e->seconds > 0 ? (double)e->samples / e->seconds : 0.0, e->wait_s);
+    }
+    printf("samples: %" PRIu64 "\n", r->samples);
+    printf("seconds: %.3f\n", r->seconds);
+    printf("waited: %.3f s\n", r->wait_s);
+    printf("first batch: %.3f ms after rf_open\n", r->first_ms);
+    if (r->nready)
+        printf("rf_next ready: median %.3f us, p99 %.3f us over %zu calls\n",
+               pct_us(r->ready_ns, r->nready, 50), pct_us(r->ready_ns, r->nready, 99),
+               r->nready);
+    else
+        printf("rf_next ready: no call found a batch ready\n");
+    printf("reconnects: %" PRIu64 "\n", reconnects);
+    if (note) {
+        if (workers >= 0)
+            printf("workers: %ld\n", workers);
+        else
+            printf("workers: unknown\n");
+    }
+    printf("samples/s: %.1f\n", r->seconds > 0 ? (double)r->samples / r->seconds : 0.0);
+    printf("digest: %s\n", digest_hex(digest_final(&r->dg), hex));
+}
+
+static void print_json(const struct run *r, uint64_t reconnects, long workers, bool note)
+{
+    char hex[DIGEST_HEX_SIZE];
+
+    printf("{\"samples\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"seconds\":", r->samples,
+           r->batches);
+    json_double(stdout, r->seconds);
+    fputs(",\"samples_per_s\":", stdout);
+    json_double(stdout, r->seconds > 0 ? (double)r->samples / r->seconds : 0.0);
+    fputs(",\"wait_s\":", stdout);
+    json_double(stdout, r->wait_s);
+    fputs(",\"first_batch_ms\":", stdout);
+    json_double(stdout, r->first_ms);
+    fputs(",\"next_ready_median_us\":", stdout);
+    if (r->nready)
+        json_double(stdout, pct_us(r->ready_ns, r->nready, 50));
+    else
+        fputs("null", stdout);
+    fputs(",\"next_ready_p99_us\":", stdout);
+    if (r->nready)
+        json_double(stdout, pct_us(r->ready_ns, r->nready, 99));
+    else
+        fputs("null", stdout);
+    printf(",\"next_ready_calls\":%zu,\"reconnects\":%" PRIu64, r->nready, reconnects);
+    if (note) {
+        if (workers >= 0)
+            printf(",\"workers\":%ld", workers);
+        else
+            fputs(",\"workers\":null", stdout);
+    }
+    printf(",\"digest\":\"%s\",\"epochs\":[", digest_hex(digest_final(&r->dg), hex));
+    for (size_t i = 0; i < r->nepochs; i++) {
+        const struct epoch_rec *e = &r->epochs[i];
+
+        printf("%s{\"epoch\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"batches\":%" PRIu64
+               ",\"seconds\":",
+               i ? "," : "", e->epoch, e->samples, e->batches);
+        json_double(stdout, e->seconds);
+        fputs(",\"samples_per_s\":", stdout);
+        json_double(stdout, e->seconds > 0 ? (double)e->samples / e->seconds : 0.0);
+        fputs(",\"wait_s\":", stdout);
+        json_double(stdout, e->wait_s);
+        fputc('}', stdout);
+    }
+    fputs("]}\n", stdout);
+}
+
+int main(int argc, char **argv)
+{
+    enum { O_SOCKET = 1, O_DATASET, O_BATCH, O_EPOCHS, O_TRANSFORM, O_SIZE, O_DEPTH, O_RANK,
+           O_WORLD, O_SEED, O_NO_SHUFFLE, O_DROP_LAST, O_PARAMS, O_START_EPOCH, O_START_SEQ,
+           O_RECONNECT, O_WORKERS_NOTE, O_DUMP, O_JSON, O_HELP };
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, O_SOCKET},
+        {"dataset", required_argument, NULL, O_DATASET},
+        {"batch", required_argument, NULL, O_BATCH},
+        {"epochs", required_argument, NULL, O_EPOCHS},
+        {"transform", required_argument, NULL, O_TRANSFORM},
+        {"size", required_argument, NULL, O_SIZE},
+        {"depth", required_argument, NULL, O_DEPTH},
+        {"rank", required_argument, NULL, O_RANK},
+        {"world", required_argument, NULL, O_WORLD},
+        {"seed", required_argument, NULL, O_SEED},
+        {"no-shuffle", no_argument, NULL, O_NO_SHUFFLE},
+        {"drop-last", no_argument, NULL, O_DROP_LAST},
+        {"params", required_argument, NULL, O_PARAMS},
+        {"start-epoch", required_argument, NULL, O_START_EPOCH},
+        {"start-seq", required_argument, NULL, O_START_SEQ},
+        {"reconnect-ms", required_argument, NULL, O_RECONNECT},
+        {"workers-note", no_argument, NULL, O_WORKERS_NOTE},
+        {"dump-indices", required_argument, NULL, O_DUMP},
+        {"json", no_argument, NULL, O_JSON},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    struct rf_options o;
+    struct rf_client *c = NULL;
+    struct rf_stats st;
+    struct rf_batch b;
+    struct run r = {0};
+    const char *dump_path = NULL;
+    FILE *dump = NULL;
+    bool json = false, note = false, have_epochs = false, have_batch = false;
+    uint64_t epochs = 0, total, bpe;
+    int64_t t_open, t_mark, t0, t1;
+    long workers = -1;
+    int opt, rc, status = 1;
+
+    rf_options_init(&o);
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (opt) {
+        case O_SOCKET: o.socket = optarg; break;
+        case O_DATASET: o.dataset = optarg; break;
+        case O_BATCH: o.batch = (uint32_t)num("batch", optarg, 1, 65536); have_batch = true; break;
+        case O_EPOCHS: epochs = num("epochs", optarg, 1, UINT32_MAX); have_epochs = true; break;
+        case O_TRANSFORM: o.transform = optarg; break;
+        case O_SIZE: o.size = (uint32_t)num("size", optarg, 1, 4096); break;
+        case O_DEPTH: o.depth = (uint32_t)num("depth", optarg, 2, 64); break;
+        case O_RANK: o.rank = (int32_t)num("rank", optarg, 0, 65535); break;
+        case O_WORLD: o.world = (int32_t)num("world", optarg, 1, 65536); break;
+        case O_SEED: o.seed = num("seed", optarg, 0, UINT64_MAX); break;
+        case O_NO_SHUFFLE: o.shuffle = 0; break;
+        case O_DROP_LAST: o.drop_last = 1; break;
+        case O_PARAMS: o.params = optarg; break;
+        case O_START_EPOCH: o.start_epoch = num("start-epoch", optarg, 0, UINT32_MAX); break;
+        case O_START_SEQ: o.start_seq = num("start-seq", optarg, 0, UINT64_MAX); break;
+        case O_RECONNECT: o.reconnect_ms = (int)num("reconnect-ms", optarg, 0, INT32_MAX); break;
+        case O_WORKERS_NOTE: note = true; break;
+        case O_DUMP: dump_path = optarg; break;
+        case O_JSON: json = true; break;
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc || !o.dataset || !have_batch || !have_epochs) {
+        fprintf(stderr, "%s: %s\n", prog,
+                optind < argc ? "unexpected argument" : "--dataset, --batch and --epochs are required");
+        usage(stderr);
+        return 2;
+    }
+    if ((o.rank < 0) != (o.world < 0)) {
+        fprintf(stderr, "%s: give --rank and --world together (or neither, for RANK and "
+                        "WORLD_SIZE)\n", prog);
+        return 2;
+    }
+    if (dump_path && !(dump = fopen(dump_path, "w"))) {
+        fprintf(stderr, "%s: --dump-indices %s: %s\n", prog, dump_path, strerror(errno));
+        return 1;
+    }
+    digest_init(&r.dg, 0);
+
+    t_open = now_ns();
+    rc = rf_open(&o, &c);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", prog, rf_last_error(c));
+        goto out;
+    }
+    rf_get_stats(c, &st);
+    bpe = st.batches_per_epoch;
+    if (bpe == 0 || o.start_seq >= bpe) {
+        fprintf(stderr, "%s: the daemon plans %" PRIu64 " batches per epoch for this rank; "
+                        "--start-seq %" PRIu64 " is not one of them\n",
+                prog, bpe, o.start_seq);
+        goto out;
+    }
+    if (epochs > (UINT64_MAX - o.start_seq) / bpe) {
+        fprintf(stderr, "%s: --epochs %" PRIu64 " is too many\n", prog, epochs);
+        goto out;
+    }
+    total = epochs * bpe - o.start_seq;
+    t_mark = t_open;
+    for (uint64_t n = 0; n < total; n++) {
+        struct epoch_rec *e;
+        double waited;
+
+        t0 = now_ns();
+        rc = rf_next(c, &b, 0);
+        t1 = now_ns();
+        if (rc == 0) {
+            r.ready_ns = grow(r.ready_ns, &r.cap_ready, r.nready, sizeof(*r.ready_ns));
+            r.ready_ns[r.nready++] = t1 - t0;
+        } else if (rc == -ETIMEDOUT) {
+            rc = rf_next(c, &b, -1);
+            t1 = now_ns();
+        }
+        if (rc < 0) {
+            fprintf(stderr, "%s: batch %" PRIu64 " of %" PRIu64 ": %s\n", prog, n, total,
+                    rf_last_error(c));
+            goto out;
+        }
+        if (n == 0)
+            r.first_ms = (double)(t1 - t_open) / 1e6;
+        waited = (double)(t1 - t0) / 1e9;
+        if (r.nepochs == 0 || r.epochs[r.nepochs - 1].epoch != b.epoch) {
+            if (r.nepochs) {
+                /* the previous epoch ended with its last release */
+                r.epochs[r.nepochs - 1].seconds = (double)(t0 - t_mark) / 1e9;
+                t_mark = t0;
+            }
+            r.epochs = grow(r.epochs, &r.cap_epochs, r.nepochs, sizeof(*r.epochs));
+            r.epochs[r.nepochs++] = (struct epoch_rec){.epoch = b.epoch};
+        }
+        e = &r.epochs[r.nepochs - 1];
+        e->samples += b.count;
+        e->batches++;
+        e->wait_s += waited;
+        r.samples += b.count;
+        r.batches++;
+        r.wait_s += waited;
+        digest_batch(&r.dg, &b);
+        for (uint32_t i = 0; dump && i < b.count; i++)
+            fprintf(dump, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId32 " %" PRIu32 "\n",
+                    b.epoch, b.seq, b.samples[i].index, b.samples[i].label,
+                    b.samples[i].flags);
+        rc = rf_release(c, &b);
+        if (rc < 0) {
+            fprintf(stderr, "%s: %s\n", prog, rf_last_error(c));
+            goto out;
+        }
+    }
+    t1 = now_ns();
+    if (r.nepochs)
+        r.epochs[r.nepochs - 1].seconds = (double)(t1 - t_mark) / 1e9;
+    r.seconds = (double)(t1 - t_open) / 1e9;
+    qsort(r.ready_ns, r.nready, sizeof(*r.ready_ns), cmp_i64);
+    if (note)
+        workers = workers_alive(o.socket);
+    rf_get_stats(c, &st);
+    if (json)
+        print_json(&r, st.reconnects, workers, note);
+    else
+        print_human(&r, st.reconnects, workers, note);
+    status = 0;
+    if (dump && (fflush(dump) == EOF || ferror(dump))) {
+        fprintf(stderr, "%s: --dump-indices %s: %s\n", prog, dump_path, strerror(errno));
+        status = 1;
+    }
+    if (fflush(stdout) == EOF || ferror(stdout)) {
+        fprintf(stderr, "%s: writing the output: %s\n", prog, strerror(errno));
+        status = 1;
+    }
+out:
+    rf_close(c);
+    if (dump && fclose(dump) == EOF && status == 0) {
+        fprintf(stderr, "%s: --dump-indices %s: %s\n", prog, dump_path, strerror(errno));
+        status = 1;
+    }
+    free(r.epochs);
+    free(r.ready_ns);
+    return status;
+}

@@ -1,0 +1,485 @@
+/*
+ * ringfeedctl.c - the operator's command line for a running ringfeedd:
+ *
+ *     ringfeedctl [--socket PATH] [--json] ping|status|stats|workers N|datasets|metrics
+ *
+ * It connects to the control socket (--socket, else $RINGFEED_SOCKET, else
+ * $XDG_RUNTIME_DIR/ringfeed.sock, else /run/ringfeed/ringfeed.sock), sends
+ * the verb's line, reads the reply with proto/ctl.h's parser and prints it
+ * for a person or, with --json, as one JSON object on one line.
+ *
+ * Output, per verb (human / --json):
+ *   ping      "pong"                       {"reply":"pong"}
+ *   status    bare words on a line, then    {"status":"<bare words>",
+ *             key=value pairs aligned as     "<key>":<value>,...}
+ *             "key  value" lines
+ *   stats     "key  value" lines, keys       {"<key>":<value>,...}
+ *             padded to the longest
+ *   workers   "workers: N"                   {"workers":N}
+ *   datasets  a table: NAME then one         {"datasets":[{"name":"...",
+ *             column per key (SAMPLES KIND    "<key>":<value>,...},...]}
+ *             SHAPE CLASSES ...), aligned
+ *   metrics   the Prometheus text as sent    {"metrics":{"<series>":<value>,...}}
+ *                                            (# comment lines left out)
+ * Values that are JSON numbers are written as numbers, everything else as
+ * escaped strings.  Exit status: 0 done; 1 the daemon answered ERR (its
+ * message on stderr) or could not be reached; 2 bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "ctlconn.h"
+#include "jsonw.h"
+#include "strnum.h"
+
+#define MAX_COLS 16
+
+static const char *prog = "ringfeedctl";
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: %s [--socket PATH] [--json] COMMAND\n\ncommands:\n", prog);
+    for (int v = CTL_VERB_NONE + 1; v < CTL_VERB_COUNT; v++) {
+        const struct ctl_verb_def *d = ctl_verb_def((enum ctl_verb)v);
+        char name[64];
+
+        if (v == CTL_VERB_ATTACH)
+            continue; /* libringfeed's verb */
+        snprintf(name, sizeof(name), "%s", d->usage);
+        for (char *p = name; *p && *p != ' '; p++)
+            *p = (char)(*p - 'A' + 'a');
+        fprintf(f, "  %-12s %s\n", name, d->help);
+    }
+    fprintf(f, "\noptions:\n"
+               "  --socket PATH  the daemon's control socket (default: $RINGFEED_SOCKET,\n"
+               "                 else $XDG_RUNTIME_DIR/ringfeed.sock, else\n"
+               "                 /run/ringfeed/ringfeed.sock)\n"
+               "  --json         print one JSON object\n"
+               "  --help         this text\n");
+}
+
+/* A span of the reply buffer. */
+struct span {
+    const char *p;
+    size_t n;
+};
+
+/* Splits s[0..len) at runs of blanks into at most max tokens. */
+static size_t split(const char *s, size_t len, struct span *out, size_t max)
+{
+    size_t n = 0, i = 0;
+
+    while (i < len && n < max) {
+        size_t j;
+
+        while (i < len && (s[i] == ' ' || s[i] == '\t'))
+            i++;
+        if (i == len)
+            break;
+        for (j = i; j < len && s[j] != ' ' && s[j] != '\t'; j++)
+            ;
+        out[n++] = (struct span){s + i, j - i};
+        i = j;
+    }
+    return n;
+}
+
+static size_t eq_at(struct span t)
+{
+    const char *e = memchr(t.p, '=', t.n);
+
+    return e ? (size_t)(e - t.p) : t.n;
+}
+
+/* ---- one printer per verb ---- */
+
+static void print_ping(const char *text, size_t len, bool json)
+{
+    if (json) {
+        fputs("{\"reply\":", stdout);
+        json_string(stdout, text, len);
+        fputs("}\n", stdout);
+    } else {
+        printf("%.*s\n", (int)len, text);
+    }
+}
+
+static void print_status(const char *text, size_t len, bool json)
+{
+    struct span t[128], bare[128];
+    size_t n = split(text, len, t, 128), nbare = 0, width = 0;
+    bool first = true;
+
+    for (size_t i = 0; i < n; i++) {
+        size_t k = eq_at(t[i]);
+
+        if (k == t[i].n || k == 0)
+            bare[nbare++] = t[i];
+        else if (k > width)
+            width = k;
+    }
+    if (json) {
+        fputs("{\"status\":\"", stdout);
+        for (size_t i = 0; i < nbare; i++) {
+            if (i)
+                fputc(' ', stdout);
+            json_escape(stdout, bare[i].p, bare[i].n);
+        }
+        fputc('"', stdout);
+        for (size_t i = 0; i < n; i++) {
+            size_t k = eq_at(t[i]);
+
+            if (k == t[i].n || k == 0)
+                continue;
+            fputc(',', stdout);
+            json_string(stdout, t[i].p, k);
+            fputc(':', stdout);
+            json_value(stdout, t[i].p + k + 1, t[i].n - k - 1);
+        }
+        fputs("}\n", stdout);
+        return;
+    }
+    for (size_t i = 0; i < nbare; i++)
+        printf("%s%.*s", first ? "" : " ", (int)bare[i].n, bare[i].p), first = false;
+    if (nbare)
+        putchar('\n');
+    for (size_t i = 0; i < n; i++) {
+        size_t k = eq_at(t[i]);
+
+        if (k == t[i].n || k == 0)
+            continue;
+        printf("%-*.*s  %.*s\n", (int)width, (int)k, t[i].p, (int)(t[i].n - k - 1),
+               t[i].p + k + 1);
+    }
+}
+
+/* Loops over the body lines of a multi-line reply: off/len set to each. */
+#define FOR_LINES(buf, rep, off, len)                                         \
+    for (size_t cur_ = 0; ctl_reply_next_line(buf, rep, &cur_, &off, &len);)
+
+static void print_stats(const char *buf, const struct ctl_reply *rep, bool json)
+{
+    size_t off, len, width = 0;
+    bool first = true;
+
+    FOR_LINES(buf, rep, off, len) {
+        size_t k = strcspn(buf + off, " \t\n");
+
+        if (k < len && k > width)
+            width = k;
+    }
+    if (json)
+        fputc('{', stdout);
+    FOR_LINES(buf, rep, off, len) {
+        const char *l = buf + off;
+        size_t k = strcspn(l, " \t\n"), v;
+
+        if (k > len)
+            k = len;
+        for (v = k; v < len && (l[v] == ' ' || l[v] == '\t'); v++)
+            ;
+        if (json) {
+            if (!first)
+                fputc(',', stdout);
+            json_string(stdout, l, k);
+            fputc(':', stdout);
+            json_value(stdout, l + v, len - v);
+        } else {
+            printf("%-*.*s  %.*s\n", (int)width, (int)k, l, (int)(len - v), l + v);
+        }
+        first = false;
+    }
+    if (json)
+        fputs("}\n", stdout);
+}
+
+static void print_workers(const char *text, size_t len, bool json)
+{
+    struct span t[4];
+    size_t n = split(text, len, t, 4);
+    struct span v = n == 2 && t[0].n == 7 && memcmp(t[0].p, "workers", 7) == 0
+                        ? t[1]
+                        : (struct span){text, len};
+
+    if (json) {
+        fputs("{\"workers\":", stdout);
+        json_value(stdout, v.p, v.n);
+        fputs("}\n", stdout);
+    } else {
+        printf("workers: %.*s\n", (int)v.n, v.p);
+    }
+}
+
+static void print_datasets(const char *buf, const struct ctl_reply *rep, bool json)
+{
+    char cols[MAX_COLS][32];
+    size_t ncols = 1, width[MAX_COLS], off, len;
+    bool first = true;
+
+    snprintf(cols[0], sizeof(cols[0]), "name");
+    width[0] = 4;
+    /* the columns: name, then every key in order of first appearance */
+    FOR_LINES(buf, rep, off, len) {
+        struct span t[MAX_COLS + 1];
+        size_t n = split(buf + off, len, t, MAX_COLS + 1);
+
+        if (n && t[0].n > width[0])
+            width[0] = t[0].n;
+        for (size_t i = 1; i < n; i++) {
+            size_t k = eq_at(t[i]), c;
+
+            if (k == t[i].n || k >= sizeof(cols[0]))
+                continue;
+            for (c = 1; c < ncols; c++)
+                if (strlen(cols[c]) == k && memcmp(cols[c], t[i].p, k) == 0)
+                    break;
+            if (c == ncols) {
+                if (ncols == MAX_COLS)
+                    continue;
+                memcpy(cols[c], t[i].p, k);
+                cols[c][k] = '\0';
+                width[c] = k;
+                ncols++;
+            }
+            if (t[i].n - k - 1 > width[c])
+                width[c] = t[i].n - k - 1;
+        }
+    }
+    if (json) {
+        fputs("{\"datasets\":[", stdout);
+    } else {
+        for (size_t c = 0; c < ncols; c++) {
+            for (size_t i = 0; cols[c][i]; i++)
+                putchar(cols[c][i] >= 'a' && cols[c][i] <= 'z' ? cols[c][i] - 'a' + 'A'
+                                                               : cols[c][i]);
+            if (c + 1 < ncols)
+                printf("%*s", (int)(width[c] - strlen(cols[c]) + 2), "");
+        }
+        putchar('\n');
+    }
+    FOR_LINES(buf, rep, off, len) {
+        struct span t[MAX_COLS + 1];
+        size_t n = split(buf + off, len, t, MAX_COLS + 1);
+
+        if (n == 0)
+            continue;
+        if (json) {
+            fputs(first ? "{\"name\":" : ",{\"name\":", stdout);
+            json_string(stdout, t[0].p, t[0].n);
+            for (size_t i = 1; i < n; i++) {
+                size_t k = eq_at(t[i]);
+
+                if (k == t[i].n)
+                    continue;
+                fputc(',', stdout);
+                json_string(stdout, t[i].p, k);
+                fputc(':', stdout);
+                json_value(stdout, t[i].p + k + 1, t[i].n - k - 1);
+            }
+            fputc('}', stdout);
+        } else {
+            for (size_t c = 0; c < ncols; c++) {
+                struct span v = {"-", 1};
+
+                if (c == 0)
+                    v = t[0];
+                for (size_t i = 1; c > 0 && i < n; i++) {
+                    size_t k = eq_at(t[i]);
+
+                    if (k == strlen(cols[c]) && memcmp(t[i].p, cols[c], k) == 0)
+                        v = (struct span){t[i].p + k + 1, t[i].n - k - 1};
+                }
+                if (c + 1 < ncols)
+                    printf("%-*.*s  ", (int)width[c], (int)v.n, v.p);
+                else
+                    printf("%.*s", (int)v.n, v.p);
+            }
+            putchar('\n');
+        }
+        first = false;
+    }
+    if (json)
+        fputs("]}\n", stdout);
+}
+
+/* The value of a Prometheus sample line: after the series (name and an
+ * optional {labels} that may hold quoted blanks), before any timestamp. */
+static bool metric_split(const char *l, size_t len, struct span *series, struct span *value)
+{
+    size_t i = 0, j;
+    bool quoted = false;
+
+    while (i < len && l[i] != ' ' && l[i] != '{')
+        i++;
+    if (i < len && l[i] == '{') {
+        for (; i < len; i++) {
+            if (quoted && l[i] == '\\')
+                i++;
+            else if (l[i] == '"')
+                quoted = !quoted;
+            else if (!quoted && l[i] == '}')
+                break;
+        }
+        if (i == len)
+            return false;
+        i++;
+    }
+    *series = (struct span){l, i};
+    while (i < len && l[i] == ' ')
+        i++;
+    for (j = i; j < len && l[j] != ' '; j++)
+        ;
+    *value = (struct span){l + i, j - i};
+    return series->n > 0 && value->n > 0;
+}
+
+static void print_metrics(const char *buf, const struct ctl_reply *rep, bool json)
+{
+    size_t off, len;
+    bool first = true;
+
+    if (json)
+        fputs("{\"metrics\":{", stdout);
+    FOR_LINES(buf, rep, off, len) {
+        struct span s, v;
+
+        if (!json) {
+            printf("%.*s\n", (int)len, buf + off);
+            continue;
+        }
+        if (len == 0 || buf[off] == '#' || !metric_split(buf + off, len, &s, &v))
+            continue;
+        if (!first)
+            fputc(',', stdout);
+        json_string(stdout, s.p, s.n);
+        fputc(':', stdout);
+        json_value(stdout, v.p, v.n);
+        first = false;
+    }
+    if (json)
+        fputs("}}\n", stdout);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const struct ctl_verb_def *def;
+    const char *socket_path = NULL, *text;
+    char line[CTL_LINE_MAX];
+    struct ctl_reply rep;
+    struct ctlconn cc;
+    struct rf_err err;
+    enum ctl_verb verb;
+    bool json = false;
+    int c, nargs, rc;
+
+    while ((c = getopt_long(argc, argv, "+s:jh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            socket_path = optarg;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "%s: no command given\n", prog);
+        usage(stderr);
+        return 2;
+    }
+    verb = ctl_verb_from_name(argv[optind], strlen(argv[optind]));
+    def = ctl_verb_def(verb);
+    if (!def || verb == CTL_VERB_ATTACH) {
+        fprintf(stderr, "%s: unknown command \"%s\"\n", prog, argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    nargs = argc - optind - 1;
+    if (nargs < def->min_args || nargs > def->max_args) {
+        fprintf(stderr, "%s: %s takes %s; usage: %s\n", prog, argv[optind],
+                def->max_args ? "one argument" : "no arguments", def->usage);
+        return 2;
+    }
+    if (verb == CTL_VERB_WORKERS) {
+        uint64_t n;
+        const char *a = argv[optind + 1];
+
+        if (strnum_u64(a, strlen(a), &n) < 0 || n < CTL_WORKERS_MIN || n > CTL_WORKERS_MAX) {
+            fprintf(stderr, "%s: workers \"%s\": give a number of workers in %d..%d\n", prog,
+                    a, CTL_WORKERS_MIN, CTL_WORKERS_MAX);
+            return 2;
+        }
+        snprintf(line, sizeof(line), "%s %llu\n", def->name, (unsigned long long)n);
+    } else {
+        snprintf(line, sizeof(line), "%s\n", def->name);
+    }
+
+    rc = ctlconn_open(&cc, socket_path, &err);
+    if (rc == 0)
+        rc = ctlconn_request(&cc, line, &rep, &err);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", prog, err.msg);
+        ctlconn_close(&cc);
+        return 1;
+    }
+    text = cc.buf + rep.text_off;
+    if (!rep.ok) {
+        fprintf(stderr, "%s: %s: %.*s (%.*s)\n", prog, def->name, (int)rep.text_len, text,
+                (int)rep.name_len, cc.buf + rep.name_off);
+        ctlconn_close(&cc);
+        return 1;
+    }
+    if (rep.multi != (verb == CTL_VERB_STATS || verb == CTL_VERB_DATASETS ||
+                      verb == CTL_VERB_METRICS)) {
+        fprintf(stderr, "%s: %s: the daemon sent a %s reply where a %s one was due\n", prog,
+                def->name, rep.multi ? "multi-line" : "one-line",
+                rep.multi ? "one-line" : "multi-line");
+        ctlconn_close(&cc);
+        return 1;
+    }
+    switch (verb) {
+    case CTL_VERB_PING:
+        print_ping(text, rep.text_len, json);
+        break;
+    case CTL_VERB_STATUS:
+        print_status(text, rep.text_len, json);
+        break;
+    case CTL_VERB_STATS:
+        print_stats(cc.buf, &rep, json);
+        break;
+    case CTL_VERB_WORKERS:
+        print_workers(text, rep.text_len, json);
+        break;
+    case CTL_VERB_DATASETS:
+        print_datasets(cc.buf, &rep, json);
+        break;
+    case CTL_VERB_METRICS:
+        print_metrics(cc.buf, &rep, json);
+        break;
+    default:
+        break;
+    }
+    ctlconn_close(&cc);
+    if (fflush(stdout) == EOF || ferror(stdout)) {
+        fprintf(stderr, "%s: writing the output: %s\n", prog, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
