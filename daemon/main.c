@@ -1,0 +1,303 @@
+/*
+ * main.c - ringfeedd: command line, configuration, and the main loop.
+ *
+ *   ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...
+ *             [--workers N] [--memory-budget BYTES] [--log-level LEVEL]
+ *
+ * Flags override the config file (proto/conf.h documents its format).
+ * The socket, when neither names it: $RINGFEED_SOCKET, else
+ * $XDG_RUNTIME_DIR/ringfeed.sock, else /run/ringfeed/ringfeed.sock.
+ * Workers, when neither sets them: one per CPU.  Memory budget for rings:
+ * a quarter of physical memory.
+ *
+ * Runs in the foreground and logs to stderr.  SIGINT and SIGTERM stop it:
+ * clients are told through their rings, workers are ended, the socket file
+ * it created is removed.
+ *
+ * The same binary is the worker: "ringfeedd --worker ..." (worker.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...\n"
+            "                 [--workers N] [--memory-budget BYTES] [--log-level LEVEL]\n"
+            "\n"
+            "  --config FILE         read settings from FILE (key = value lines)\n"
+            "  --socket PATH         control socket (default $RINGFEED_SOCKET,\n"
+            "                        $XDG_RUNTIME_DIR/ringfeed.sock, /run/ringfeed/ringfeed.sock)\n"
+            "  --dataset NAME=DIR    serve the packed dataset in DIR as NAME (repeatable)\n"
+            "  --workers N           worker processes, 1..256 (default: one per CPU)\n"
+            "  --memory-budget SIZE  bytes for client rings, e.g. 2G (default: RAM/4)\n"
+            "  --log-level LEVEL     error, warn, info (default) or debug\n"
+            "  --version             print the version\n");
+}
+
+static int read_file(const char *path, char **buf, size_t *len, struct rf_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    char *b = NULL;
+    size_t cap = 0, n = 0;
+
+    if (!f)
+        return rf_err_set(err, -errno, "%s: %s", path, strerror(errno));
+    for (;;) {
+        size_t got;
+
+        if (n == cap) {
+            char *nb;
+
+            if (cap >= (1u << 20)) {
+                fclose(f);
+                free(b);
+                return rf_err_set(err, -EFBIG, "%s: larger than 1 MiB", path);
+            }
+            cap = cap ? cap * 2 : 4096;
+            nb = realloc(b, cap);
+            if (!nb) {
+                fclose(f);
+                free(b);
+                return rf_err_set(err, -ENOMEM, "%s: out of memory", path);
+            }
+            b = nb;
+        }
+        got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        fclose(f);
+        free(b);
+        return rf_err_set(err, -EIO, "%s: read error", path);
+    }
+    fclose(f);
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+static void default_socket(char *out, size_t cap)
+{
+    const char *env = getenv("RINGFEED_SOCKET");
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+
+    if (env && env[0])
+        snprintf(out, cap, "%s", env);
+    else if (xdg && xdg[0])
+        snprintf(out, cap, "%s/ringfeed.sock", xdg);
+    else
+        snprintf(out, cap, "/run/ringfeed/ringfeed.sock");
+}
+
+/* Parses flags and the config file into d->cf; returns 0, 1 (exit 0) or -1. */
+static int configure(struct daemon *d, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "socket", required_argument, NULL, 's' },
+        { "dataset", required_argument, NULL, 'd' },
+        { "workers", required_argument, NULL, 'w' },
+        { "memory-budget", required_argument, NULL, 'm' },
+        { "log-level", required_argument, NULL, 'l' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    struct conf flags;
+    const char *config = NULL;
+    struct rf_err err;
+    int opt;
+
+    conf_defaults(&flags);
+    conf_defaults(&d->cf);
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        const char *key = NULL;
+        char dkey[128];
+        const char *value = optarg;
+
+        switch (opt) {
+        case 'c': config = optarg; continue;
+        case 's': key = "socket"; break;
+        case 'w': key = "workers"; break;
+        case 'm': key = "memory-budget"; break;
+        case 'l': key = "log-level"; break;
+        case 'd': {
+            const char *eq = strchr(optarg, '=');
+
+            if (!eq || eq == optarg) {
+                fprintf(stderr, "ringfeedd: --dataset %s: expected NAME=DIR\n", optarg);
+                return -1;
+            }
+            snprintf(dkey, sizeof(dkey), "dataset.%.*s", (int)(eq - optarg), optarg);
+            key = dkey;
+            value = eq + 1;
+            break;
+        }
+        case 'h': usage(stdout); return 1;
+        case 'V': printf("ringfeedd %s\n", RINGFEED_VERSION); return 1;
+        default: usage(stderr); return -1;
+        }
+        if (conf_set(&flags, key, value, &err) < 0) {
+            fprintf(stderr, "ringfeedd: --%s %s: %s\n", opt == 'd' ? "dataset" : key, optarg,
+                    err.msg);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ringfeedd: unexpected argument %s\n", argv[optind]);
+        usage(stderr);
+        return -1;
+    }
+    if (config) {
+        char *buf = NULL;
+        size_t len = 0;
+        int rc = read_file(config, &buf, &len, &err);
+
+        if (rc == 0)
+            rc = conf_parse(buf, len, &d->cf, &err);
+        free(buf);
+        if (rc < 0) {
+            fprintf(stderr, "ringfeedd: %s: %s\n", config, err.msg);
+            return -1;
+        }
+    }
+    if (conf_merge(&d->cf, &flags, &err) < 0) {
+        fprintf(stderr, "ringfeedd: %s\n", err.msg);
+        return -1;
+    }
+    if (!conf_is_set(&d->cf, CONF_SOCKET))
+        default_socket(d->cf.socket, sizeof(d->cf.socket));
+    if (!d->cf.workers) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+        d->cf.workers = n < 1 ? 1 : n > POOL_MAX ? POOL_MAX : (uint32_t)n;
+    }
+    if (!d->cf.memory_budget) {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+
+        d->cf.memory_budget = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 4
+                                                     : (1ull << 30);
+    }
+    log_threshold = (enum log_level)d->cf.log_level;
+    if (d->cf.n_datasets == 0)
+        log_warn("no datasets configured: give --dataset NAME=DIR or dataset.NAME in the config");
+    return 0;
+}
+
+static int self_exe(char *out, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+
+    if (n == -1)
+        return -errno;
+    out[n] = '\0';
+    return 0;
+}
+
+static uv_signal_t sigint_h, sigterm_h;
+
+static void on_stop_signal(uv_signal_t *h, int signum)
+{
+    struct daemon *d = h->loop->data;
+
+    if (d->stopping)
+        return;
+    log_info("signal %d: stopping", signum);
+    d->stopping = true;
+    server_stop(d);
+    server_close_all(d);
+    pool_stop(d);
+    uv_close((uv_handle_t *)&sigint_h, NULL);
+    uv_close((uv_handle_t *)&sigterm_h, NULL);
+}
+
+static int table_checks(void)
+{
+    struct rf_err err;
+
+    if (ctl_check_tables(&err) < 0 || conf_check_table(&err) < 0) {
+        log_error("start-up table check failed: %s", err.msg);
+        return -1;
+    }
+    if (xform_table_check() < 0) {
+        log_error("start-up table check failed: transform table");
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct daemon d; /* large (the pool): keep it off the stack */
+    uv_loop_t loop;
+    int rc;
+
+    if (argc >= 3 && strcmp(argv[1], "--worker") == 0)
+        worker_main(argc, argv);
+    rc = configure(&d, argc, argv);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    if (table_checks() < 0)
+        return 1;
+    signal(SIGPIPE, SIG_IGN);
+    if (self_exe(d.exe, sizeof(d.exe)) < 0) {
+        log_error("cannot find my own binary in /proc/self/exe: %s", strerror(errno));
+        return 1;
+    }
+    d.start_ns = now_ns();
+    if (catalog_open(&d) < 0)
+        return 1;
+    uv_loop_init(&loop);
+    loop.data = &d;
+    d.loop = &loop;
+    if (server_start(&d) < 0) {
+        catalog_close(&d);
+        uv_loop_close(&loop);
+        return 1;
+    }
+    if (pool_start(&d) < 0) {
+        server_stop(&d);
+        catalog_close(&d);
+        return 1;
+    }
+    uv_signal_init(&loop, &sigint_h);
+    uv_signal_start(&sigint_h, on_stop_signal, SIGINT);
+    uv_signal_init(&loop, &sigterm_h);
+    uv_signal_start(&sigterm_h, on_stop_signal, SIGTERM);
+    log_info("ringfeedd %s: %u worker(s), %u dataset(s), ring budget %llu bytes",
+             RINGFEED_VERSION, d.cf.workers, d.ncat, (unsigned long long)d.cf.memory_budget);
+
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    rc = uv_loop_close(&loop);
+    if (rc < 0)
+        log_debug("loop closed with handles open: %s", uv_strerror(rc));
+    catalog_close(&d);
+    free(d.quarantine);
+    log_info("stopped");
+    return 0;
+}

@@ -1,0 +1,571 @@
+/*
+ * pool.c - the worker processes: spawn, feed, supervise, resize.
+ *
+ * Each worker is the daemon's own binary started with uv_spawn() in worker
+ * mode (fork+exec, never a bare fork of the loop's process) and given one
+ * end of an AF_UNIX SOCK_SEQPACKET socketpair as fd 3.  The main process
+ * watches its end with a uv_poll_t and sends with sendmsg(): messages are
+ * small and at most WORKER_INFLIGHT jobs are outstanding per worker, so a
+ * send that would block means the worker is wedged, and it is killed.
+ *
+ * A worker's life:
+ *   EMPTY --spawn--> STARTING --HELLO--> READY --shrink--> RETIRING --exit--> EMPTY
+ *                        \________________ \___ death ______________/
+ * On death (any exit the pool did not ask for) its in-flight jobs go back to
+ * the scheduler, which runs them again elsewhere, and the pool respawns a
+ * worker after a backoff that doubles while workers keep dying young.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+
+#define BACKOFF_MIN_MS 10
+#define BACKOFF_MAX_MS 1000
+#define YOUNG_NS (2ull * 1000000000ull) /* a death before this age is "young" */
+
+static void worker_spawn(struct daemon *d, struct worker *w);
+static void worker_reap(struct daemon *d, struct worker *w);
+
+static struct daemon *daemon_of(uv_handle_t *h)
+{
+    return h->loop->data;
+}
+
+static void add_counters(struct wire_counters *a, const struct wire_counters *b)
+{
+    a->jobs += b->jobs;
+    a->samples += b->samples;
+    a->bytes_read += b->bytes_read;
+    a->busy_ns += b->busy_ns;
+    a->io_ns += b->io_ns;
+    a->decode_ns += b->decode_ns;
+    a->transform_ns += b->transform_ns;
+    a->write_ns += b->write_ns;
+    for (int i = 0; i < WIRE_BAD_KINDS; i++)
+        a->bad[i] += b->bad[i];
+    a->substituted += b->substituted;
+}
+
+void pool_totals(const struct daemon *d, struct wire_counters *out)
+{
+    *out = d->pool.gone;
+    for (unsigned i = 0; i < POOL_MAX; i++)
+        if (d->pool.w[i].state != W_EMPTY)
+            add_counters(out, &d->pool.w[i].c);
+}
+
+/* Sends one message, with an fd when fd >= 0.  Returns 0 or -errno. */
+static int send_msg(struct worker *w, const void *msg, size_t len, int fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = { .iov_base = (void *)msg, .iov_len = len };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    ssize_t n;
+
+    if (fd >= 0) {
+        struct cmsghdr *c;
+
+        memset(&u, 0, sizeof(u));
+        mh.msg_control = u.buf;
+        mh.msg_controllen = sizeof(u.buf);
+        c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    do {
+        n = sendmsg(w->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (n == -1 && errno == EINTR);
+    if (n == -1)
+        return -errno;
+    return 0;
+}
+
+/* Something is wrong with this worker: kill it; its exit does the rest. */
+static void worker_kill(struct worker *w, const char *why)
+{
+    log_warn("worker %d (pid %d): %s; killing it", w->index, (int)w->pid, why);
+    if (w->proc_open && !w->exited)
+        uv_process_kill(&w->proc, SIGKILL);
+}
+
+/* Sends the job's ring first if this worker has not seen it, then the job. */
+static int send_job(struct daemon *d, struct worker *w, struct job *j)
+{
+    struct wire_job m;
+    size_t len;
+    int rc;
+
+    (void)d;
+    if (!sched_worker_knows(j->st, w->index)) {
+        struct wire_ring_add ra;
+
+        sched_ring_message(j->st, &ra);
+        rc = send_msg(w, &ra, sizeof(ra), sched_ring_fd(j->st));
+        if (rc < 0)
+            return rc;
+        sched_worker_learns(j->st, w->index, true);
+    }
+    len = sched_job_message(j, &m);
+    return send_msg(w, &m, len, -1);
+}
+
+void pool_dispatch(struct daemon *d)
+{
+    struct pool *p = &d->pool;
+    bool progress = true;
+
+    /* round-robin over ready workers, one job each per pass, so jobs spread
+     * across the pool before any worker gets a second one */
+    while (d->queue_head && progress) {
+        progress = false;
+        for (unsigned i = 0; i < POOL_MAX && d->queue_head; i++) {
+            struct worker *w = &p->w[i];
+            struct job *j;
+            int rc;
+
+            if (w->state != W_READY || w->exited || w->ninflight >= WORKER_INFLIGHT)
+                continue;
+            j = sched_dequeue(d);
+            j->worker = w->index;
+            j->progress = -1;
+            w->inflight[w->ninflight++] = j;
+            rc = send_job(d, w, j);
+            if (rc < 0) {
+                char why[128];
+
+                snprintf(why, sizeof(why), "sending a job failed: %s", strerror(-rc));
+                worker_kill(w, why);
+                /* the job stays in its in-flight list; the exit requeues it */
+                w->state = W_RETIRING;
+                continue;
+            }
+            progress = true;
+        }
+    }
+}
+
+void pool_forget_ring(struct daemon *d, struct stream *st)
+{
+    struct wire_ring_del m = { .type = WIRE_RING_DEL, .ring_id = sched_ring_id(st) };
+
+    for (unsigned i = 0; i < POOL_MAX; i++) {
+        struct worker *w = &d->pool.w[i];
+
+        if (w->state == W_EMPTY || w->exited || !sched_worker_knows(st, w->index))
+            continue;
+        if (send_msg(w, &m, sizeof(m), -1) < 0)
+            worker_kill(w, "cannot tell it to unmap a ring");
+        sched_worker_learns(st, w->index, false);
+    }
+}
+
+void pool_quarantine(struct daemon *d, uint32_t dataset_id, uint64_t index)
+{
+    struct wire_quarantine m = { .type = WIRE_QUARANTINE, .dataset_id = dataset_id,
+                                 .index = index };
+    struct wire_quarantine *q;
+
+    q = realloc(d->quarantine, (d->nquarantine + 1) * sizeof(*q));
+    if (q) {
+        d->quarantine = q;
+        d->quarantine[d->nquarantine++] = m;
+    }
+    for (unsigned i = 0; i < POOL_MAX; i++) {
+        struct worker *w = &d->pool.w[i];
+
+        if ((w->state == W_READY || w->state == W_RETIRING) && !w->exited &&
+            send_msg(w, &m, sizeof(m), -1) < 0)
+            worker_kill(w, "cannot send it a quarantined sample");
+    }
+}
+
+static struct job *take_inflight(struct worker *w, uint64_t job_id)
+{
+    for (unsigned i = 0; i < w->ninflight; i++) {
+        struct job *j = w->inflight[i];
+
+        if (j->job_id == job_id) {
+            memmove(&w->inflight[i], &w->inflight[i + 1],
+                    (w->ninflight - i - 1) * sizeof(w->inflight[0]));
+            w->ninflight--;
+            return j;
+        }
+    }
+    return NULL;
+}
+
+static void on_message(struct daemon *d, struct worker *w, const void *buf, size_t len)
+{
+    uint32_t type;
+
+    if (len < sizeof(type)) {
+        worker_kill(w, "sent a runt message");
+        return;
+    }
+    memcpy(&type, buf, sizeof(type));
+    switch (type) {
+    case WIRE_HELLO: {
+        struct wire_hello m;
+
+        if (len != sizeof(m) || w->state != W_STARTING) {
+            worker_kill(w, "sent a bad HELLO");
+            return;
+        }
+        memcpy(&m, buf, sizeof(m));
+        m.io_backend[sizeof(m.io_backend) - 1] = '\0';
+        m.reason[sizeof(m.reason) - 1] = '\0';
+        snprintf(w->io_backend, sizeof(w->io_backend), "%s", m.io_backend);
+        snprintf(w->io_reason, sizeof(w->io_reason), "%s", m.reason);
+        if (strcmp(d->pool.io_backend, w->io_backend) != 0 && m.reason[0])
+            log_warn("worker %d reads with %s: %s", w->index, w->io_backend, m.reason);
+        snprintf(d->pool.io_backend, sizeof(d->pool.io_backend), "%s", w->io_backend);
+        snprintf(d->pool.io_reason, sizeof(d->pool.io_reason), "%s", w->io_reason);
+        for (uint32_t i = 0; i < d->nquarantine; i++)
+            if (send_msg(w, &d->quarantine[i], sizeof(d->quarantine[i]), -1) < 0) {
+                worker_kill(w, "cannot send it the quarantine list");
+                return;
+            }
+        w->state = W_READY;
+        log_debug("worker %d (pid %d) ready, io %s", w->index, (int)w->pid, w->io_backend);
+        pool_dispatch(d);
+        break;
+    }
+    case WIRE_DONE: {
+        struct wire_done m;
+        struct job *j;
+
+        if (len != sizeof(m)) {
+            worker_kill(w, "sent a bad DONE");
+            return;
+        }
+        memcpy(&m, buf, sizeof(m));
+        m.reason[sizeof(m.reason) - 1] = '\0';
+        w->c = m.c;
+        j = take_inflight(w, m.job_id);
+        if (!j) {
+            worker_kill(w, "reported a job it was not given");
+            return;
+        }
+        sched_job_done(d, j, &m);
+        if (w->state == W_RETIRING && w->ninflight == 0) {
+            struct wire_retire r = { .type = WIRE_RETIRE };
+
+            if (send_msg(w, &r, sizeof(r), -1) < 0)
+                worker_kill(w, "cannot retire it");
+        }
+        sched_fill(d);
+        pool_dispatch(d);
+        break;
+    }
+    case WIRE_PROGRESS: {
+        struct wire_progress m;
+
+        if (len != sizeof(m)) {
+            worker_kill(w, "sent a bad PROGRESS");
+            return;
+        }
+        memcpy(&m, buf, sizeof(m));
+        for (unsigned i = 0; i < w->ninflight; i++)
+            if (w->inflight[i]->job_id == m.job_id)
+                w->inflight[i]->progress = (int32_t)m.j;
+        break;
+    }
+    default:
+        worker_kill(w, "sent an unknown message");
+        break;
+    }
+}
+
+static void on_readable(uv_poll_t *h, int status, int events)
+{
+    struct worker *w = h->data;
+    struct daemon *d = daemon_of((uv_handle_t *)h);
+    union {
+        struct wire_done done;
+        char bytes[1024];
+    } buf;
+
+    if (status < 0 || (events & UV_DISCONNECT)) {
+        uv_poll_stop(h);
+        return;
+    }
+    for (;;) {
+        ssize_t n = recv(w->fd, &buf, sizeof(buf), MSG_DONTWAIT);
+
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN)
+                uv_poll_stop(h);
+            return;
+        }
+        if (n == 0) { /* the worker closed its end: its exit follows */
+            uv_poll_stop(h);
+            return;
+        }
+        on_message(d, w, &buf, (size_t)n);
+        if (w->state == W_EMPTY || w->exited)
+            return;
+    }
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    struct worker *w = h->data;
+    struct daemon *d = daemon_of(h);
+
+    if (h == (uv_handle_t *)&w->proc)
+        w->proc_open = false;
+    else
+        w->poll_open = false;
+    if (!w->proc_open && !w->poll_open) {
+        uint32_t gen = w->generation;
+        int32_t idx = w->index;
+
+        /* worker_reap gave every job back; nothing may be lost here */
+        while (w->ninflight > 0)
+            sched_job_orphaned(d, w->inflight[--w->ninflight]);
+        memset(w, 0, sizeof(*w));
+        w->index = idx;
+        w->generation = gen;
+        w->fd = -1;
+        w->state = W_EMPTY;
+        if (!d->stopping) {
+            pool_resize(d, d->pool.target);
+        } else if (d->pool.alive == 0) {
+            uv_close((uv_handle_t *)&d->pool.respawn_timer, NULL);
+        }
+    }
+}
+
+static void on_respawn_timer(uv_timer_t *t)
+{
+    struct daemon *d = daemon_of((uv_handle_t *)t);
+
+    d->pool.respawn_due = true;
+    pool_resize(d, d->pool.target);
+}
+
+/* The worker process ended: give its jobs back, count, close handles. */
+static void on_worker_exit(uv_process_t *proc, int64_t status, int signal)
+{
+    struct worker *w = proc->data;
+    struct daemon *d = daemon_of((uv_handle_t *)proc);
+    bool asked = w->state == W_RETIRING && w->ninflight == 0;
+    uint64_t age = now_ns() - w->started_ns;
+
+    w->exited = true;
+    d->pool.alive--;
+    add_counters(&d->pool.gone, &w->c);
+    memset(&w->c, 0, sizeof(w->c));
+    if (asked || d->stopping) {
+        d->pool.retired++;
+        log_debug("worker %d (pid %d) exited", w->index, (int)w->pid);
+    } else {
+        d->pool.deaths++;
+        log_warn("worker %d (pid %d) died (%s %d) with %u job(s); running them again",
+                 w->index, (int)w->pid, signal ? "signal" : "status",
+                 signal ? signal : (int)status, w->ninflight);
+        if (age < YOUNG_NS)
+            d->pool.backoff_ms = d->pool.backoff_ms ? d->pool.backoff_ms * 2 : BACKOFF_MIN_MS;
+        else
+            d->pool.backoff_ms = 0;
+        if (d->pool.backoff_ms > BACKOFF_MAX_MS)
+            d->pool.backoff_ms = BACKOFF_MAX_MS;
+    }
+    worker_reap(d, w);
+}
+
+static void worker_reap(struct daemon *d, struct worker *w)
+{
+    struct job *orphans[WORKER_INFLIGHT];
+    unsigned n = w->ninflight;
+
+    memcpy(orphans, w->inflight, n * sizeof(orphans[0]));
+    w->ninflight = 0;
+    /* the rings this worker mapped are forgotten with it */
+    sched_worker_gone(d, w->index);
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    if (w->poll_open)
+        uv_close((uv_handle_t *)&w->poll, on_handle_closed);
+    if (w->proc_open)
+        uv_close((uv_handle_t *)&w->proc, on_handle_closed);
+    for (unsigned i = 0; i < n; i++)
+        sched_job_orphaned(d, orphans[i]);
+    if (!d->stopping)
+        pool_dispatch(d);
+}
+
+static void worker_spawn(struct daemon *d, struct worker *w)
+{
+    char parent[32], loglevel[16];
+    char *args[8 + 2 * 64 + 1];
+    char dsargs[64][4200];
+    uv_stdio_container_t stdio[4];
+    uv_process_options_t opt;
+    int sv[2], argc = 0, rc;
+
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
+        log_error("worker %d: socketpair: %s", w->index, strerror(errno));
+        return;
+    }
+    snprintf(parent, sizeof(parent), "%d", (int)getpid());
+    snprintf(loglevel, sizeof(loglevel), "%s", conf_log_level_name(d->cf.log_level));
+    args[argc++] = d->exe;
+    args[argc++] = "--worker";
+    args[argc++] = parent;
+    args[argc++] = "--log-level";
+    args[argc++] = loglevel;
+    for (uint32_t i = 0; i < d->ncat && i < 64; i++) {
+        snprintf(dsargs[i], sizeof(dsargs[i]), "%s=%s", d->cat[i].name, d->cat[i].dir);
+        args[argc++] = "--dataset";
+        args[argc++] = dsargs[i];
+    }
+    args[argc] = NULL;
+
+    memset(&opt, 0, sizeof(opt));
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = STDOUT_FILENO;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = STDERR_FILENO;
+    stdio[3].flags = UV_INHERIT_FD;
+    stdio[3].data.fd = sv[1];
+    opt.file = d->exe;
+    opt.args = args;
+    opt.stdio = stdio;
+    opt.stdio_count = 4;
+    opt.exit_cb = on_worker_exit;
+
+    {
+        int32_t idx = w->index;
+        uint32_t gen = w->generation + 1;
+
+        memset(w, 0, sizeof(*w));
+        w->index = idx;
+        w->generation = gen;
+    }
+    w->proc.data = w;
+    rc = uv_spawn(d->loop, &w->proc, &opt);
+    close(sv[1]);
+    if (rc < 0) {
+        log_error("worker %d: cannot start %s: %s", w->index, d->exe, uv_strerror(rc));
+        close(sv[0]);
+        /* the process handle needs closing even when the spawn failed */
+        w->fd = -1;
+        w->proc_open = true;
+        w->exited = true;
+        w->state = W_STARTING;
+        uv_close((uv_handle_t *)&w->proc, on_handle_closed);
+        d->pool.backoff_ms = d->pool.backoff_ms ? d->pool.backoff_ms * 2 : 100;
+        if (d->pool.backoff_ms > BACKOFF_MAX_MS)
+            d->pool.backoff_ms = BACKOFF_MAX_MS;
+        return;
+    }
+    w->proc_open = true;
+    w->fd = sv[0];
+    w->pid = w->proc.pid;
+    w->state = W_STARTING;
+    w->started_ns = now_ns();
+    d->pool.alive++;
+    d->pool.spawned++;
+    uv_poll_init(d->loop, &w->poll, w->fd);
+    w->poll.data = w;
+    w->poll_open = true;
+    uv_poll_start(&w->poll, UV_READABLE | UV_DISCONNECT, on_readable);
+}
+
+int pool_resize(struct daemon *d, uint32_t n)
+{
+    struct pool *p = &d->pool;
+    uint32_t live = 0;
+
+    if (n < 1 || n > POOL_MAX)
+        return -EINVAL;
+    p->target = n;
+    if (d->stopping)
+        return 0;
+    /* count workers that will keep running: not retiring, not exited */
+    for (unsigned i = 0; i < POOL_MAX; i++) {
+        struct worker *w = &p->w[i];
+
+        if ((w->state == W_STARTING || w->state == W_READY) && !w->exited)
+            live++;
+    }
+    /* shrink: retire the highest-numbered workers after their jobs */
+    for (int i = POOL_MAX - 1; i >= 0 && live > n; i--) {
+        struct worker *w = &p->w[i];
+
+        if ((w->state != W_STARTING && w->state != W_READY) || w->exited)
+            continue;
+        w->state = W_RETIRING;
+        live--;
+        if (w->ninflight == 0) {
+            struct wire_retire r = { .type = WIRE_RETIRE };
+
+            if (send_msg(w, &r, sizeof(r), -1) < 0)
+                worker_kill(w, "cannot retire it");
+        }
+    }
+    /* grow: at once, unless workers have been dying young; then once the
+     * backoff has passed (the timer sets respawn_due) */
+    if (live < n) {
+        if (uv_is_active((uv_handle_t *)&p->respawn_timer))
+            return 0;
+        if (p->backoff_ms && !p->respawn_due) {
+            uv_timer_start(&p->respawn_timer, on_respawn_timer, p->backoff_ms, 0);
+            return 0;
+        }
+        p->respawn_due = false;
+        for (unsigned i = 0; i < POOL_MAX && live < n; i++) {
+            struct worker *w = &p->w[i];
+
+            if (w->state != W_EMPTY)
+                continue;
+            w->index = (int32_t)i;
+            worker_spawn(d, w);
+            if (w->state == W_STARTING && !w->exited)
+                live++;
+        }
+    }
+    return 0;
+}
+
+int pool_start(struct daemon *d)
+{
+    for (unsigned i = 0; i < POOL_MAX; i++) {
+        d->pool.w[i].index = (int32_t)i;
+        d->pool.w[i].fd = -1;
+    }
+    snprintf(d->pool.io_backend, sizeof(d->pool.io_backend), "unknown");
+    uv_timer_init(d->loop, &d->pool.respawn_timer);
+    return pool_resize(d, d->cf.workers);
+}
+
+void pool_stop(struct daemon *d)
+{
+    uv_timer_stop(&d->pool.respawn_timer);
+    for (unsigned i = 0; i < POOL_MAX; i++) {
+        struct worker *w = &d->pool.w[i];
+
+        if (w->state != W_EMPTY && w->proc_open && !w->exited)
+            uv_process_kill(&w->proc, SIGTERM);
+    }
+    if (d->pool.alive == 0 && !uv_is_closing((uv_handle_t *)&d->pool.respawn_timer))
+        uv_close((uv_handle_t *)&d->pool.respawn_timer, NULL);
+}

@@ -1,0 +1,781 @@
+/*
+ * sched.c - streams and the scheduler: one stream per attached client, its
+ * ring, and the plan that turns its batches into jobs.
+ *
+ * A stream delivers batches g = 0, 1, 2, ... since the attach; batch g is
+ * (epoch, seq) = the g-th batch after the client's start point, and its
+ * samples are the sampler's answer for (dataset size, seed, epoch, rank,
+ * world, batch, seq).  Nothing else decides what goes in a batch, so the
+ * stream is the same for any worker count and after any crash.
+ *
+ * Batch g is cut into chunks (at most RING_MAX_CHUNKS, at most WIRE_JOB_MAX
+ * samples each), one job per chunk.  Jobs wait in one FIFO queue shared by
+ * all streams; pool.c hands them to workers.  The stream's state (ring.h,
+ * daemon.h invariants I1-I3):
+ *
+ *      released <= published <= next_g <= released + depth
+ *
+ *   released   what the client has handed back (validated from the ring)
+ *   published  batches whose every chunk is written and `ready` is set,
+ *              counted in order
+ *   next_g     the next batch to plan
+ *
+ * A client's stream ends when its connection closes (sched_detach), when it
+ * writes nonsense into the ring, or when its data is too damaged to go on
+ * (the ring says RING_FAILED and why).  A detached stream's jobs still in
+ * flight keep its struct alive until their DONE or their worker's death.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "ring.h"
+
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+
+#define NO_BATCH UINT64_MAX
+#define CHUNK_MIN 32
+#define DEFAULT_MAX_BAD 64
+
+struct stream {
+    struct stream *next;
+    struct daemon *d;
+    uint32_t id;
+    void *conn;                     /* the server's connection */
+    bool dead;                      /* detached, waiting for its jobs */
+    bool failed;                    /* stream failed; no more scheduling */
+    uint32_t jobs_live;
+
+    uint32_t dataset_id;
+    struct ctl_attach a;
+    uint32_t xform_id;
+    struct xform_out out;
+    struct wire_xform xp;
+    struct ring_geom geom;
+    uint64_t n;                     /* dataset samples */
+    uint64_t bpe;                   /* batches per epoch for this rank */
+    uint64_t start_epoch, start_seq;
+
+    int memfd, efd;
+    void *mem;
+    bool locked;
+    uv_poll_t epoll;
+    bool epoll_open;
+
+    uint64_t next_g, published, released;
+    uint64_t slot_g[RING_MAX_DEPTH];
+    uint32_t slot_count[RING_MAX_DEPTH];
+    uint8_t knows[POOL_MAX / 8];
+
+    /* stats */
+    uint64_t batches, samples;
+    uint64_t attach_ns;
+    uint64_t starved_since;         /* client caught up and waits; 0 if not */
+    uint64_t starved_ns;            /* time the client waited on the daemon */
+};
+
+
+uint32_t sched_ring_id(const struct stream *st)
+{
+    return st->id;
+}
+
+int sched_ring_fd(const struct stream *st)
+{
+    return st->memfd;
+}
+
+bool sched_worker_knows(const struct stream *st, int32_t w)
+{
+    return (st->knows[w / 8] >> (w % 8)) & 1;
+}
+
+void sched_worker_learns(struct stream *st, int32_t w, bool knows)
+{
+    if (knows)
+        st->knows[w / 8] |= (uint8_t)(1u << (w % 8));
+    else
+        st->knows[w / 8] &= (uint8_t)~(1u << (w % 8));
+}
+
+void sched_worker_gone(struct daemon *d, int32_t w)
+{
+    for (struct stream *st = d->streams; st; st = st->next)
+        sched_worker_learns(st, w, false);
+}
+
+void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = WIRE_RING_ADD;
+    m->ring_id = st->id;
+    m->total_size = st->geom.total_size;
+    m->seed = st->a.seed;
+    m->dataset_samples = st->n;
+    m->dataset_id = st->dataset_id;
+    m->shuffle = st->a.shuffle;
+    m->max_bad = st->d->cf.max_bad_samples ? st->d->cf.max_bad_samples : DEFAULT_MAX_BAD;
+    m->xform = st->xp;
+}
+
+/* (epoch, seq) of stream batch g. */
+static void batch_pos(const struct stream *st, uint64_t g, uint64_t *epoch, uint64_t *seq)
+{
+    uint64_t k = st->start_seq + g;
+
+    *epoch = st->start_epoch + k / st->bpe;
+    *seq = k % st->bpe;
+}
+
+static int make_sampler(const struct stream *st, uint64_t epoch, struct sampler *s)
+{
+    struct sampler_params p = {
+        .n = st->n,
+        .seed = st->a.seed,
+        .epoch = (uint32_t)epoch,
+        .rank = st->a.rank,
+        .world = st->a.world,
+        .batch = st->a.batch,
+        .shuffle = st->a.shuffle,
+        .drop_last = st->a.drop_last,
+    };
+
+    return sampler_init(s, &p, NULL);
+}
+
+size_t sched_job_message(const struct job *j, struct wire_job *m)
+{
+    const struct stream *st = j->st;
+    struct sampler s;
+    uint64_t epoch, seq;
+
+    batch_pos(st, j->g, &epoch, &seq);
+    make_sampler(st, epoch, &s); /* validated at attach: cannot fail */
+    m->type = WIRE_JOB;
+    m->ring_id = st->id;
+    m->job_id = j->job_id;
+    m->stream_seq = j->g;
+    m->epoch = epoch;
+    m->slot = j->slot;
+    m->chunk = j->chunk;
+    m->first = j->first;
+    m->count = j->count;
+    m->careful = j->crashes > 0;
+    m->pad = 0;
+    for (uint32_t i = 0; i < j->count; i++) {
+        uint32_t at = j->first + i;
+        uint64_t k = seq * st->a.batch + at;
+
+        m->samples[i].index = sampler_sample(&s, seq, at);
+        /* its position in the padded epoch order (sampler.h, step 2) */
+        m->samples[i].pos = ((uint64_t)st->a.rank + k * st->a.world) % st->n;
+        m->samples[i].flags = sampler_is_padding(&s, seq, at) ? RING_SAMPLE_PADDING : 0;
+        m->samples[i].pad = 0;
+    }
+    return offsetof(struct wire_job, samples) + j->count * sizeof(struct wire_sample);
+}
+
+void sched_enqueue(struct daemon *d, struct job *j, bool front)
+{
+    j->worker = -1;
+    if (front) {
+        j->next = d->queue_head;
+        d->queue_head = j;
+        if (!d->queue_tail)
+            d->queue_tail = j;
+    } else {
+        j->next = NULL;
+        if (d->queue_tail)
+            d->queue_tail->next = j;
+        else
+            d->queue_head = j;
+        d->queue_tail = j;
+    }
+    d->queued++;
+}
+
+struct job *sched_dequeue(struct daemon *d)
+{
+    struct job *j = d->queue_head;
+
+    if (!j)
+        return NULL;
+    d->queue_head = j->next;
+    if (!d->queue_head)
+        d->queue_tail = NULL;
+    j->next = NULL;
+    d->queued--;
+    return j;
+}
+
+/* Takes every queued job of st out of the queue and frees it. */
+static void drop_queued(struct daemon *d, struct stream *st)
+{
+    struct job **pp = &d->queue_head;
+
+    d->queue_tail = NULL;
+    while (*pp) {
+        struct job *j = *pp;
+
+        if (j->st == st) {
+            *pp = j->next;
+            d->queued--;
+            st->jobs_live--;
+            free(j);
+        } else {
+            d->queue_tail = j;
+            pp = &j->next;
+        }
+    }
+}
+
+static void stream_free(struct stream *st)
+{
+    free(st);
+}
+
+static void job_free(struct job *j)
+{
+    struct stream *st = j->st;
+
+    free(j);
+    st->jobs_live--;
+    if (st->dead && st->jobs_live == 0)
+        stream_free(st);
+}
+
+/* Plans batch g: writes the slot header (ring.h M2) and queues its jobs. */
+static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
+{
+    uint32_t slot_i = (uint32_t)(g % st->geom.depth);
+    struct ring_slot *slot = ring_slot(st->mem, slot_i);
+    uint64_t epoch, seq;
+    struct sampler s;
+    uint32_t count, per, chunks;
+
+    batch_pos(st, g, &epoch, &seq);
+    if (make_sampler(st, epoch, &s) < 0)
+        return -EINVAL;
+    count = sampler_batch_count(&s, seq);
+    per = (count + RING_MAX_CHUNKS - 1) / RING_MAX_CHUNKS;
+    if (per < CHUNK_MIN)
+        per = CHUNK_MIN;
+    if (per > WIRE_JOB_MAX)
+        per = WIRE_JOB_MAX;
+    chunks = (count + per - 1) / per;
+
+    slot->count = count;
+    slot->stream_seq = g;
+    slot->epoch = epoch;
+    slot->seq = seq;
+    slot->chunks = chunks;
+    slot->substituted = 0;
+    atomic_store_explicit(&slot->chunks_done, 0, memory_order_release);
+    atomic_store_explicit(&slot->ready, 0, memory_order_release);
+    st->slot_g[slot_i] = g;
+    st->slot_count[slot_i] = count;
+
+    for (uint32_t c = 0; c < chunks; c++) {
+        struct job *j = calloc(1, sizeof(*j));
+
+        if (!j)
+            return -ENOMEM;
+        j->st = st;
+        j->job_id = ++d->next_job_id;
+        j->g = g;
+        j->slot = slot_i;
+        j->chunk = c;
+        j->first = c * per;
+        j->count = count - j->first < per ? count - j->first : per;
+        j->progress = -1;
+        j->suspect = -1;
+        st->jobs_live++;
+        sched_enqueue(d, j, false);
+    }
+    return 0;
+}
+
+void sched_fill(struct daemon *d)
+{
+    for (struct stream *st = d->streams; st; st = st->next) {
+        if (st->failed || d->stopping)
+            continue;
+        while (st->next_g < st->released + st->geom.depth) {
+            if (plan_batch(d, st, st->next_g) < 0) {
+                log_error("client %u: cannot plan batch %llu", st->id,
+                          (unsigned long long)st->next_g);
+                break;
+            }
+            st->next_g++;
+        }
+    }
+}
+
+/* The stream cannot go on: tell the client through the ring and stop. */
+static void stream_fail(struct daemon *d, struct stream *st, int code, const char *why)
+{
+    struct ring_hdr *h = st->mem;
+
+    if (st->failed)
+        return;
+    st->failed = true;
+    log_error("client %u (%s): stream failed: %s", st->id, st->a.name[0] ? st->a.name : "-", why);
+    h->error = code;
+    snprintf(h->reason, sizeof(h->reason), "%s", why);
+    atomic_store_explicit(&h->state, RING_FAILED, memory_order_release);
+    for (uint32_t i = 0; i < st->geom.depth; i++)
+        ring_futex_wake(&ring_slot(st->mem, i)->ready);
+    drop_queued(d, st);
+}
+
+/*
+ * Counts, in order, the batches whose slot says they are published (ring.h
+ * W2): a worker may publish before its DONE reaches us, and the client may
+ * release such a batch at once.  The ready word lives in memory the client
+ * can write: a client that forges it only garbles its own stream.
+ */
+static void advance_published(struct daemon *d, struct stream *st)
+{
+    while (st->published < st->next_g) {
+        uint64_t g = st->published;
+        uint32_t i = (uint32_t)(g % st->geom.depth);
+        struct ring_slot *slot = ring_slot(st->mem, i);
+
+        if (st->slot_g[i] != g ||
+            atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(g))
+            break;
+        st->batches++;
+        st->samples += st->slot_count[i];
+        d->batches++;
+        d->samples += st->slot_count[i];
+        st->published++;
+    }
+    if (st->starved_since && st->published > st->released) {
+        st->starved_ns += now_ns() - st->starved_since;
+        st->starved_since = 0;
+    }
+}
+
+/* Is the job's chunk already written (its bit set)?  Publishes the batch if
+ * the job's worker died between completing the mask and setting ready. */
+static bool chunk_written(struct stream *st, const struct job *j, bool *published)
+{
+    struct ring_slot *slot = ring_slot(st->mem, j->slot);
+    uint64_t mask = atomic_load_explicit(&slot->chunks_done, memory_order_acquire);
+    uint64_t all = slot->chunks >= 64 ? ~0ull : (1ull << slot->chunks) - 1;
+
+    *published = false;
+    if (!(mask & (1ull << j->chunk)))
+        return false;
+    if (mask == all) {
+        if (atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(j->g)) {
+            atomic_store_explicit(&slot->ready, ring_ready_word(j->g), memory_order_release);
+            ring_futex_wake(&slot->ready);
+        }
+        *published = true;
+    }
+    return true;
+}
+
+void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m)
+{
+    struct stream *st = j->st;
+
+    if (st->dead || st->failed) {
+        job_free(j);
+        return;
+    }
+    switch (m->status) {
+    case WIRE_OK:
+        if (m->published)
+            advance_published(d, st);
+        break;
+    case WIRE_STREAM_FAILED:
+        stream_fail(d, st, -EIO, m->reason);
+        break;
+    default:
+        stream_fail(d, st, -EIO, m->reason[0] ? m->reason : "a worker could not run a job");
+        break;
+    }
+    job_free(j);
+}
+
+static void quarantine(struct daemon *d, struct stream *st, uint64_t index)
+{
+    log_error("dataset %s: sample %llu killed workers twice at the same point; "
+              "quarantined as bad",
+              d->cat[st->dataset_id].name, (unsigned long long)index);
+    d->quarantined++;
+    pool_quarantine(d, st->dataset_id, index);
+}
+
+void sched_job_orphaned(struct daemon *d, struct job *j)
+{
+    struct stream *st = j->st;
+    bool published;
+
+    if (st->dead || st->failed) {
+        job_free(j);
+        return;
+    }
+    if (chunk_written(st, j, &published)) {
+        if (published)
+            advance_published(d, st);
+        job_free(j);
+        return;
+    }
+    /* Run it again, carefully (reporting each sample).  A careful run that
+     * dies twice on the same sample quarantines that sample: random kills
+     * (an operator, the OOM killer) do not land twice on one sample. */
+    if (j->crashes > 0 && j->progress >= 0 && j->progress == j->suspect) {
+        struct wire_job m;
+
+        sched_job_message(j, &m);
+        quarantine(d, st, m.samples[j->progress].index);
+        j->suspect = -1;
+    } else if (j->progress >= 0) {
+        j->suspect = j->progress;
+    }
+    j->crashes++;
+    if (j->crashes > 8) {
+        stream_fail(d, st, -EIO, "a job keeps killing workers; see the daemon's log");
+        job_free(j);
+        return;
+    }
+    sched_enqueue(d, j, true);
+}
+
+/* The client wrote its eventfd: read and check its release counter. */
+void sched_released(struct daemon *d, struct stream *st)
+{
+    struct ring_hdr *h = st->mem;
+    uint64_t value, r;
+    ssize_t n;
+
+    do {
+        n = read(st->efd, &value, sizeof(value));
+    } while (n == -1 && errno == EINTR);
+    r = atomic_load_explicit(&h->released, memory_order_acquire);
+    if (r > st->published)
+        advance_published(d, st);
+    if (r < st->released || r > st->published) {
+        char why[200];
+
+        snprintf(why, sizeof(why),
+                 "client wrote release counter %llu into its ring; valid now: %llu..%llu",
+                 (unsigned long long)r, (unsigned long long)st->released,
+                 (unsigned long long)st->published);
+        d->clients_killed++;
+        server_kick(st->conn, why);
+        return;
+    }
+    st->released = r;
+    if (r == st->published && !st->starved_since)
+        st->starved_since = now_ns();
+    sched_fill(d);
+    pool_dispatch(d);
+}
+
+static void on_eventfd(uv_poll_t *h, int status, int events)
+{
+    struct stream *st = h->data;
+
+    (void)events;
+    if (status < 0)
+        return;
+    sched_released(st->d, st);
+}
+
+static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
+{
+    struct ring_hdr *h;
+    int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+    st->memfd = memfd_create("ringfeed-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+    if (st->memfd == -1 && errno == EINVAL) /* kernels before 6.3 */
+        st->memfd = memfd_create("ringfeed-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (st->memfd == -1)
+        return rf_err_set(err, -errno, "memfd_create: %s", strerror(errno));
+    if (ftruncate(st->memfd, (off_t)st->geom.total_size) == -1)
+        return rf_err_set(err, -errno, "ftruncate ring to %llu bytes: %s",
+                          (unsigned long long)st->geom.total_size, strerror(errno));
+    st->mem = mmap(NULL, st->geom.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, st->memfd, 0);
+    if (st->mem == MAP_FAILED) {
+        st->mem = NULL;
+        return rf_err_set(err, -errno, "mmap ring: %s", strerror(errno));
+    }
+    if (fcntl(st->memfd, F_ADD_SEALS, seals) == -1)
+        return rf_err_set(err, -errno, "sealing the ring: %s", strerror(errno));
+    st->locked = mlock(st->mem, st->geom.total_size) == 0;
+    if (st->locked)
+        d->mem_locked += st->geom.total_size;
+
+    ring_init(st->mem, &st->geom);
+    h = st->mem;
+    h->dtype = RING_U8;
+    h->layout = st->out.layout;
+    memcpy(h->shape, st->out.shape, sizeof(h->shape));
+    h->classes = dataset_info(d->cat[st->dataset_id].ds)->classes;
+    h->dataset_samples = st->n;
+    h->batches_per_epoch = st->bpe;
+    h->start_epoch = st->start_epoch;
+    h->start_seq = st->start_seq;
+    h->attach_id = st->id;
+
+    st->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (st->efd == -1)
+        return rf_err_set(err, -errno, "eventfd: %s", strerror(errno));
+    return 0;
+}
+
+static void unmake_ring(struct daemon *d, struct stream *st)
+{
+    if (st->mem) {
+        if (st->locked)
+            d->mem_locked -= st->geom.total_size;
+        munmap(st->mem, st->geom.total_size);
+        st->mem = NULL;
+    }
+    if (st->memfd >= 0)
+        close(st->memfd);
+    if (st->efd >= 0)
+        close(st->efd);
+    st->memfd = st->efd = -1;
+}
+
+int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **out,
+                 struct rf_err *err)
+{
+    struct stream *st;
+    struct sampler s;
+    const struct xform_def *xf;
+    const char *tname = ctl_transform_name(a->transform);
+    int ds, xi, rc;
+
+    *out = NULL;
+    if (a->version != 0 && a->version != RING_VERSION)
+        return rf_err_set(err, -EPROTO,
+                          "client speaks ring layout version %u, this daemon version %u",
+                          a->version, RING_VERSION);
+    ds = catalog_find(d, a->dataset);
+    if (ds < 0) {
+        char names[1024];
+
+        catalog_names(d, names, sizeof(names));
+        return rf_err_set(err, -ENOENT, "no dataset \"%s\"; this daemon serves: %s",
+                          a->dataset, names[0] ? names : "(none)");
+    }
+    xi = tname ? xform_find(tname) : -ENOENT;
+    if (xi < 0)
+        return rf_err_set(err, -EINVAL, "transform=%s is not available; this daemon has: %s",
+                          tname ? tname : "?", xform_names());
+    st = calloc(1, sizeof(*st));
+    if (!st)
+        return rf_err_set(err, -ENOMEM, "out of memory");
+    st->d = d;
+    st->memfd = st->efd = -1;
+    st->a = *a;
+    st->dataset_id = (uint32_t)ds;
+    st->xform_id = (uint32_t)xi;
+    st->n = dataset_info(d->cat[ds].ds)->samples;
+    st->xp = (struct wire_xform){
+        .id = (uint32_t)xi, .size = a->size,
+        .layout = a->layout == CTL_LAYOUT_HWC ? RING_HWC : RING_CHW,
+        .scale_lo = a->scale[0], .scale_hi = a->scale[1],
+        .ratio_lo = a->ratio[0], .ratio_hi = a->ratio[1],
+        .flip = a->flip, .crop = a->crop,
+    };
+    xf = xform_get((uint32_t)xi);
+    rc = xf->geometry(d->cat[ds].ds, &st->xp, &st->out, err);
+    if (rc < 0)
+        goto fail;
+    st->start_epoch = a->epoch;
+    st->start_seq = a->seq;
+    rc = make_sampler(st, a->epoch, &s);
+    if (rc < 0) {
+        rf_err_set(err, rc, "rank=%u world=%u batch=%u do not fit dataset %s of %llu samples",
+                   a->rank, a->world, a->batch, a->dataset, (unsigned long long)st->n);
+        goto fail;
+    }
+    st->bpe = sampler_batches(&s);
+    if (st->bpe == 0) {
+        rc = rf_err_set(err, -EINVAL, "this rank would get no batches");
+        goto fail;
+    }
+    /* a start sequence past the epoch's end starts in a later epoch */
+    st->start_epoch += st->start_seq / st->bpe;
+    st->start_seq %= st->bpe;
+    rc = ring_geometry(a->depth, a->batch, st->out.sample_bytes, &st->geom, err);
+    if (rc < 0)
+        goto fail;
+    if (d->mem_used + st->geom.total_size > d->cf.memory_budget) {
+        rc = rf_err_set(err, -ENOMEM,
+                        "attach needs %llu bytes (depth %u x %llu-byte slots + header); "
+                        "budget %llu, in use %llu by %u client(s): lower depth or batch, "
+                        "or raise memory-budget",
+                        (unsigned long long)st->geom.total_size, st->geom.depth,
+                        (unsigned long long)st->geom.slot_stride,
+                        (unsigned long long)d->cf.memory_budget,
+                        (unsigned long long)d->mem_used, d->nstreams);
+        goto fail;
+    }
+    st->id = ++d->next_stream_id;
+    rc = make_ring(d, st, err);
+    if (rc < 0)
+        goto fail_ring;
+    for (uint32_t i = 0; i < RING_MAX_DEPTH; i++)
+        st->slot_g[i] = NO_BATCH;
+    uv_poll_init(d->loop, &st->epoll, st->efd);
+    st->epoll.data = st;
+    st->epoll_open = true;
+    uv_poll_start(&st->epoll, UV_READABLE, on_eventfd);
+    d->mem_used += st->geom.total_size;
+    st->attach_ns = now_ns();
+    st->next = d->streams;
+    d->streams = st;
+    d->nstreams++;
+    d->attaches++;
+    log_info("client %u attached: dataset %s batch %u rank %u/%u depth %u, ring %llu bytes%s",
+             st->id, a->dataset, a->batch, a->rank, a->world, a->depth,
+             (unsigned long long)st->geom.total_size, st->locked ? " (locked)" : "");
+    *out = st;
+    return 0;
+
+fail_ring:
+    unmake_ring(d, st);
+fail:
+    free(st);
+    d->attach_refused++;
+    return rc;
+}
+
+/* Starts producing: called once the client has the ring's fds. */
+void sched_start(struct daemon *d, struct stream *st, void *conn)
+{
+    st->conn = conn;
+    sched_fill(d);
+    pool_dispatch(d);
+}
+
+void sched_info(const struct stream *st, struct sched_info *si)
+{
+    si->memfd = st->memfd;
+    si->efd = st->efd;
+    si->size = st->geom.total_size;
+    si->bpe = st->bpe;
+    si->id = st->id;
+    si->depth = st->geom.depth;
+}
+
+static void on_epoll_closed(uv_handle_t *h)
+{
+    struct stream *st = h->data;
+
+    st->epoll_open = false;
+    if (--st->jobs_live == 0) /* the reference sched_detach took */
+        stream_free(st);
+}
+
+void sched_detach(struct daemon *d, struct stream *st, const char *why, int code)
+{
+    struct ring_hdr *h = st->mem;
+
+    for (struct stream **pp = &d->streams; *pp; pp = &(*pp)->next) {
+        if (*pp == st) {
+            *pp = st->next;
+            break;
+        }
+    }
+    d->nstreams--;
+    d->detaches++;
+    log_info("client %u detached: %s", st->id, why);
+    drop_queued(d, st);
+    pool_forget_ring(d, st);
+    if (h) {
+        if (atomic_load_explicit(&h->state, memory_order_relaxed) == RING_LIVE) {
+            h->error = code;
+            snprintf(h->reason, sizeof(h->reason), "%s", why);
+            atomic_store_explicit(&h->state, RING_CLOSED, memory_order_release);
+        }
+        for (uint32_t i = 0; i < st->geom.depth; i++)
+            ring_futex_wake(&ring_slot(st->mem, i)->ready);
+    }
+    d->mem_used -= st->geom.total_size;
+    unmake_ring(d, st);
+    st->conn = NULL;
+    /* the struct lives on until the poll handle is closed and no job of it
+     * is in flight */
+    st->dead = true;
+    st->jobs_live++; /* held by the closing handle */
+    uv_close((uv_handle_t *)&st->epoll, on_epoll_closed);
+}
+
+int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
+{
+    int lines = 0;
+    uint64_t now = now_ns();
+
+    for (struct stream *st = d->streams; st; st = st->next) {
+        uint64_t starved = st->starved_ns + (st->starved_since ? now - st->starved_since : 0);
+        const char *names[] = {
+            "dataset", "name", "rank", "world", "batch", "depth", "batches", "samples",
+            "waited_s", "ready", "inflight", "ring_bytes", "locked", "failed",
+        };
+        char vals[14][80];
+
+        snprintf(vals[0], 80, "%s", st->a.dataset);
+        snprintf(vals[1], 80, "%s", st->a.name[0] ? st->a.name : "-");
+        snprintf(vals[2], 80, "%u", st->a.rank);
+        snprintf(vals[3], 80, "%u", st->a.world);
+        snprintf(vals[4], 80, "%u", st->a.batch);
+        snprintf(vals[5], 80, "%u", st->geom.depth);
+        snprintf(vals[6], 80, "%llu", (unsigned long long)st->batches);
+        snprintf(vals[7], 80, "%llu", (unsigned long long)st->samples);
+        snprintf(vals[8], 80, "%.3f", (double)starved / 1e9);
+        snprintf(vals[9], 80, "%llu", (unsigned long long)(st->published - st->released));
+        snprintf(vals[10], 80, "%llu", (unsigned long long)(st->next_g - st->published));
+        snprintf(vals[11], 80, "%llu", (unsigned long long)st->geom.total_size);
+        snprintf(vals[12], 80, "%d", st->locked);
+        snprintf(vals[13], 80, "%d", st->failed);
+        for (unsigned i = 0; i < 14; i++) {
+            int n = snprintf(buf + *len, cap - *len, "clients.%u.%s %s\n", st->id, names[i],
+                             vals[i]);
+
+            if (n < 0 || (size_t)n >= cap - *len)
+                return -ENOSPC;
+            *len += (size_t)n;
+            lines++;
+        }
+    }
+    return lines;
+}
+
+void sched_check(const struct daemon *d)
+{
+#ifndef NDEBUG
+    uint32_t queued = 0;
+
+    for (const struct job *j = d->queue_head; j; j = j->next) {
+        queued++;
+        if (j->worker != -1)
+            log_error("sched_check: queued job %llu has a worker", (unsigned long long)j->job_id);
+    }
+    if (queued != d->queued)
+        log_error("sched_check: queue holds %u jobs, counter says %u", queued, d->queued);
+    for (const struct stream *st = d->streams; st; st = st->next)
+        if (!(st->released <= st->published && st->published <= st->next_g &&
+              st->next_g <= st->released + st->geom.depth))
+            log_error("sched_check: client %u breaks released <= published <= next_g", st->id);
+#else
+    (void)d;
+#endif
+}

@@ -1,0 +1,550 @@
+/*
+ * server.c - the control socket: accepts connections and answers one line
+ * with one reply (proto/ctl.h), in order.
+ *
+ * A connection is a small state machine driven by conn_drive():
+ *
+ *     READING --line--> (handle) --reply queued--> WRITING --flushed--> READING
+ *        \--too long--> SKIPPING (drop through the next LF) --> READING
+ *     any state --EOF, error, kick--> CLOSING
+ *
+ * One reply is in flight per connection at a time: the next line is not
+ * parsed until the previous reply is flushed.  So a client that never reads
+ * its replies holds at most one reply and CTL_LINE_MAX bytes of input in
+ * the daemon (reading stops while the input buffer is full), however much
+ * it sends: memory stays bounded.
+ *
+ * ATTACH's reply carries the ring memfd and the eventfd (SCM_RIGHTS), so it
+ * goes out with sendmsg() on the socket itself, which is safe because
+ * nothing else is queued then.  After ATTACH the connection stays open and
+ * its end is the client's detach.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "ring.h"
+
+#define INBUF (CTL_LINE_MAX * 2)
+#define REPLY_MAX CTL_REPLY_MAX
+
+
+enum conn_state { C_READING, C_WRITING, C_SKIPPING, C_CLOSING };
+
+struct conn {
+    uv_pipe_t pipe;
+    struct daemon *d;
+    enum conn_state state;
+    bool skip_after_write;  /* the line was too long: skip once written */
+    bool reading;
+    char in[INBUF];
+    size_t inlen;
+    char *out;              /* the reply being written */
+    uv_write_t wreq;
+    struct stream *st;      /* attached stream, or NULL */
+    char kick_reason[200];
+};
+
+static uv_pipe_t listener;
+static bool listener_open;
+static char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static bool created_socket;
+
+static void conn_drive(struct conn *c);
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+
+    c->d->conn_open--;
+    free(c->out);
+    free(c);
+}
+
+/*
+ * Closes the connection; an attached client's ring says why, with code
+ * (ring_hdr.error): -ESHUTDOWN (the daemon stops: reconnect later),
+ * -ECONNRESET (this connection failed: reconnect), -EPROTO (the client
+ * broke the rules: do not come back the same way).
+ */
+static void conn_close_code(struct conn *c, const char *why, int code)
+{
+    if (c->state == C_CLOSING)
+        return;
+    c->state = C_CLOSING;
+    if (c->st) {
+        sched_detach(c->d, c->st, why, code);
+        c->st = NULL;
+    }
+    uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static void conn_close(struct conn *c, const char *why)
+{
+    conn_close_code(c, why, c->d->stopping ? -ESHUTDOWN : -ECONNRESET);
+}
+
+void server_kick(void *conn, const char *why)
+{
+    struct conn *c = conn;
+
+    if (!c)
+        return;
+    log_warn("closing a client connection: %s", why);
+    conn_close_code(c, why, -EPROTO);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct conn *c = h->data;
+
+    (void)suggested;
+    buf->base = c->in + c->inlen;
+    buf->len = INBUF - c->inlen;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+
+    (void)buf;
+    if (n < 0) {
+        conn_close(c, n == UV_EOF ? "connection closed" : uv_strerror((int)n));
+        return;
+    }
+    c->inlen += (size_t)n;
+    conn_drive(c);
+}
+
+static void set_reading(struct conn *c, bool on)
+{
+    if (on == c->reading || c->state == C_CLOSING)
+        return;
+    if (on)
+        uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    else
+        uv_read_stop((uv_stream_t *)&c->pipe);
+    c->reading = on;
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    struct conn *c = req->data;
+
+    free(c->out);
+    c->out = NULL;
+    if (c->state == C_CLOSING)
+        return;
+    if (status < 0) {
+        conn_close(c, uv_strerror(status));
+        return;
+    }
+    c->state = c->skip_after_write ? C_SKIPPING : C_READING;
+    c->skip_after_write = false;
+    conn_drive(c);
+}
+
+/* Queues reply (ownership passes to the connection). */
+static void conn_send(struct conn *c, char *reply, size_t len)
+{
+    uv_buf_t b = uv_buf_init(reply, (unsigned)len);
+    int rc;
+
+    c->out = reply;
+    c->state = C_WRITING;
+    c->wreq.data = c;
+    rc = uv_write(&c->wreq, (uv_stream_t *)&c->pipe, &b, 1, on_written);
+    if (rc < 0) {
+        free(c->out);
+        c->out = NULL;
+        conn_close(c, uv_strerror(rc));
+    }
+}
+
+__attribute__((format(printf, 3, 4)))
+static void send_err(struct conn *c, enum ctl_errcode code, const char *fmt, ...)
+{
+    char msg[CTL_ERR_MSG_MAX + 1];
+    char *out = malloc(CTL_LINE_MAX + 1);
+    va_list ap;
+    int n;
+
+    if (!out) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    n = ctl_reply_err(out, CTL_LINE_MAX + 1, code, "%s", msg);
+    if (n < 0)
+        n = ctl_reply_err(out, CTL_LINE_MAX + 1, CTL_E_INTERNAL, NULL);
+    c->d->bad_requests++;
+    conn_send(c, out, (size_t)n);
+}
+
+/* ---- verbs ---------------------------------------------------------- */
+
+typedef void verb_fn(struct conn *c, const struct ctl_req *req);
+
+static void do_ping(struct conn *c, const struct ctl_req *req)
+{
+    char *out = malloc(64);
+
+    (void)req;
+    if (!out)
+        return conn_close(c, "out of memory");
+    conn_send(c, out, (size_t)ctl_reply_ok(out, 64, "pong"));
+}
+
+static void do_status(struct conn *c, const struct ctl_req *req)
+{
+    char line[CTL_LINE_MAX - 8];
+    char *out = malloc(CTL_LINE_MAX + 1);
+
+    (void)req;
+    if (!out)
+        return conn_close(c, "out of memory");
+    stats_status_line(c->d, line, sizeof(line));
+    conn_send(c, out, (size_t)ctl_reply_ok(out, CTL_LINE_MAX + 1, "%s", line));
+}
+
+/* Sends a multi-line reply built by fill(): lines end in LF. */
+static void send_multi(struct conn *c, int (*fill)(struct daemon *, char *, size_t, size_t *))
+{
+    char *body = malloc(REPLY_MAX), *out;
+    size_t len = 0;
+    int lines, hdr;
+
+    if (!body)
+        return conn_close(c, "out of memory");
+    lines = fill(c->d, body, REPLY_MAX - 64, &len);
+    if (lines < 0) {
+        free(body);
+        return send_err(c, CTL_E_INTERNAL, "reply too large");
+    }
+    out = malloc(len + 64);
+    if (!out) {
+        free(body);
+        return conn_close(c, "out of memory");
+    }
+    hdr = ctl_reply_multi(out, 64, (unsigned)lines, NULL);
+    memcpy(out + hdr, body, len);
+    free(body);
+    conn_send(c, out, (size_t)hdr + len);
+}
+
+static void do_stats(struct conn *c, const struct ctl_req *req)
+{
+    (void)req;
+    send_multi(c, stats_format);
+}
+
+static void do_metrics(struct conn *c, const struct ctl_req *req)
+{
+    (void)req;
+    send_multi(c, stats_metrics);
+}
+
+static int datasets_fill(struct daemon *d, char *buf, size_t cap, size_t *len)
+{
+    for (uint32_t i = 0; i < d->ncat; i++) {
+        const struct dataset_info *info = dataset_info(d->cat[i].ds);
+        char shape[128] = "-";
+        size_t sl = 0;
+        int n;
+
+        for (unsigned k = 0; k < info->ndim && sl < sizeof(shape) - 24; k++)
+            sl += (size_t)snprintf(shape + sl, sizeof(shape) - sl, "%s%llu", k ? "x" : "",
+                                   (unsigned long long)info->shape[k]);
+        n = snprintf(buf + *len, cap - *len, "%s samples=%llu kind=%s shape=%s classes=%u\n",
+                     d->cat[i].name, (unsigned long long)info->samples,
+                     dataset_kind_name(info->kind), shape, info->classes);
+
+        if (n < 0 || (size_t)n >= cap - *len)
+            return -ENOSPC;
+        *len += (size_t)n;
+    }
+    return (int)d->ncat;
+}
+
+static void do_datasets(struct conn *c, const struct ctl_req *req)
+{
+    (void)req;
+    send_multi(c, datasets_fill);
+}
+
+static void do_workers(struct conn *c, const struct ctl_req *req)
+{
+    char *out;
+
+    if (pool_resize(c->d, req->workers) < 0)
+        return send_err(c, CTL_E_BAD_ARG, "WORKERS %u: out of range", req->workers);
+    log_info("workers: %u (asked over the control socket)", req->workers);
+    out = malloc(64);
+    if (!out)
+        return conn_close(c, "out of memory");
+    conn_send(c, out, (size_t)ctl_reply_ok(out, 64, "workers %u", req->workers));
+}
+
+static enum ctl_errcode attach_code(int rc)
+{
+    switch (rc) {
+    case -ENOENT: return CTL_E_NO_DATASET;
+    case -ENOMEM: return CTL_E_OVER_BUDGET;
+    case -EPROTO: return CTL_E_VERSION;
+    case -EINVAL: return CTL_E_BAD_ARG;
+    default: return CTL_E_INTERNAL;
+    }
+}
+
+/* Sends "OK attach ..." with the ring's memfd and eventfd in one sendmsg. */
+static int send_attach_reply(struct conn *c, struct stream *st)
+{
+    union {
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    char line[256];
+    int fds[2], n, fd;
+    struct sched_info si;
+    struct iovec iov;
+    struct msghdr mh = { 0 };
+    struct cmsghdr *cm;
+    ssize_t sent;
+
+    sched_info(st, &si);
+    fds[0] = si.memfd;
+    fds[1] = si.efd;
+    n = ctl_reply_ok(line, sizeof(line), "attach id=%u size=%llu depth=%u batches=%llu", si.id,
+                     (unsigned long long)si.size, si.depth, (unsigned long long)si.bpe);
+    if (n < 0)
+        return -EINVAL;
+    iov.iov_base = line;
+    iov.iov_len = (size_t)n;
+    memset(&u, 0, sizeof(u));
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof(u.buf);
+    cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0)
+        return -EBADF;
+    do {
+        sent = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (sent == -1 && errno == EINTR);
+    if (sent == -1)
+        return -errno;
+    if (sent != n) /* the fds went with the first byte; the rest is lost */
+        return -EAGAIN;
+    return 0;
+}
+
+static void do_attach(struct conn *c, const struct ctl_req *req)
+{
+    struct rf_err err;
+    struct stream *st;
+    int rc;
+
+    if (c->st)
+        return send_err(c, CTL_E_BUSY, "this connection is already attached; open another");
+    if (c->d->stopping)
+        return send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
+    rc = sched_attach(c->d, &req->attach, &st, &err);
+    if (rc < 0) {
+        log_info("ATTACH refused: %s", err.msg);
+        return send_err(c, attach_code(rc), "%s", err.msg);
+    }
+    rc = send_attach_reply(c, st);
+    c->st = st;
+    if (rc < 0) {
+        conn_close(c, "could not send the ring to the client");
+        return;
+    }
+    sched_start(c->d, st, c);
+}
+
+static verb_fn *const verbs[CTL_VERB_COUNT] = {
+    [CTL_VERB_PING] = do_ping,
+    [CTL_VERB_STATUS] = do_status,
+    [CTL_VERB_STATS] = do_stats,
+    [CTL_VERB_METRICS] = do_metrics,
+    [CTL_VERB_WORKERS] = do_workers,
+    [CTL_VERB_DATASETS] = do_datasets,
+    [CTL_VERB_ATTACH] = do_attach,
+};
+
+/* ---- the state machine ---------------------------------------------- */
+
+static void consume(struct conn *c, size_t n)
+{
+    memmove(c->in, c->in + n, c->inlen - n);
+    c->inlen -= n;
+}
+
+static void conn_drive(struct conn *c)
+{
+    while (c->state == C_READING || c->state == C_SKIPPING) {
+        struct ctl_req req;
+        size_t used = 0;
+        enum ctl_status s;
+
+        if (c->state == C_SKIPPING) {
+            bool found = ctl_skip_line(c->in, c->inlen, &used);
+
+            consume(c, used);
+            if (!found)
+                break;
+            c->state = C_READING;
+            continue;
+        }
+        s = ctl_parse(c->in, c->inlen, &req, &used);
+        if (s == CTL_NEED_MORE)
+            break;
+        if (s == CTL_TOO_LONG) {
+            c->skip_after_write = true;
+            send_err(c, req.err, "%s", req.msg);
+            break;
+        }
+        consume(c, used);
+        if (ctl_req_is_blank(&req))
+            continue;
+        if (req.err != CTL_E_NONE) {
+            send_err(c, req.err, "%s", req.msg);
+            break;
+        }
+        if (req.verb <= CTL_VERB_NONE || req.verb >= CTL_VERB_COUNT || !verbs[req.verb]) {
+            send_err(c, CTL_E_BAD_VERB, "verb not served");
+            break;
+        }
+        verbs[req.verb](c, &req);
+    }
+    if (c->state == C_CLOSING)
+        return;
+    /* read while there is room and we are not waiting on a write */
+    set_reading(c, c->state != C_WRITING && c->inlen < INBUF);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct daemon *d = server->loop->data;
+    struct conn *c;
+
+    if (status < 0) {
+        log_warn("accept: %s", uv_strerror(status));
+        return;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        log_error("accept: out of memory");
+        return;
+    }
+    c->d = d;
+    uv_pipe_init(d->loop, &c->pipe, 0);
+    c->pipe.data = c;
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
+        d->conn_open++;
+        uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+        return;
+    }
+    d->conn_total++;
+    d->conn_open++;
+    if (d->stopping) {
+        send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
+        return;
+    }
+    c->state = C_READING;
+    conn_drive(c);
+}
+
+/* Is something answering on path?  Then another daemon owns it. */
+static bool socket_alive(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool alive;
+
+    if (fd == -1)
+        return false;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    alive = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return alive;
+}
+
+int server_start(struct daemon *d)
+{
+    const char *path = d->cf.socket;
+    struct stat sb;
+    int rc;
+
+    if (strlen(path) >= sizeof(socket_path)) {
+        log_error("socket path %s is longer than %zu bytes", path, sizeof(socket_path) - 1);
+        return -ENAMETOOLONG;
+    }
+    snprintf(socket_path, sizeof(socket_path), "%s", path);
+    if (lstat(path, &sb) == 0) {
+        if (!S_ISSOCK(sb.st_mode)) {
+            log_error("%s exists and is not a socket; remove it or choose --socket", path);
+            return -EEXIST;
+        }
+        if (socket_alive(path)) {
+            log_error("another ringfeedd is listening on %s", path);
+            return -EADDRINUSE;
+        }
+        unlink(path); /* stale, from a daemon that died */
+    }
+    uv_pipe_init(d->loop, &listener, 0);
+    listener_open = true;
+    rc = uv_pipe_bind(&listener, path);
+    if (rc < 0) {
+        log_error("cannot listen on %s: %s", path, uv_strerror(rc));
+        return rc;
+    }
+    created_socket = true;
+    rc = uv_listen((uv_stream_t *)&listener, 128, on_connection);
+    if (rc < 0) {
+        log_error("cannot listen on %s: %s", path, uv_strerror(rc));
+        return rc;
+    }
+    log_info("listening on %s", path);
+    return 0;
+}
+
+void server_stop(struct daemon *d)
+{
+    (void)d;
+    if (listener_open && !uv_is_closing((uv_handle_t *)&listener))
+        uv_close((uv_handle_t *)&listener, NULL);
+    if (created_socket) {
+        unlink(socket_path);
+        created_socket = false;
+    }
+}
+
+/* Closes every client connection (shutdown). */
+static void walk_close(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (h->type == UV_NAMED_PIPE && h != (uv_handle_t *)&listener && h->data &&
+        !uv_is_closing(h))
+        conn_close(h->data, "the daemon is shutting down");
+}
+
+void server_close_all(struct daemon *d)
+{
+    uv_walk(d->loop, walk_close, NULL);
+}

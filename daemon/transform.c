@@ -1,0 +1,112 @@
+/*
+ * transform.c - the transform table, and the transforms that need no image
+ * codec: `raw` copies a fixed-shape record (for example Fashion-MNIST's
+ * 1x28x28 u8) into the slot as it is.
+ */
+#include "transform.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "ring.h"
+
+int xform_tensor_shape(const struct dataset_info *info, uint32_t shape[3])
+{
+    uint64_t dims[3] = { 1, 1, 1 };
+    unsigned nd = info->ndim;
+
+    if (info->kind != DATASET_TENSOR || nd == 0 || nd > DATASET_MAX_DIMS)
+        return -EINVAL;
+    if (nd <= 3) {
+        for (unsigned i = 0; i < nd; i++)
+            dims[3 - nd + i] = info->shape[i];
+    } else {
+        for (unsigned i = 0; i + 2 < nd; i++)
+            dims[0] *= info->shape[i]; /* dataset_tensor_bytes bounds the product */
+        dims[1] = info->shape[nd - 2];
+        dims[2] = info->shape[nd - 1];
+    }
+    for (int i = 0; i < 3; i++) {
+        if (dims[i] > UINT32_MAX)
+            return -EINVAL;
+        shape[i] = (uint32_t)dims[i];
+    }
+    return 0;
+}
+
+static int raw_geometry(const struct dataset *ds, const struct wire_xform *p,
+                        struct xform_out *out, struct rf_err *err)
+{
+    const struct dataset_info *info = dataset_info(ds);
+
+    (void)p;
+    if (info->dtype != DATASET_DTYPE_U8 || xform_tensor_shape(info, out->shape) < 0)
+        return rf_err_set(err, -EINVAL,
+                          "transform raw needs a fixed-shape u8 tensor dataset, this one holds %s",
+                          dataset_kind_name(info->kind));
+    out->layout = RING_CHW;
+    out->sample_bytes = info->sample_bytes;
+    return 0;
+}
+
+static int raw_apply(const struct dataset *ds, const struct wire_xform *p,
+                     const void *rec, size_t rec_len, struct rng_stream *rng,
+                     uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
+                     struct rf_err *err)
+{
+    (void)ds;
+    (void)p;
+    (void)rng;
+    if (rec_len != out->sample_bytes) {
+        *why = BAD_SHAPE;
+        return rf_err_set(err, -EBADMSG, "record is %zu bytes, the shape needs %llu",
+                          rec_len, (unsigned long long)out->sample_bytes);
+    }
+    memcpy(dst, rec, rec_len);
+    return 0;
+}
+
+static const struct xform_def table[] = {
+    { .name = "raw", .direct = true, .geometry = raw_geometry, .apply = raw_apply },
+};
+
+#define TABLE_LEN (sizeof(table) / sizeof(table[0]))
+
+int xform_find(const char *name)
+{
+    for (unsigned i = 0; i < TABLE_LEN; i++)
+        if (strcmp(table[i].name, name) == 0)
+            return (int)i;
+    return -ENOENT;
+}
+
+const struct xform_def *xform_get(uint32_t id)
+{
+    return id < TABLE_LEN ? &table[id] : NULL;
+}
+
+const char *xform_names(void)
+{
+    static char names[256];
+
+    if (!names[0]) {
+        for (unsigned i = 0; i < TABLE_LEN; i++) {
+            if (i)
+                strcat(names, " ");
+            strcat(names, table[i].name);
+        }
+    }
+    return names;
+}
+
+int xform_table_check(void)
+{
+    for (unsigned i = 0; i < TABLE_LEN; i++) {
+        if (!table[i].name || !table[i].geometry || !table[i].apply)
+            return -EINVAL;
+        for (unsigned j = 0; j < i; j++)
+            if (strcmp(table[i].name, table[j].name) == 0)
+                return -EINVAL;
+    }
+    return 0;
+}

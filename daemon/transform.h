@@ -1,0 +1,61 @@
+/*
+ * transform.h - what a worker does to a decoded record before it lands in a
+ * ring slot, as a table of named transforms.
+ *
+ * The main process looks a transform up by the name ATTACH gave and asks it
+ * for the output geometry (shape, layout, bytes per sample), which sizes the
+ * ring.  Workers call apply() on each record with the sample's own random
+ * stream, keyed by (seed, epoch, dataset index), so the output never
+ * depends on which worker ran it.
+ *
+ * apply() returns 0, or a negative errno with *why set and a reason in err;
+ * a failing sample is bad, not fatal: the worker substitutes it.
+ */
+#ifndef RINGFEED_DAEMON_TRANSFORM_H
+#define RINGFEED_DAEMON_TRANSFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dataset.h"
+#include "err.h"
+#include "rng.h"
+#include "wire.h"
+
+struct xform_out {
+    uint32_t shape[3];
+    uint32_t layout;       /* enum ring_layout */
+    uint64_t sample_bytes;
+};
+
+struct xform_def {
+    const char *name;
+    /* The record decodes straight into the slot, as it is: apply() is not
+     * called and the decoded length must equal out->sample_bytes. */
+    bool direct;
+    /* Output geometry for a dataset and parameters; -EINVAL with a reason
+     * when the transform does not fit the dataset's kind. */
+    int (*geometry)(const struct dataset *ds, const struct wire_xform *p,
+                    struct xform_out *out, struct rf_err *err);
+    /* Writes one sample of out->sample_bytes at dst. */
+    int (*apply)(const struct dataset *ds, const struct wire_xform *p,
+                 const void *rec, size_t rec_len, struct rng_stream *rng,
+                 uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
+                 struct rf_err *err);
+};
+
+/* A dataset's tensor shape as three dims (C,H,W): leading dims of 1 are
+ * added, and a tensor of more than three dims is flattened into the first.
+ * Returns 0, or -EINVAL when the dataset is not a tensor. */
+int xform_tensor_shape(const struct dataset_info *info, uint32_t shape[3]);
+
+/* Index of the named transform, or -ENOENT. */
+int xform_find(const char *name);
+const struct xform_def *xform_get(uint32_t id);
+/* The names, space separated, for error messages. */
+const char *xform_names(void);
+/* Checks the table at start-up: names unique and every entry complete. */
+int xform_table_check(void);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * wire.h - messages between ringfeedd's main process and its workers.
+ *
+ * Each worker talks to the main process over its own AF_UNIX SOCK_SEQPACKET
+ * socketpair (fd 3 in the worker), so every message arrives whole.  Both
+ * sides are ringfeedd of the same build: the structs go as they are, and a
+ * message is checked for its type and exact length before use.
+ *
+ *   main -> worker                      worker -> main
+ *   WIRE_RING_ADD  (+ the ring memfd)   WIRE_HELLO     once, at start
+ *   WIRE_RING_DEL                       WIRE_DONE      per job
+ *   WIRE_JOB                            WIRE_PROGRESS  per sample, careful jobs
+ *   WIRE_QUARANTINE
+ *   WIRE_RETIRE
+ *
+ * A job is a chunk of one batch: samples [first, first + count) of the batch
+ * in ring slot `slot`.  The main process plans every sample (dataset index
+ * and its position in the epoch's order) so workers hold no plan state; a
+ * worker that dies loses nothing, and its jobs are sent again elsewhere.
+ */
+#ifndef RINGFEED_DAEMON_WIRE_H
+#define RINGFEED_DAEMON_WIRE_H
+
+#include <stdint.h>
+
+#define WIRE_FD 3              /* the worker's end of its socketpair */
+#define WIRE_JOB_MAX 1024      /* samples in one job, at most */
+#define WIRE_BAD_KINDS 8
+
+enum wire_type {
+    WIRE_HELLO = 1,
+    WIRE_RING_ADD,
+    WIRE_RING_DEL,
+    WIRE_JOB,
+    WIRE_DONE,
+    WIRE_PROGRESS,
+    WIRE_QUARANTINE,
+    WIRE_RETIRE,
+};
+
+/* Why a sample was bad; indexes the per-reason counters. */
+enum wire_bad {
+    BAD_READ = 0,      /* I/O error or short file */
+    BAD_CHECKSUM,      /* record checksum mismatch */
+    BAD_DECODE,        /* zstd or JPEG could not decode it */
+    BAD_SHAPE,         /* decoded size or dimensions not as the dataset says */
+    BAD_TOO_LARGE,     /* over the pixel or scan cap */
+    BAD_QUARANTINED,   /* it killed workers before */
+    BAD_KIND_COUNT,
+};
+
+/* Parameters of a transform, as ATTACH gave them. */
+struct wire_xform {
+    uint32_t id;          /* index into the transform table */
+    uint32_t size;        /* output side for image transforms */
+    uint32_t layout;      /* enum ring_layout */
+    uint32_t pad;
+    double scale_lo, scale_hi, ratio_lo, ratio_hi, flip, crop;
+};
+
+struct wire_ring_add {
+    uint32_t type;
+    uint32_t ring_id;
+    uint64_t total_size;
+    uint64_t seed;
+    uint64_t dataset_samples;
+    uint32_t dataset_id;  /* index in the catalogue the worker was started with */
+    uint32_t shuffle;
+    uint32_t max_bad;     /* consecutive bad samples before the stream fails */
+    uint32_t pad;
+    struct wire_xform xform;
+};
+
+struct wire_ring_del {
+    uint32_t type;
+    uint32_t ring_id;
+};
+
+struct wire_sample {
+    uint64_t index;       /* dataset index planned */
+    uint64_t pos;         /* its position in the epoch's order */
+    uint32_t flags;       /* RING_SAMPLE_PADDING */
+    uint32_t pad;
+};
+
+struct wire_job {
+    uint32_t type;
+    uint32_t ring_id;
+    uint64_t job_id;
+    uint64_t stream_seq;  /* batch g */
+    uint64_t epoch;
+    uint32_t slot;
+    uint32_t chunk;       /* bit in chunks_done */
+    uint32_t first;       /* first sample of the chunk within the batch */
+    uint32_t count;
+    uint32_t careful;     /* report WIRE_PROGRESS before each sample */
+    uint32_t pad;
+    struct wire_sample samples[WIRE_JOB_MAX];
+};
+
+/* Worker counters, cumulative since the worker started. */
+struct wire_counters {
+    uint64_t jobs, samples, bytes_read;
+    uint64_t busy_ns, io_ns, decode_ns, transform_ns, write_ns;
+    uint64_t bad[WIRE_BAD_KINDS];
+    uint64_t substituted;
+};
+
+enum wire_status {
+    WIRE_OK = 0,
+    WIRE_NO_RING,       /* the job named a ring this worker cannot map */
+    WIRE_STREAM_FAILED, /* too many bad samples in a row: fail the client */
+};
+
+struct wire_done {
+    uint32_t type;
+    uint32_t status;      /* enum wire_status */
+    uint64_t job_id;
+    uint32_t ring_id;
+    uint32_t published;   /* 1 if this job completed and published the batch */
+    char reason[192];     /* for WIRE_STREAM_FAILED and WIRE_NO_RING */
+    struct wire_counters c;
+};
+
+struct wire_progress {
+    uint32_t type;
+    uint32_t j;           /* sample within the job about to be processed */
+    uint64_t job_id;
+};
+
+struct wire_quarantine {
+    uint32_t type;
+    uint32_t dataset_id;
+    uint64_t index;
+};
+
+struct wire_hello {
+    uint32_t type;
+    uint32_t pid;
+    char io_backend[32];  /* "io_uring" or "pread (reason)" */
+    char reason[96];
+};
+
+struct wire_retire {
+    uint32_t type;
+    uint32_t pad;
+};
+
+#endif

@@ -1,0 +1,555 @@
+/*
+ * worker.c - a worker process: reads a job's records in one batched
+ * submission, decodes and transforms them straight into the ring slot, and
+ * reports done.
+ *
+ * A worker is ringfeedd started as
+ *     ringfeedd --worker PARENT_PID [--log-level L] [--dataset NAME=DIR]...
+ * with its socket to the main process on fd 3 (wire.h).  It is a plain
+ * blocking loop: receive a message, act, answer.  It holds no state that a
+ * crash could lose: rings are mapped again by whoever runs the job next, and
+ * the plan of every sample comes in the job.
+ *
+ * It dies with its parent: PR_SET_PDEATHSIG, and a check right after it
+ * that the parent is still the one that started it (the parent may have
+ * died between fork and prctl).
+ *
+ * Bad samples.  A record that cannot be read, fails its checksum, does not
+ * decode, or has the wrong shape is bad.  The sample is replaced by the next
+ * good sample in the epoch's order (positions pos+1, pos+2, ... of the
+ * permutation, wrapping), so every rank still gets full, equal batches; the
+ * replacement depends only on the plan and the data, never on the worker.
+ * After max_bad bad samples in a row the stream fails (WIRE_STREAM_FAILED).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "io.h"
+#include "log.h"
+#include "ring.h"
+
+#define MAX_DATASETS 64
+#define MAX_RINGS 256
+#define QUARANTINE_MAX 4096
+
+struct wring {
+    uint32_t id;
+    bool used;
+    void *mem;
+    uint64_t size;
+    struct wire_ring_add p;
+    struct xform_out out;
+};
+
+struct wstate {
+    int fd;
+    struct dataset *ds[MAX_DATASETS];
+    uint32_t nds;
+    struct dataset_dctx *dctx;
+    struct io io;
+    struct wring rings[MAX_RINGS];
+    struct wire_counters c;
+    /* per job: one staging buffer per sample for the stored bytes */
+    uint8_t *stage;
+    size_t stage_cap;
+    uint8_t *decoded;
+    size_t decoded_cap;
+    struct { uint32_t ds; uint64_t index; } quarantine[QUARANTINE_MAX];
+    uint32_t nquarantine;
+};
+
+static uint64_t clock_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void send_or_die(struct wstate *ws, const void *m, size_t len)
+{
+    ssize_t n;
+
+    do {
+        n = send(ws->fd, m, len, MSG_NOSIGNAL);
+    } while (n == -1 && errno == EINTR);
+    if (n == -1)
+        _exit(errno == EPIPE || errno == ECONNRESET ? 0 : 3);
+}
+
+static struct wring *ring_find(struct wstate *ws, uint32_t id)
+{
+    for (unsigned i = 0; i < MAX_RINGS; i++)
+        if (ws->rings[i].used && ws->rings[i].id == id)
+            return &ws->rings[i];
+    return NULL;
+}
+
+static bool quarantined(const struct wstate *ws, uint32_t ds, uint64_t index)
+{
+    for (uint32_t i = 0; i < ws->nquarantine; i++)
+        if (ws->quarantine[i].ds == ds && ws->quarantine[i].index == index)
+            return true;
+    return false;
+}
+
+static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
+{
+    struct wring *r = ring_find(ws, m->ring_id);
+    const struct xform_def *xf = xform_get(m->xform.id);
+    struct rf_err err;
+    struct stat sb;
+    void *mem;
+
+    if (r || fd < 0 || m->dataset_id >= ws->nds || !xf) {
+        log_warn("worker: bad RING_ADD for ring %u", m->ring_id);
+        goto fail;
+    }
+    if (fstat(fd, &sb) == -1 || (uint64_t)sb.st_size != m->total_size) {
+        log_warn("worker: ring %u has the wrong size", m->ring_id);
+        goto fail;
+    }
+    for (unsigned i = 0; i < MAX_RINGS && !r; i++)
+        if (!ws->rings[i].used)
+            r = &ws->rings[i];
+    if (!r)
+        goto fail;
+    mem = mmap(NULL, m->total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (mem == MAP_FAILED) {
+        log_warn("worker: mmap ring %u: %s", m->ring_id, strerror(errno));
+        goto fail;
+    }
+    if (xf->geometry(ws->ds[m->dataset_id], &m->xform, &r->out, &err) < 0 ||
+        ring_check(mem, m->total_size, &err) < 0 ||
+        ((struct ring_hdr *)mem)->sample_bytes != r->out.sample_bytes) {
+        log_warn("worker: ring %u does not match its transform: %s", m->ring_id, err.msg);
+        munmap(mem, m->total_size);
+        goto fail;
+    }
+    r->used = true;
+    r->id = m->ring_id;
+    r->mem = mem;
+    r->size = m->total_size;
+    r->p = *m;
+fail:
+    if (fd >= 0)
+        close(fd);
+}
+
+static void ring_del(struct wstate *ws, uint32_t id)
+{
+    struct wring *r = ring_find(ws, id);
+
+    if (!r)
+        return;
+    munmap(r->mem, r->size);
+    memset(r, 0, sizeof(*r));
+}
+
+static bool grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    uint8_t *p;
+
+    if (need <= *cap)
+        return true;
+    p = realloc(*buf, need);
+    if (!p)
+        return false;
+    *buf = p;
+    *cap = need;
+    return true;
+}
+
+/*
+ * Makes one sample from dataset index idx into dst: read (when stored is
+ * NULL), decode, transform.  Returns 0, or a negative errno with *why.
+ */
+static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint64_t idx,
+                       const struct dataset_loc *loc, const uint8_t *stored,
+                       uint8_t *dst, int32_t *label, enum wire_bad *why)
+{
+    struct dataset *ds = ws->ds[r->p.dataset_id];
+    const struct xform_def *xf = xform_get(r->p.xform.id);
+    struct rng_stream rng;
+    struct rf_err err;
+    uint64_t t0, t1, t2;
+    int n;
+
+    if (quarantined(ws, r->p.dataset_id, idx)) {
+        *why = BAD_QUARANTINED;
+        return -EBADMSG;
+    }
+    if (xf->direct) {
+        /* the record is the sample: decode straight into the slot */
+        t0 = clock_ns();
+        if (loc->decoded_len != r->out.sample_bytes) {
+            *why = BAD_SHAPE;
+            log_warn("worker: %s: record %llu: %u bytes, the shape needs %llu", loc->shard_path,
+                     (unsigned long long)loc->record, loc->decoded_len,
+                     (unsigned long long)r->out.sample_bytes);
+            return -EBADMSG;
+        }
+        n = dataset_decode(ds, loc, stored, dst, r->out.sample_bytes, ws->dctx, &err);
+        ws->c.decode_ns += clock_ns() - t0;
+        if (n < 0) {
+            *why = strstr(err.msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
+            log_warn("worker: sample %llu: %s", (unsigned long long)idx, err.msg);
+            return n;
+        }
+        *label = (int32_t)loc->label;
+        return 0;
+    }
+    if (!grow(&ws->decoded, &ws->decoded_cap, loc->decoded_len ? loc->decoded_len : 1)) {
+        *why = BAD_TOO_LARGE;
+        return -ENOMEM;
+    }
+    t0 = clock_ns();
+    n = dataset_decode(ds, loc, stored, ws->decoded, ws->decoded_cap, ws->dctx, &err);
+    t1 = clock_ns();
+    ws->c.decode_ns += t1 - t0;
+    if (n < 0) {
+        *why = n == -EBADMSG && strstr(err.msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
+        log_warn("worker: sample %llu: %s", (unsigned long long)idx, err.msg);
+        return n;
+    }
+    rng_stream_init(&rng, r->p.seed, (uint32_t)epoch, idx);
+    n = xf->apply(ds, &r->p.xform, ws->decoded, (size_t)n, &rng, dst, &r->out, why, &err);
+    t2 = clock_ns();
+    ws->c.transform_ns += t2 - t1;
+    if (n < 0) {
+        log_warn("worker: sample %llu: %s", (unsigned long long)idx, err.msg);
+        return n;
+    }
+    *label = (int32_t)loc->label;
+    return 0;
+}
+
+/* Reads one record synchronously (substitutes are rare). */
+static int read_one(struct wstate *ws, const struct dataset_loc *loc, uint8_t **out)
+{
+    struct io_req req;
+
+    if (!grow(&ws->stage, &ws->stage_cap, loc->stored_len ? loc->stored_len : 1))
+        return -ENOMEM;
+    req = (struct io_req){ .fd = loc->fd, .off = loc->offset, .len = loc->stored_len,
+                           .buf = ws->stage };
+    io_read_all(&ws->io, &req, 1);
+    ws->c.bytes_read += req.done;
+    *out = ws->stage;
+    return req.result;
+}
+
+/* Finds the next good sample after position pos and writes it to dst. */
+static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64_t pos,
+                      uint8_t *dst, uint64_t *index, int32_t *label, char *reason,
+                      size_t reason_cap)
+{
+    struct dataset *ds = ws->ds[r->p.dataset_id];
+    struct sampler_perm pm;
+    uint64_t n = r->p.dataset_samples;
+
+    sampler_perm_init(&pm, n, r->p.seed, (uint32_t)epoch, r->p.shuffle != 0);
+    for (uint32_t k = 1; k <= r->p.max_bad && k < n; k++) {
+        uint64_t idx = sampler_perm_at(&pm, (pos + k) % n);
+        struct dataset_loc loc;
+        enum wire_bad why = BAD_READ;
+        uint8_t *stored;
+
+        if (dataset_locate(ds, idx, &loc, NULL) < 0) {
+            ws->c.bad[BAD_READ]++;
+            continue;
+        }
+        if (read_one(ws, &loc, &stored) < 0) {
+            ws->c.bad[BAD_READ]++;
+            continue;
+        }
+        if (make_sample(ws, r, epoch, idx, &loc, stored, dst, label, &why) == 0) {
+            *index = idx;
+            return 0;
+        }
+        ws->c.bad[why]++;
+    }
+    snprintf(reason, reason_cap,
+             "%u bad samples in a row after epoch %llu position %llu: the dataset is too damaged "
+             "to go on (run ringfeed-pack verify on it)",
+             r->p.max_bad, (unsigned long long)epoch, (unsigned long long)pos);
+    return -EIO;
+}
+
+static void run_job(struct wstate *ws, const struct wire_job *job)
+{
+    struct wire_done done = { .type = WIRE_DONE, .job_id = job->job_id, .ring_id = job->ring_id };
+    struct wring *r = ring_find(ws, job->ring_id);
+    struct io_req reqs[WIRE_JOB_MAX];
+    struct dataset_loc locs[WIRE_JOB_MAX];
+    int loc_ok[WIRE_JOB_MAX];
+    struct ring_hdr *h;
+    struct ring_slot *slot;
+    struct ring_sample *meta;
+    uint8_t *data;
+    size_t total = 0, off = 0;
+    uint64_t t0 = clock_ns(), t1;
+    uint64_t bit, old;
+
+    if (!r) {
+        done.status = WIRE_NO_RING;
+        snprintf(done.reason, sizeof(done.reason), "ring %u is not mapped", job->ring_id);
+        goto out;
+    }
+    h = r->mem;
+    if (job->slot >= h->depth || job->count > WIRE_JOB_MAX ||
+        job->first + job->count > h->batch || job->chunk >= RING_MAX_CHUNKS) {
+        done.status = WIRE_NO_RING;
+        snprintf(done.reason, sizeof(done.reason), "job out of the ring's bounds");
+        goto out;
+    }
+    slot = ring_slot(r->mem, job->slot);
+    meta = ring_samples(slot);
+    data = ring_slot_data(r->mem, job->slot);
+
+    /* 1. locate every record and read them all in one submission */
+    for (uint32_t j = 0; j < job->count; j++) {
+        loc_ok[j] = dataset_locate(ws->ds[r->p.dataset_id], job->samples[j].index,
+                                   &locs[j], NULL) == 0;
+        if (loc_ok[j])
+            total += locs[j].stored_len;
+    }
+    if (!grow(&ws->stage, &ws->stage_cap, total ? total : 1)) {
+        for (uint32_t j = 0; j < job->count; j++)
+            loc_ok[j] = 0;
+        total = 0;
+    }
+    for (uint32_t j = 0; j < job->count; j++) {
+        reqs[j] = (struct io_req){ .fd = -1 };
+        if (!loc_ok[j])
+            continue;
+        reqs[j] = (struct io_req){ .fd = locs[j].fd, .off = locs[j].offset,
+                                   .len = locs[j].stored_len, .buf = ws->stage + off };
+        off += locs[j].stored_len;
+    }
+    {
+        /* requests for unlocatable records are left out of the batch */
+        struct io_req batch[WIRE_JOB_MAX];
+        uint32_t map[WIRE_JOB_MAX], nb = 0;
+
+        for (uint32_t j = 0; j < job->count; j++)
+            if (loc_ok[j]) {
+                map[nb] = j;
+                batch[nb++] = reqs[j];
+            }
+        io_read_all(&ws->io, batch, nb);
+        for (uint32_t b = 0; b < nb; b++) {
+            reqs[map[b]] = batch[b];
+            ws->c.bytes_read += batch[b].done;
+        }
+    }
+    t1 = clock_ns();
+    ws->c.io_ns += t1 - t0;
+
+    /* 2. decode and transform each sample into its place in the slot */
+    for (uint32_t j = 0; j < job->count; j++) {
+        const struct wire_sample *ws_s = &job->samples[j];
+        uint32_t at = job->first + j;
+        uint8_t *dst = data + (uint64_t)at * h->sample_bytes;
+        enum wire_bad why = BAD_READ;
+        int32_t label = 0;
+        int rc = -EIO;
+
+        if (job->careful) {
+            struct wire_progress p = { .type = WIRE_PROGRESS, .j = j, .job_id = job->job_id };
+
+            send_or_die(ws, &p, sizeof(p));
+        }
+        meta[at].index = ws_s->index;
+        meta[at].flags = ws_s->flags;
+        if (loc_ok[j] && reqs[j].result == 0)
+            rc = make_sample(ws, r, job->epoch, ws_s->index, &locs[j], reqs[j].buf, dst,
+                             &label, &why);
+        if (rc < 0) {
+            uint64_t idx = ws_s->index;
+
+            ws->c.bad[why]++;
+            rc = substitute(ws, r, job->epoch, ws_s->pos, dst, &idx, &label, done.reason,
+                            sizeof(done.reason));
+            if (rc < 0) {
+                done.status = WIRE_STREAM_FAILED;
+                goto out;
+            }
+            ws->c.substituted++;
+            meta[at].index = idx;
+            meta[at].flags |= RING_SAMPLE_SUBSTITUTED;
+            __atomic_fetch_add(&slot->substituted, 1, __ATOMIC_RELAXED);
+        }
+        meta[at].label = label;
+    }
+    ws->c.samples += job->count;
+
+    /* 3. mark the chunk; the worker completing the mask publishes (ring.h W1, W2) */
+    bit = 1ull << job->chunk;
+    old = atomic_fetch_or_explicit(&slot->chunks_done, bit, memory_order_acq_rel);
+    if (slot->chunks >= 1 && slot->chunks <= RING_MAX_CHUNKS) {
+        uint64_t all = slot->chunks == 64 ? ~0ull : (1ull << slot->chunks) - 1;
+
+        if ((old | bit) == all && old != all) {
+            atomic_store_explicit(&slot->ready, ring_ready_word(job->stream_seq),
+                                  memory_order_release);
+            ring_futex_wake(&slot->ready);
+            done.published = 1;
+        }
+    }
+out:
+    ws->c.jobs++;
+    ws->c.busy_ns += clock_ns() - t0;
+    done.c = ws->c;
+    send_or_die(ws, &done, sizeof(done));
+}
+
+static int parse_args(struct wstate *ws, int argc, char **argv, pid_t *parent)
+{
+    for (int i = 2; i < argc; i++) {
+        if (i == 2) {
+            *parent = (pid_t)atoi(argv[i]);
+        } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
+            enum log_level lv;
+
+            if (log_parse_level(argv[++i], &lv) == 0)
+                log_threshold = lv;
+        } else if (strcmp(argv[i], "--dataset") == 0 && i + 1 < argc) {
+            char *eq = strchr(argv[++i], '=');
+            struct rf_err err;
+
+            if (!eq || ws->nds >= MAX_DATASETS)
+                return -EINVAL;
+            if (dataset_open(eq + 1, &ws->ds[ws->nds], &err) < 0) {
+                log_error("worker: dataset %s: %s", argv[i], err.msg);
+                return -EINVAL;
+            }
+            ws->nds++;
+        } else {
+            log_error("worker: unknown argument %s", argv[i]);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+void worker_main(int argc, char **argv)
+{
+    static struct wstate ws; /* large: keep it off the stack */
+    struct wire_hello hello = { .type = WIRE_HELLO };
+    pid_t parent = 0;
+    union {
+        struct wire_job job;
+        struct wire_ring_add ra;
+        char bytes[sizeof(struct wire_job)];
+    } buf;
+
+    ws.fd = WIRE_FD;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1)
+        _exit(4);
+    if (parse_args(&ws, argc, argv, &parent) < 0)
+        _exit(2);
+    if (parent <= 0 || getppid() != parent)
+        _exit(0); /* the parent died before we could ask to die with it */
+    signal(SIGPIPE, SIG_IGN);
+    ws.dctx = dataset_dctx_new();
+    if (!ws.dctx)
+        _exit(5);
+    io_open(&ws.io, 256, 0);
+    hello.pid = (uint32_t)getpid();
+    snprintf(hello.io_backend, sizeof(hello.io_backend), "%s", ws.io.ops->name);
+    snprintf(hello.reason, sizeof(hello.reason), "%s", ws.io.reason);
+    send_or_die(&ws, &hello, sizeof(hello));
+
+    for (;;) {
+        union {
+            char b[CMSG_SPACE(sizeof(int) * 4)];
+            struct cmsghdr align;
+        } cbuf;
+        struct iovec iov = { .iov_base = &buf, .iov_len = sizeof(buf) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+                             .msg_control = cbuf.b, .msg_controllen = sizeof(cbuf.b) };
+        int fd = -1;
+        uint32_t type;
+        ssize_t n = recvmsg(ws.fd, &mh, MSG_CMSG_CLOEXEC);
+
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            _exit(6);
+        }
+        if (n == 0)
+            _exit(0); /* the main process is gone */
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                int fds[4];
+
+                memcpy(fds, CMSG_DATA(c), nfd * sizeof(int));
+                for (size_t i = 0; i < nfd; i++) {
+                    if (fd < 0)
+                        fd = fds[i];
+                    else
+                        close(fds[i]);
+                }
+            }
+        }
+        if ((size_t)n < sizeof(type))
+            _exit(7);
+        memcpy(&type, &buf, sizeof(type));
+        switch (type) {
+        case WIRE_RING_ADD:
+            if ((size_t)n != sizeof(struct wire_ring_add))
+                _exit(7);
+            ring_add(&ws, &buf.ra, fd);
+            fd = -1;
+            break;
+        case WIRE_RING_DEL: {
+            struct wire_ring_del m;
+
+            if ((size_t)n != sizeof(m))
+                _exit(7);
+            memcpy(&m, &buf, sizeof(m));
+            ring_del(&ws, m.ring_id);
+            break;
+        }
+        case WIRE_JOB:
+            if ((size_t)n < offsetof(struct wire_job, samples) ||
+                buf.job.count > WIRE_JOB_MAX ||
+                (size_t)n != offsetof(struct wire_job, samples) +
+                                 buf.job.count * sizeof(struct wire_sample))
+                _exit(7);
+            run_job(&ws, &buf.job);
+            break;
+        case WIRE_QUARANTINE: {
+            struct wire_quarantine m;
+
+            if ((size_t)n != sizeof(m))
+                _exit(7);
+            memcpy(&m, &buf, sizeof(m));
+            if (ws.nquarantine < QUARANTINE_MAX) {
+                ws.quarantine[ws.nquarantine].ds = m.dataset_id;
+                ws.quarantine[ws.nquarantine].index = m.index;
+                ws.nquarantine++;
+            }
+            break;
+        }
+        case WIRE_RETIRE:
+            _exit(0);
+        default:
+            _exit(7);
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+}

@@ -1,0 +1,247 @@
+"""Shared fixtures for ringfeed's integration tests.
+
+The tests drive the built binaries.  meson passes the build folder in
+RINGFEED_BUILD_DIR; every binary is found under it.  A daemon fixture starts
+a real ringfeedd on a temporary socket and always stops it (SIGTERM, then
+SIGKILL), so a failing test never leaves a daemon or its workers behind.
+"""
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+BUILD = os.environ.get("RINGFEED_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
+FMNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def binary(rel):
+    path = os.path.join(BUILD, rel)
+    if not os.path.exists(path):
+        pytest.skip(f"{rel} is not built")
+    return path
+
+
+def ringfeedd():
+    return binary("daemon/ringfeedd")
+
+
+def pack_tool():
+    return binary("tools/ringfeed-pack")
+
+
+def ctl_tool():
+    return binary("tools/ringfeedctl")
+
+
+def read_tool():
+    return binary("tools/ringfeed-read")
+
+
+def idx_labels(path):
+    """Labels of an IDX1 file (gzip or not), as a bytes object."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    assert int.from_bytes(data[0:4], "big") == 0x801
+    n = int.from_bytes(data[4:8], "big")
+    return data[8:8 + n]
+
+
+def idx_images(path):
+    """Pixels of an IDX3 file (gzip or not): (count, rows*cols, bytes)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    assert int.from_bytes(data[0:4], "big") == 0x803
+    n = int.from_bytes(data[4:8], "big")
+    rows = int.from_bytes(data[8:12], "big")
+    cols = int.from_bytes(data[12:16], "big")
+    return n, rows * cols, data[16:]
+
+
+@pytest.fixture(scope="session")
+def packed_fmnist(tmp_path_factory):
+    """Fashion-MNIST train and test packed once per session (zstd)."""
+    root = tmp_path_factory.mktemp("fmnist")
+    out = {}
+    for split, prefix in (("train", "train"), ("test", "t10k")):
+        dest = root / split
+        subprocess.run([pack_tool(), "idx",
+                        "--images", f"{FMNIST}/{prefix}-images-idx3-ubyte.gz",
+                        "--labels", f"{FMNIST}/{prefix}-labels-idx1-ubyte.gz",
+                        str(dest)], check=True, stdout=subprocess.DEVNULL)
+        out[split] = str(dest)
+    return out
+
+
+def ctl(sock, *args, check=True, json_out=False):
+    cmd = [ctl_tool(), "--socket", sock] + (["--json"] if json_out else []) + [str(a) for a in args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{cmd} failed: {r.stderr}")
+    return json.loads(r.stdout) if json_out and r.returncode == 0 else r
+
+
+def raw_request(sock, data, timeout=10.0):
+    """Sends bytes on a fresh control connection; returns all reply bytes
+    until the daemon has answered and gone quiet."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock)
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks)
+
+
+class Daemon:
+    """A ringfeedd on a temporary socket."""
+
+    def __init__(self, datasets, workers=2, extra=(), sock=None, env=None):
+        self.dir = tempfile.mkdtemp(prefix="rfd-")
+        self.sock = sock or os.path.join(self.dir, "rf.sock")
+        self.log_path = os.path.join(self.dir, "ringfeedd.log")
+        self.args = [ringfeedd(), "--socket", self.sock, "--workers", str(workers)]
+        for name, path in datasets.items():
+            self.args += ["--dataset", f"{name}={path}"]
+        self.args += list(extra)
+        self.env = dict(os.environ, **(env or {}))
+        self.proc = None
+
+    def start(self, timeout=10.0):
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log,
+                                     env=self.env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"ringfeedd exited {self.proc.returncode}:\n{self.read_log()}")
+            try:
+                if raw_request(self.sock, b"PING\n", timeout=1.0).startswith(b"OK pong"):
+                    # wait for the workers too
+                    st = self.stats()
+                    if int(st.get("workers.alive", 0)) >= 1:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"ringfeedd did not come up:\n{self.read_log()}")
+
+    def stats(self):
+        reply = raw_request(self.sock, b"STATS\n").decode()
+        lines = reply.splitlines()
+        assert lines[0].startswith("OK "), reply
+        out = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(" ")
+            out[k] = v
+        return out
+
+    def worker_pids(self):
+        st = self.stats()
+        return [int(v) for k, v in st.items()
+                if k.startswith("workers.") and k.endswith(".pid") and v.isdigit()]
+
+    def pid_tree(self):
+        """pids of the daemon's children (its workers), from /proc."""
+        kids = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == self.proc.pid:
+                    kids.append(int(d))
+            except OSError:
+                continue
+        return kids
+
+    def rss_kb(self, pid=None):
+        pid = pid or self.proc.pid
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def kill9(self):
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        if self.proc:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        if getattr(self, "log", None):
+            self.log.close()
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon_factory():
+    made = []
+
+    def make(datasets, **kw):
+        d = Daemon(datasets, **kw)
+        made.append(d)
+        return d.start()
+
+    yield make
+    for d in made:
+        d.cleanup()
+
+
+def run_read(sock, dataset, batch=256, epochs=1, extra=(), timeout=300, dump=None, check=True):
+    """Runs ringfeed-read --json; returns (parsed json, completed process)."""
+    cmd = [read_tool(), "--socket", sock, "--dataset", dataset, "--batch", str(batch),
+           "--epochs", str(epochs), "--json"] + list(extra)
+    if dump:
+        cmd += ["--dump-indices", dump]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{cmd} exited {r.returncode}: {r.stderr}")
+    out = None
+    if r.returncode == 0:
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+    return out, r
+
+
+def read_dump(path):
+    """Lines of a --dump-indices file: list of (epoch, seq, index)."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            rows.append((int(parts[0]), int(parts[1]), int(parts[2])))
+    return rows
