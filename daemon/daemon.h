@@ -74,6 +74,7 @@ struct worker {
     char io_backend[32];
     char io_reason[96];
     uint64_t started_ns;
+    uint64_t busy_since;       /* when its current job began (watchdog) */
 };
 
 struct pool {
@@ -86,6 +87,8 @@ struct pool {
     uint32_t backoff_ms;       /* respawn delay, doubling on quick deaths */
     bool respawn_due;          /* the backoff timer fired */
     uv_timer_t respawn_timer;
+    uv_timer_t watchdog_timer; /* kills workers stuck on one job */
+    uint64_t watchdog_kills;
     struct wire_counters gone; /* counters of workers no longer running */
     char io_backend[32];
     char io_reason[96];

@@ -140,6 +140,8 @@ void pool_dispatch(struct daemon *d)
             j = sched_dequeue(d);
             j->worker = w->index;
             j->progress = -1;
+            if (w->ninflight == 0)
+                w->busy_since = now_ns();
             w->inflight[w->ninflight++] = j;
             rc = send_job(d, w, j);
             if (rc < 0) {
@@ -253,6 +255,7 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
         memcpy(&m, buf, sizeof(m));
         m.reason[sizeof(m.reason) - 1] = '\0';
         w->c = m.c;
+        w->busy_since = now_ns(); /* its next job, if any, starts now */
         j = take_inflight(w, m.job_id);
         if (!j) {
             worker_kill(w, "reported a job it was not given");
@@ -347,6 +350,30 @@ static void on_handle_closed(uv_handle_t *h)
         } else if (d->pool.alive == 0) {
             uv_close((uv_handle_t *)&d->pool.respawn_timer, NULL);
         }
+    }
+}
+
+/*
+ * The job watchdog (config watchdog-sec): a worker that has spent longer
+ * than that on one job is killed; its jobs run again elsewhere, and a
+ * sample that hangs workers every time ends up quarantined like one that
+ * crashes them (sched_job_orphaned).
+ */
+static void on_watchdog_timer(uv_timer_t *t)
+{
+    struct daemon *d = daemon_of((uv_handle_t *)t);
+    uint64_t limit = (uint64_t)d->cf.watchdog_sec * 1000000000ull, now = now_ns();
+
+    if (!limit)
+        return;
+    for (unsigned i = 0; i < POOL_MAX; i++) {
+        struct worker *w = &d->pool.w[i];
+
+        if (w->state == W_EMPTY || w->exited || w->ninflight == 0 ||
+            now - w->busy_since < limit)
+            continue;
+        d->pool.watchdog_kills++;
+        worker_kill(w, "it has spent longer than watchdog-sec on one job");
     }
 }
 
@@ -554,12 +581,16 @@ int pool_start(struct daemon *d)
     }
     snprintf(d->pool.io_backend, sizeof(d->pool.io_backend), "unknown");
     uv_timer_init(d->loop, &d->pool.respawn_timer);
+    uv_timer_init(d->loop, &d->pool.watchdog_timer);
+    if (d->cf.watchdog_sec)
+        uv_timer_start(&d->pool.watchdog_timer, on_watchdog_timer, 1000, 1000);
     return pool_resize(d, d->cf.workers);
 }
 
 void pool_stop(struct daemon *d)
 {
     uv_timer_stop(&d->pool.respawn_timer);
+    uv_close((uv_handle_t *)&d->pool.watchdog_timer, NULL);
     for (unsigned i = 0; i < POOL_MAX; i++) {
         struct worker *w = &d->pool.w[i];
 

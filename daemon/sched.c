@@ -44,7 +44,6 @@
 
 #define NO_BATCH UINT64_MAX
 #define CHUNK_MIN 32
-#define DEFAULT_MAX_BAD 64
 
 struct stream {
     struct stream *next;
@@ -123,7 +122,8 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
     m->dataset_samples = st->n;
     m->dataset_id = st->dataset_id;
     m->shuffle = st->a.shuffle;
-    m->max_bad = st->d->cf.max_bad_samples ? st->d->cf.max_bad_samples : DEFAULT_MAX_BAD;
+    m->max_bad = st->d->cf.max_bad_samples > UINT32_MAX ? UINT32_MAX
+                                                        : (uint32_t)st->d->cf.max_bad_samples;
     m->xform = st->xp;
 }
 

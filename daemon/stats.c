@@ -43,6 +43,8 @@ static double bad_total(struct daemon *d)
     X("workers.spawned", "counter", "Worker processes started", d->pool.spawned)         \
     X("workers.deaths", "counter", "Workers that died unasked", d->pool.deaths)          \
     X("workers.retired", "counter", "Workers retired on request", d->pool.retired)       \
+    X("workers.watchdog_kills", "counter", "Workers killed for a job past watchdog-sec",  \
+      d->pool.watchdog_kills)                                                            \
     X("clients.attached", "gauge", "Clients attached now", d->nstreams)                  \
     X("clients.attaches", "counter", "Attaches accepted", d->attaches)                   \
     X("clients.detaches", "counter", "Clients detached", d->detaches)                    \

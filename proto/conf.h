@@ -6,7 +6,7 @@
  * THE FILE (by default /etc/ringfeed/ringfeedd.conf; the daemon decides)
  *
  *     # ringfeedd.conf
- *     socket        = /run/ringfeed/ringfeedd.sock
+ *     socket        = /run/ringfeed/ringfeed.sock
  *     dataset.fmnist   = /var/lib/ringfeed/fmnist
  *     dataset.imagenet = /srv/data/imagenet
  *     workers       = 8
@@ -52,10 +52,10 @@
  *   watchdog-sec = N       seconds a worker may spend on one job before the
  *                          daemon kills it and hands the job to another;
  *                          0..86400, 0 turns the watchdog off.  Default 60.
- *   max-bad-samples = N    undecodable samples one client's epoch may skip
- *                          (each replaced by the next good one) before its
- *                          stream fails with an error; 0 fails on the
- *                          first.  Default 1000.
+ *   max-bad-samples = N    bad samples in a row (each replaced by the next
+ *                          good one in the epoch's order) before a client's
+ *                          stream fails with an error instead of searching
+ *                          on; 0 fails on the first.  Default 1000.
  *   pixel-cap = N          the largest image a worker decodes, in pixels
  *                          (width x height), 1..2^32; larger ones count as
  *                          bad samples (a decompression-bomb guard).
@@ -85,7 +85,7 @@
 #define CONF_ALLOW_MAX 64          /* ids in one allow-uid or allow-gid list */
 #define CONF_PATH_MAX 1024         /* a dataset folder, NUL included */
 #define CONF_SOCKET_MAX 107        /* bytes of sun_path before its NUL */
-#define CONF_DEFAULT_SOCKET "/run/ringfeed/ringfeedd.sock"
+#define CONF_DEFAULT_SOCKET "/run/ringfeed/ringfeed.sock"
 #define CONF_MEMORY_BUDGET_MIN (1ull << 20)
 #define CONF_WATCHDOG_SEC_MAX 86400
 #define CONF_PIXEL_CAP_MAX (1ull << 32)
