@@ -4,25 +4,47 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 
-void io_open(struct io *io, unsigned entries, int force_pread)
+static int try_backend(struct io *io, const struct io_ops *ops, unsigned entries)
+{
+    int rc = ops->init(io, entries);
+
+    if (rc == 0)
+        io->ops = ops;
+    return rc;
+}
+
+void io_open(struct io *io, unsigned entries, uint64_t data_bytes)
 {
     const char *env = getenv("RINGFEED_IO");
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
     int rc;
 
     memset(io, 0, sizeof(*io));
-    if (env && strcmp(env, "pread") == 0)
-        force_pread = 1;
-    if (force_pread) {
-        snprintf(io->reason, sizeof(io->reason), "pread requested");
+    if (env && strcmp(env, "mmap") == 0) {
+        snprintf(io->reason, sizeof(io->reason), "RINGFEED_IO=mmap");
+        if (try_backend(io, &io_mmap_ops, entries) == 0)
+            return;
+    } else if (!(env && strcmp(env, "io_uring") == 0) && !(env && strcmp(env, "pread") == 0) &&
+               ram && data_bytes <= ram / 4) {
+        snprintf(io->reason, sizeof(io->reason),
+                 "datasets (%llu MB) fit in a quarter of RAM: read from the mapped page cache",
+                 (unsigned long long)(data_bytes >> 20));
+        if (try_backend(io, &io_mmap_ops, entries) == 0)
+            return;
+    }
+    if (env && strcmp(env, "pread") == 0) {
+        snprintf(io->reason, sizeof(io->reason), "RINGFEED_IO=pread");
     } else if (!RINGFEED_HAVE_IO_URING) {
         snprintf(io->reason, sizeof(io->reason), "built without liburing");
     } else {
-        rc = io_uring_ops.init(io, entries);
+        rc = try_backend(io, &io_uring_ops, entries);
         if (rc == 0) {
-            io->ops = &io_uring_ops;
+            io->reason[0] = '\0';
             return;
         }
         snprintf(io->reason, sizeof(io->reason), "io_uring_queue_init: %s",

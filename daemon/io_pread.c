@@ -34,6 +34,7 @@ static void pread_read_all(struct io *io, struct io_req *reqs, unsigned n)
             }
             r->done += (uint32_t)got;
         }
+        r->data = r->buf;
     }
 }
 

@@ -62,6 +62,7 @@ static void uring_read_all(struct io *io, struct io_req *reqs, unsigned n)
     for (unsigned i = 0; i < n; i++) {
         reqs[i].done = 0;
         reqs[i].result = 0;
+        reqs[i].data = reqs[i].buf;
     }
     while (next < n || inflight > 0 || nretry > 0) {
         struct io_uring_cqe *cqe;

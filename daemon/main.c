@@ -136,7 +136,7 @@ static int configure(struct daemon *d, int argc, char **argv)
     conf_defaults(&d->cf);
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         const char *key = NULL;
-        char dkey[128];
+        char dkey[128], dpath[PATH_MAX];
         const char *value = optarg;
 
         switch (opt) {
@@ -155,6 +155,10 @@ static int configure(struct daemon *d, int argc, char **argv)
             snprintf(dkey, sizeof(dkey), "dataset.%.*s", (int)(eq - optarg), optarg);
             key = dkey;
             value = eq + 1;
+            /* a relative folder on the command line is relative to here;
+             * the config file takes absolute paths only */
+            if (value[0] != '/' && realpath(value, dpath))
+                value = dpath;
             break;
         }
         case 'h': usage(stdout); return 1;

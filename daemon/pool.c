@@ -347,7 +347,8 @@ static void on_handle_closed(uv_handle_t *h)
         w->state = W_EMPTY;
         if (!d->stopping) {
             pool_resize(d, d->pool.target);
-        } else if (d->pool.alive == 0) {
+        } else if (d->pool.alive == 0 &&
+                   !uv_is_closing((uv_handle_t *)&d->pool.respawn_timer)) {
             uv_close((uv_handle_t *)&d->pool.respawn_timer, NULL);
         }
     }

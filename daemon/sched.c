@@ -73,6 +73,7 @@ struct stream {
     uint64_t next_g, published, released;
     uint64_t slot_g[RING_MAX_DEPTH];
     uint32_t slot_count[RING_MAX_DEPTH];
+    uint64_t *slot_idx;             /* depth x batch planned dataset indices */
     uint8_t knows[POOL_MAX / 8];
 
     /* stats */
@@ -155,11 +156,10 @@ static int make_sampler(const struct stream *st, uint64_t epoch, struct sampler 
 size_t sched_job_message(const struct job *j, struct wire_job *m)
 {
     const struct stream *st = j->st;
-    struct sampler s;
+    const uint64_t *idx = st->slot_idx + (uint64_t)j->slot * st->a.batch;
     uint64_t epoch, seq;
 
     batch_pos(st, j->g, &epoch, &seq);
-    make_sampler(st, epoch, &s); /* validated at attach: cannot fail */
     m->type = WIRE_JOB;
     m->ring_id = st->id;
     m->job_id = j->job_id;
@@ -174,11 +174,13 @@ size_t sched_job_message(const struct job *j, struct wire_job *m)
     for (uint32_t i = 0; i < j->count; i++) {
         uint32_t at = j->first + i;
         uint64_t k = seq * st->a.batch + at;
+        /* its position in the padded epoch order (sampler.h, step 2);
+         * positions past the dataset's end are the padding */
+        uint64_t p = (uint64_t)st->a.rank + k * st->a.world;
 
-        m->samples[i].index = sampler_sample(&s, seq, at);
-        /* its position in the padded epoch order (sampler.h, step 2) */
-        m->samples[i].pos = ((uint64_t)st->a.rank + k * st->a.world) % st->n;
-        m->samples[i].flags = sampler_is_padding(&s, seq, at) ? RING_SAMPLE_PADDING : 0;
+        m->samples[i].index = idx[at];
+        m->samples[i].pos = p % st->n;
+        m->samples[i].flags = p >= st->n ? RING_SAMPLE_PADDING : 0;
         m->samples[i].pad = 0;
     }
     return offsetof(struct wire_job, samples) + j->count * sizeof(struct wire_sample);
@@ -240,6 +242,7 @@ static void drop_queued(struct daemon *d, struct stream *st)
 
 static void stream_free(struct stream *st)
 {
+    free(st->slot_idx);
     free(st);
 }
 
@@ -265,7 +268,8 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
     batch_pos(st, g, &epoch, &seq);
     if (make_sampler(st, epoch, &s) < 0)
         return -EINVAL;
-    count = sampler_batch_count(&s, seq);
+    /* the whole batch's plan, once: jobs copy their part from here */
+    count = sampler_batch(&s, seq, st->slot_idx + (uint64_t)slot_i * st->a.batch);
     per = (count + RING_MAX_CHUNKS - 1) / RING_MAX_CHUNKS;
     if (per < CHUNK_MIN)
         per = CHUNK_MIN;
@@ -366,7 +370,14 @@ static void advance_published(struct daemon *d, struct stream *st)
 }
 
 /* Is the job's chunk already written (its bit set)?  Publishes the batch if
- * the job's worker died between completing the mask and setting ready. */
+ * the job's worker died between completing the mask and setting ready.
+ *
+ * A slot that no longer holds the job's batch means the batch was
+ * published and released, and the slot planned again for batch g + depth
+ * (its mask reset): the chunk was written.  This happens when the worker
+ * died after its fetch_or but before its DONE, and the release reached the
+ * loop before the worker's exit did.  Running the job again would write
+ * batch g's samples into batch g + depth and set that batch's bit. */
 static bool chunk_written(struct stream *st, const struct job *j, bool *published)
 {
     struct ring_slot *slot = ring_slot(st->mem, j->slot);
@@ -374,6 +385,8 @@ static bool chunk_written(struct stream *st, const struct job *j, bool *publishe
     uint64_t all = slot->chunks >= 64 ? ~0ull : (1ull << slot->chunks) - 1;
 
     *published = false;
+    if (st->slot_g[j->slot] != j->g)
+        return true;
     if (!(mask & (1ull << j->chunk)))
         return false;
     if (mask == all) {
@@ -628,6 +641,11 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
                         (unsigned long long)d->mem_used, d->nstreams);
         goto fail;
     }
+    st->slot_idx = calloc((size_t)st->geom.depth * st->a.batch, sizeof(*st->slot_idx));
+    if (!st->slot_idx) {
+        rc = rf_err_set(err, -ENOMEM, "out of memory for the batch plans");
+        goto fail;
+    }
     st->id = ++d->next_stream_id;
     rc = make_ring(d, st, err);
     if (rc < 0)
@@ -653,6 +671,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
 fail_ring:
     unmake_ring(d, st);
 fail:
+    free(st->slot_idx);
     free(st);
     d->attach_refused++;
     return rc;

@@ -159,7 +159,7 @@ int stats_format(struct daemon *d, char *buf, size_t cap, size_t *len)
     if (put(buf, cap, len, "io.backend %s\n", d->pool.io_backend) < 0)
         return -1;
     lines++;
-    if (put(buf, cap, len, "io.fallback_reason %s\n",
+    if (put(buf, cap, len, "io.reason %s\n",
             d->pool.io_reason[0] ? d->pool.io_reason : "-") < 0)
         return -1;
     lines++;

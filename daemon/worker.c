@@ -235,7 +235,7 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
 }
 
 /* Reads one record synchronously (substitutes are rare). */
-static int read_one(struct wstate *ws, const struct dataset_loc *loc, uint8_t **out)
+static int read_one(struct wstate *ws, const struct dataset_loc *loc, const uint8_t **out)
 {
     struct io_req req;
 
@@ -245,7 +245,7 @@ static int read_one(struct wstate *ws, const struct dataset_loc *loc, uint8_t **
                            .buf = ws->stage };
     io_read_all(&ws->io, &req, 1);
     ws->c.bytes_read += req.done;
-    *out = ws->stage;
+    *out = req.data;
     return req.result;
 }
 
@@ -263,7 +263,7 @@ static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64
         uint64_t idx = sampler_perm_at(&pm, (pos + k) % n);
         struct dataset_loc loc;
         enum wire_bad why = BAD_READ;
-        uint8_t *stored;
+        const uint8_t *stored;
 
         if (dataset_locate(ds, idx, &loc, NULL) < 0) {
             ws->c.bad[BAD_READ]++;
@@ -373,7 +373,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         meta[at].index = ws_s->index;
         meta[at].flags = ws_s->flags;
         if (loc_ok[j] && reqs[j].result == 0)
-            rc = make_sample(ws, r, job->epoch, ws_s->index, &locs[j], reqs[j].buf, dst,
+            rc = make_sample(ws, r, job->epoch, ws_s->index, &locs[j], reqs[j].data, dst,
                              &label, &why);
         if (rc < 0) {
             uint64_t idx = ws_s->index;
@@ -443,6 +443,24 @@ static int parse_args(struct wstate *ws, int argc, char **argv, pid_t *parent)
     return 0;
 }
 
+/* Bytes of every shard of every dataset this worker reads. */
+static uint64_t data_bytes(const struct wstate *ws)
+{
+    uint64_t total = 0;
+
+    for (uint32_t i = 0; i < ws->nds; i++) {
+        const struct dataset_info *info = dataset_info(ws->ds[i]);
+
+        for (uint32_t k = 0; k < info->shards; k++) {
+            struct dataset_shard_info si;
+
+            if (dataset_shard_info(ws->ds[i], k, &si) == 0)
+                total += si.file_size;
+        }
+    }
+    return total;
+}
+
 void worker_main(int argc, char **argv)
 {
     static struct wstate ws; /* large: keep it off the stack */
@@ -465,7 +483,7 @@ void worker_main(int argc, char **argv)
     ws.dctx = dataset_dctx_new();
     if (!ws.dctx)
         _exit(5);
-    io_open(&ws.io, 256, 0);
+    io_open(&ws.io, 256, data_bytes(&ws));
     hello.pid = (uint32_t)getpid();
     snprintf(hello.io_backend, sizeof(hello.io_backend), "%s", ws.io.ops->name);
     snprintf(hello.reason, sizeof(hello.reason), "%s", ws.io.reason);
