@@ -426,7 +426,8 @@ int main(int argc, char **argv)
     if (r.nepochs)
         r.epochs[r.nepochs - 1].seconds = (double)(t1 - t_mark) / 1e9;
     r.seconds = (double)(t1 - t_open) / 1e9;
-    qsort(r.ready_ns, r.nready, sizeof(*r.ready_ns), cmp_i64);
+    if (r.nready) /* qsort's array must not be NULL, even for 0 elements */
+        qsort(r.ready_ns, r.nready, sizeof(*r.ready_ns), cmp_i64);
     if (note)
         workers = workers_alive(o.socket);
     rf_get_stats(c, &st);
