@@ -128,6 +128,16 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
     m->xform = st->xp;
 }
 
+/* Slot i of the stream's ring, placed by the daemon's own geometry: the
+ * header's copy of it lives in memory the client can write (ring.h M3), so
+ * ring_slot(), which reads hdr_size and slot_stride from there, is not used
+ * on this side. */
+static struct ring_slot *stream_slot(const struct stream *st, uint32_t i)
+{
+    return (struct ring_slot *)((char *)st->mem + RING_HDR_SIZE +
+                                (uint64_t)i * st->geom.slot_stride);
+}
+
 /* (epoch, seq) of stream batch g. */
 static void batch_pos(const struct stream *st, uint64_t g, uint64_t *epoch, uint64_t *seq)
 {
@@ -260,7 +270,7 @@ static void job_free(struct job *j)
 static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
 {
     uint32_t slot_i = (uint32_t)(g % st->geom.depth);
-    struct ring_slot *slot = ring_slot(st->mem, slot_i);
+    struct ring_slot *slot = stream_slot(st, slot_i);
     uint64_t epoch, seq;
     struct sampler s;
     uint32_t count, per, chunks;
@@ -337,7 +347,7 @@ static void stream_fail(struct daemon *d, struct stream *st, int code, const cha
     snprintf(h->reason, sizeof(h->reason), "%s", why);
     atomic_store_explicit(&h->state, RING_FAILED, memory_order_release);
     for (uint32_t i = 0; i < st->geom.depth; i++)
-        ring_futex_wake(&ring_slot(st->mem, i)->ready);
+        ring_futex_wake(&stream_slot(st, i)->ready);
     drop_queued(d, st);
 }
 
@@ -352,7 +362,7 @@ static void advance_published(struct daemon *d, struct stream *st)
     while (st->published < st->next_g) {
         uint64_t g = st->published;
         uint32_t i = (uint32_t)(g % st->geom.depth);
-        struct ring_slot *slot = ring_slot(st->mem, i);
+        struct ring_slot *slot = stream_slot(st, i);
 
         if (st->slot_g[i] != g ||
             atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(g))
@@ -380,7 +390,7 @@ static void advance_published(struct daemon *d, struct stream *st)
  * batch g's samples into batch g + depth and set that batch's bit. */
 static bool chunk_written(struct stream *st, const struct job *j, bool *published)
 {
-    struct ring_slot *slot = ring_slot(st->mem, j->slot);
+    struct ring_slot *slot = stream_slot(st, j->slot);
     uint64_t mask = atomic_load_explicit(&slot->chunks_done, memory_order_acquire);
     uint64_t all = slot->chunks >= 64 ? ~0ull : (1ull << slot->chunks) - 1;
 
@@ -606,6 +616,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
         .scale_lo = a->scale[0], .scale_hi = a->scale[1],
         .ratio_lo = a->ratio[0], .ratio_hi = a->ratio[1],
         .flip = a->flip, .crop = a->crop,
+        .pixel_cap = d->cf.pixel_cap,
     };
     xf = xform_get((uint32_t)xi);
     rc = xf->geometry(d->cat[ds].ds, &st->xp, &st->out, err);
@@ -673,7 +684,6 @@ fail_ring:
 fail:
     free(st->slot_idx);
     free(st);
-    d->attach_refused++;
     return rc;
 }
 
@@ -726,7 +736,7 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
             atomic_store_explicit(&h->state, RING_CLOSED, memory_order_release);
         }
         for (uint32_t i = 0; i < st->geom.depth; i++)
-            ring_futex_wake(&ring_slot(st->mem, i)->ready);
+            ring_futex_wake(&stream_slot(st, i)->ready);
     }
     d->mem_used -= st->geom.total_size;
     unmake_ring(d, st);
@@ -797,4 +807,33 @@ void sched_check(const struct daemon *d)
 #else
     (void)d;
 #endif
+}
+
+const struct stream *sched_client_next(const struct daemon *d, const struct stream *prev,
+                                       struct sched_client *out)
+{
+    const struct stream *st = prev ? prev->next : d->streams;
+    uint64_t now = now_ns();
+
+    if (!st)
+        return NULL;
+    *out = (struct sched_client){
+        .id = st->id,
+        .dataset_id = st->dataset_id,
+        .dataset = st->a.dataset,
+        .name = st->a.name,
+        .rank = st->a.rank,
+        .world = st->a.world,
+        .batch = st->a.batch,
+        .depth = st->geom.depth,
+        .batches = st->batches,
+        .samples = st->samples,
+        .waited_ns = st->starved_ns + (st->starved_since ? now - st->starved_since : 0),
+        .ready = st->published - st->released,
+        .inflight = st->next_g - st->published,
+        .ring_bytes = st->geom.total_size,
+        .locked = st->locked,
+        .failed = st->failed,
+    };
+    return st;
 }

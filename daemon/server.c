@@ -18,9 +18,20 @@
  * goes out with sendmsg() on the socket itself, which is safe because
  * nothing else is queued then.  After ATTACH the connection stays open and
  * its end is the client's detach.
+ *
+ * The socket is a pathname socket, never abstract (the file's mode and
+ * group are then a first fence).  It is either passed by systemd (socket
+ * activation, sdnotify.h: fd 3, kept, never unlinked by us) or created
+ * here with socket-mode and socket-group (and unlinked at exit).  Every
+ * accepted peer is then checked with SO_PEERCRED/SO_PEERGROUPS: root, the
+ * daemon's own uid, and allow-uid/allow-gid (or, when neither is set, the
+ * socket file's group) may talk; anyone else gets "ERR denied" as the
+ * answer to its first request (so a client that writes before it reads
+ * still sees why) and the connection is closed once that is written.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +44,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "ring.h"
+#include "sdnotify.h"
 
 #define INBUF (CTL_LINE_MAX * 2)
 #define REPLY_MAX CTL_REPLY_MAX
@@ -45,6 +57,9 @@ struct conn {
     struct daemon *d;
     enum conn_state state;
     bool skip_after_write;  /* the line was too long: skip once written */
+    bool close_after_write; /* a refusal (denied, closing): close once written */
+    bool denied;            /* the peer failed the access rule (peer_allowed) */
+    char deny_msg[256];     /* its answer to whatever it asks first */
     bool reading;
     char in[INBUF];
     size_t inlen;
@@ -58,6 +73,8 @@ static uv_pipe_t listener;
 static bool listener_open;
 static char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static bool created_socket;
+static bool activated;      /* the socket came from systemd (LISTEN_FDS) */
+static gid_t socket_gid = (gid_t)-1; /* the socket file's group */
 
 static void conn_drive(struct conn *c);
 
@@ -84,6 +101,7 @@ static void conn_close_code(struct conn *c, const char *why, int code)
     if (c->st) {
         sched_detach(c->d, c->st, why, code);
         c->st = NULL;
+        catalog_sweep(c->d); /* a dataset a reload removed may be unused now */
     }
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
@@ -146,6 +164,10 @@ static void on_written(uv_write_t *req, int status)
         return;
     if (status < 0) {
         conn_close(c, uv_strerror(status));
+        return;
+    }
+    if (c->close_after_write) {
+        conn_close(c, "refused");
         return;
     }
     c->state = c->skip_after_write ? C_SKIPPING : C_READING;
@@ -257,12 +279,17 @@ static void do_metrics(struct conn *c, const struct ctl_req *req)
 
 static int datasets_fill(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
+    int lines = 0;
+
     for (uint32_t i = 0; i < d->ncat; i++) {
-        const struct dataset_info *info = dataset_info(d->cat[i].ds);
+        const struct dataset_info *info;
         char shape[128] = "-";
         size_t sl = 0;
         int n;
 
+        if (!catalog_offers(d, i)) /* a hole, or removed by a reload */
+            continue;
+        info = dataset_info(d->cat[i].ds);
         for (unsigned k = 0; k < info->ndim && sl < sizeof(shape) - 24; k++)
             sl += (size_t)snprintf(shape + sl, sizeof(shape) - sl, "%s%llu", k ? "x" : "",
                                    (unsigned long long)info->shape[k]);
@@ -273,8 +300,9 @@ static int datasets_fill(struct daemon *d, char *buf, size_t cap, size_t *len)
         if (n < 0 || (size_t)n >= cap - *len)
             return -ENOSPC;
         *len += (size_t)n;
+        lines++;
     }
-    return (int)d->ncat;
+    return lines;
 }
 
 static void do_datasets(struct conn *c, const struct ctl_req *req)
@@ -365,6 +393,8 @@ static void do_attach(struct conn *c, const struct ctl_req *req)
         return send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
     rc = sched_attach(c->d, &req->attach, &st, &err);
     if (rc < 0) {
+        /* every refusal counts: version, dataset, transform, fit, budget */
+        c->d->attach_refused++;
         log_info("ATTACH refused: %s", err.msg);
         return send_err(c, attach_code(rc), "%s", err.msg);
     }
@@ -414,6 +444,11 @@ static void conn_drive(struct conn *c)
         s = ctl_parse(c->in, c->inlen, &req, &used);
         if (s == CTL_NEED_MORE)
             break;
+        if (c->denied && !(s == CTL_DONE && ctl_req_is_blank(&req))) {
+            c->close_after_write = true;
+            send_err(c, CTL_E_DENIED, "%s", c->deny_msg);
+            break;
+        }
         if (s == CTL_TOO_LONG) {
             c->skip_after_write = true;
             send_err(c, req.err, "%s", req.msg);
@@ -438,10 +473,69 @@ static void conn_drive(struct conn *c)
     set_reading(c, c->state != C_WRITING && c->inlen < INBUF);
 }
 
+static bool id_in(uint32_t id, const uint32_t *list, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (list[i] == id)
+            return true;
+    return false;
+}
+
+/* Is gid the peer's primary group or one of its supplementary groups? */
+static bool peer_has_gid(gid_t gid, const struct ucred *cr, const gid_t *groups, unsigned ng)
+{
+    if (gid == (gid_t)-1)
+        return false;
+    if (cr->gid == gid)
+        return true;
+    for (unsigned i = 0; i < ng; i++)
+        if (groups[i] == gid)
+            return true;
+    return false;
+}
+
+/*
+ * The access rule (file-top comment) for the peer on fd.  Returns true to
+ * let it in; false with its uid and gid in *cr (all -1 when the kernel
+ * would not say) to refuse it.
+ */
+static bool peer_allowed(const struct daemon *d, int fd, struct ucred *cr)
+{
+    gid_t small[64], *groups = small;
+    socklen_t len = sizeof(*cr), glen = sizeof(small);
+    unsigned ng = 0;
+    bool ok = false;
+
+    memset(cr, 0xff, sizeof(*cr));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len) == -1)
+        return false;
+    if (cr->uid == 0 || cr->uid == geteuid())
+        return true;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, small, &glen) == 0) {
+        ng = glen / sizeof(gid_t);
+    } else if (errno == ERANGE && glen > sizeof(small)) {
+        groups = malloc(glen);
+        if (groups && getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
+            ng = glen / sizeof(gid_t);
+    }
+    if (d->cf.n_allow_uid || d->cf.n_allow_gid) {
+        ok = id_in(cr->uid, d->cf.allow_uid, d->cf.n_allow_uid);
+        for (unsigned i = 0; i < d->cf.n_allow_gid && !ok; i++)
+            ok = peer_has_gid(d->cf.allow_gid[i], cr, groups, ng);
+    } else {
+        ok = peer_has_gid(socket_gid, cr, groups, ng);
+    }
+    if (groups != small)
+        free(groups);
+    return ok;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct daemon *d = server->loop->data;
+    struct ucred cr;
     struct conn *c;
+    int fd;
 
     if (status < 0) {
         log_warn("accept: %s", uv_strerror(status));
@@ -462,9 +556,23 @@ static void on_connection(uv_stream_t *server, int status)
     }
     d->conn_total++;
     d->conn_open++;
+    memset(&cr, 0xff, sizeof(cr));
     if (d->stopping) {
+        c->close_after_write = true;
         send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
         return;
+    }
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 || !peer_allowed(d, fd, &cr)) {
+        d->conn_denied++;
+        log_warn("denied a control connection from pid %d uid %d gid %d", (int)cr.pid,
+                 (int)cr.uid, (int)cr.gid);
+        c->denied = true;
+        snprintf(c->deny_msg, sizeof(c->deny_msg),
+                 "uid %d gid %d may not use this socket: allowed are root, uid %u (the "
+                 "daemon's user) and %s; see allow-uid and allow-gid in ringfeedd.conf",
+                 (int)cr.uid, (int)cr.gid, (unsigned)geteuid(),
+                 d->cf.n_allow_uid || d->cf.n_allow_gid ? "the allow-uid/allow-gid lists"
+                                                        : "the socket file's group");
     }
     c->state = C_READING;
     conn_drive(c);
@@ -485,12 +593,101 @@ static bool socket_alive(const char *path)
     return alive;
 }
 
+/* The gid socket-group names (a number or a group name); -ENOENT. */
+static int resolve_group(const char *name, gid_t *out)
+{
+    struct group gr, *res = NULL;
+    char buf[4096];
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(name, &end, 10);
+    if (name[0] >= '0' && name[0] <= '9' && *end == '\0' && errno == 0 && v < UINT32_MAX) {
+        *out = (gid_t)v;
+        return 0;
+    }
+    if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) != 0 || !res)
+        return -ENOENT;
+    *out = res->gr_gid;
+    return 0;
+}
+
+/* Gives the socket file we created its mode and group; learns its group
+ * (for the access rule) whoever created it. */
+static void socket_perms(const struct daemon *d)
+{
+    struct stat sb;
+
+    if (created_socket) {
+        if (chmod(socket_path, (mode_t)d->cf.socket_mode) == -1)
+            log_warn("chmod %s %04o: %s", socket_path, d->cf.socket_mode, strerror(errno));
+        if (d->cf.socket_group[0]) {
+            gid_t gid;
+
+            if (resolve_group(d->cf.socket_group, &gid) < 0)
+                log_warn("socket-group %s: no such group; %s keeps its group",
+                         d->cf.socket_group, socket_path);
+            else if (chown(socket_path, (uid_t)-1, gid) == -1)
+                log_warn("chown %s to group %s: %s", socket_path, d->cf.socket_group,
+                         strerror(errno));
+        }
+    }
+    socket_gid = stat(socket_path, &sb) == 0 ? sb.st_gid : (gid_t)-1;
+}
+
+void server_reconfigure(struct daemon *d)
+{
+    if (activated && (d->cf.socket_mode != CONF_DEFAULT_SOCKET_MODE || d->cf.socket_group[0]))
+        log_info("socket-mode and socket-group do not apply to a socket systemd passed "
+                 "(SocketMode=, SocketGroup= in ringfeedd.socket)");
+    socket_perms(d);
+}
+
+/* Takes the listening socket systemd passed; 1 when there was one. */
+static int adopt_activated(struct daemon *d)
+{
+    char path[sizeof(socket_path)];
+    int fd = sdn_take_listen_fd(path, sizeof(path)), rc;
+
+    if (fd == -1)
+        return 0;
+    if (fd < 0) {
+        log_error("socket activation: the socket systemd passed cannot be used: %s "
+                  "(ringfeedd takes one listening AF_UNIX stream socket on a path)",
+                  strerror(-fd));
+        return fd;
+    }
+    uv_pipe_init(d->loop, &listener, 0);
+    listener_open = true;
+    rc = uv_pipe_open(&listener, fd);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&listener, 128, on_connection);
+    if (rc < 0) {
+        log_error("socket activation: cannot listen on fd %d (%s): %s", fd, path,
+                  uv_strerror(rc));
+        return rc;
+    }
+    snprintf(socket_path, sizeof(socket_path), "%s", path);
+    activated = true;
+    socket_perms(d);
+    if (strcmp(path, d->cf.socket) != 0 && conf_is_set(&d->cf, CONF_SOCKET))
+        log_warn("socket-activated on %s; the configured socket %s is not used", path,
+                 d->cf.socket);
+    log_info("listening on %s (socket-activated)", path);
+    return 1;
+}
+
 int server_start(struct daemon *d)
 {
     const char *path = d->cf.socket;
     struct stat sb;
+    mode_t old_mask;
     int rc;
 
+    rc = adopt_activated(d);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
     if (strlen(path) >= sizeof(socket_path)) {
         log_error("socket path %s is longer than %zu bytes", path, sizeof(socket_path) - 1);
         return -ENAMETOOLONG;
@@ -509,12 +706,16 @@ int server_start(struct daemon *d)
     }
     uv_pipe_init(d->loop, &listener, 0);
     listener_open = true;
+    /* never wider than socket-mode, not even before the chmod */
+    old_mask = umask((mode_t)(~d->cf.socket_mode & 0777));
     rc = uv_pipe_bind(&listener, path);
+    umask(old_mask);
     if (rc < 0) {
         log_error("cannot listen on %s: %s", path, uv_strerror(rc));
         return rc;
     }
     created_socket = true;
+    socket_perms(d);
     rc = uv_listen((uv_stream_t *)&listener, 128, on_connection);
     if (rc < 0) {
         log_error("cannot listen on %s: %s", path, uv_strerror(rc));

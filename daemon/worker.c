@@ -47,6 +47,8 @@ struct wring {
     bool used;
     void *mem;
     uint64_t size;
+    struct ring_geom g;     /* the geometry checked at RING_ADD; the header in
+                               the mapping is client-writable (ring.h) */
     struct wire_ring_add p;
     struct xform_out out;
 };
@@ -59,6 +61,7 @@ struct wstate {
     struct io io;
     struct wring rings[MAX_RINGS];
     struct wire_counters c;
+    struct xform_ctx xc;    /* the transforms' decoders and buffers */
     /* per job: one staging buffer per sample for the stored bytes */
     uint8_t *stage;
     size_t stage_cap;
@@ -107,11 +110,12 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
 {
     struct wring *r = ring_find(ws, m->ring_id);
     const struct xform_def *xf = xform_get(m->xform.id);
-    struct rf_err err;
+    struct rf_err err = { 0 };
+    struct ring_hdr hdr;
     struct stat sb;
     void *mem;
 
-    if (r || fd < 0 || m->dataset_id >= ws->nds || !xf) {
+    if (r || fd < 0 || m->dataset_id >= ws->nds || !ws->ds[m->dataset_id] || !xf) {
         log_warn("worker: bad RING_ADD for ring %u", m->ring_id);
         goto fail;
     }
@@ -129,9 +133,12 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
         log_warn("worker: mmap ring %u: %s", m->ring_id, strerror(errno));
         goto fail;
     }
+    /* check a private copy of the header and keep its geometry: the client
+     * can rewrite the shared one at any time */
+    memcpy(&hdr, mem, sizeof(hdr));
     if (xf->geometry(ws->ds[m->dataset_id], &m->xform, &r->out, &err) < 0 ||
-        ring_check(mem, m->total_size, &err) < 0 ||
-        ((struct ring_hdr *)mem)->sample_bytes != r->out.sample_bytes) {
+        ring_check(&hdr, m->total_size, &err) < 0 || hdr.sample_bytes != r->out.sample_bytes ||
+        ring_geometry(hdr.depth, hdr.batch, hdr.sample_bytes, &r->g, &err) < 0) {
         log_warn("worker: ring %u does not match its transform: %s", m->ring_id, err.msg);
         munmap(mem, m->total_size);
         goto fail;
@@ -223,9 +230,15 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
         return n;
     }
     rng_stream_init(&rng, r->p.seed, (uint32_t)epoch, idx);
-    n = xf->apply(ds, &r->p.xform, ws->decoded, (size_t)n, &rng, dst, &r->out, why, &err);
+    n = xf->apply(ds, &r->p.xform, ws->decoded, (size_t)n, &rng, &ws->xc, dst, &r->out, why,
+                  &err);
     t2 = clock_ns();
     ws->c.transform_ns += t2 - t1;
+    /* the stages inside the transform (xform_ctx), for STATS */
+    ws->c.image_ns += ws->xc.decode_ns;
+    ws->c.resize_ns += ws->xc.resize_ns;
+    ws->c.write_ns += ws->xc.write_ns;
+    ws->xc.decode_ns = ws->xc.resize_ns = ws->xc.write_ns = 0;
     if (n < 0) {
         log_warn("worker: sample %llu: %s", (unsigned long long)idx, err.msg);
         return n;
@@ -293,7 +306,6 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     struct io_req reqs[WIRE_JOB_MAX];
     struct dataset_loc locs[WIRE_JOB_MAX];
     int loc_ok[WIRE_JOB_MAX];
-    struct ring_hdr *h;
     struct ring_slot *slot;
     struct ring_sample *meta;
     uint8_t *data;
@@ -306,16 +318,17 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         snprintf(done.reason, sizeof(done.reason), "ring %u is not mapped", job->ring_id);
         goto out;
     }
-    h = r->mem;
-    if (job->slot >= h->depth || job->count > WIRE_JOB_MAX ||
-        job->first + job->count > h->batch || job->chunk >= RING_MAX_CHUNKS) {
+    if (job->slot >= r->g.depth || job->count > WIRE_JOB_MAX ||
+        job->first + job->count > r->g.batch || job->chunk >= RING_MAX_CHUNKS) {
         done.status = WIRE_NO_RING;
         snprintf(done.reason, sizeof(done.reason), "job out of the ring's bounds");
         goto out;
     }
-    slot = ring_slot(r->mem, job->slot);
+    /* placed by the checked geometry, never by the shared header */
+    slot = (struct ring_slot *)((char *)r->mem + RING_HDR_SIZE +
+                                (uint64_t)job->slot * r->g.slot_stride);
     meta = ring_samples(slot);
-    data = ring_slot_data(r->mem, job->slot);
+    data = (uint8_t *)slot + r->g.meta_size;
 
     /* 1. locate every record and read them all in one submission */
     for (uint32_t j = 0; j < job->count; j++) {
@@ -360,7 +373,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     for (uint32_t j = 0; j < job->count; j++) {
         const struct wire_sample *ws_s = &job->samples[j];
         uint32_t at = job->first + j;
-        uint8_t *dst = data + (uint64_t)at * h->sample_bytes;
+        uint8_t *dst = data + (uint64_t)at * r->g.sample_bytes;
         enum wire_bad why = BAD_READ;
         int32_t label = 0;
         int rc = -EIO;
@@ -430,6 +443,10 @@ static int parse_args(struct wstate *ws, int argc, char **argv, pid_t *parent)
 
             if (!eq || ws->nds >= MAX_DATASETS)
                 return -EINVAL;
+            if (eq[1] == '\0') { /* "-=": an empty catalogue slot (catalog.c) */
+                ws->ds[ws->nds++] = NULL;
+                continue;
+            }
             if (dataset_open(eq + 1, &ws->ds[ws->nds], &err) < 0) {
                 log_error("worker: dataset %s: %s", argv[i], err.msg);
                 return -EINVAL;
@@ -449,9 +466,9 @@ static uint64_t data_bytes(const struct wstate *ws)
     uint64_t total = 0;
 
     for (uint32_t i = 0; i < ws->nds; i++) {
-        const struct dataset_info *info = dataset_info(ws->ds[i]);
+        const struct dataset_info *info = ws->ds[i] ? dataset_info(ws->ds[i]) : NULL;
 
-        for (uint32_t k = 0; k < info->shards; k++) {
+        for (uint32_t k = 0; info && k < info->shards; k++) {
             struct dataset_shard_info si;
 
             if (dataset_shard_info(ws->ds[i], k, &si) == 0)

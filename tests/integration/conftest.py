@@ -90,12 +90,31 @@ def ctl(sock, *args, check=True, json_out=False):
     return json.loads(r.stdout) if json_out and r.returncode == 0 else r
 
 
+def connect_unix(path, timeout):
+    """A connected AF_UNIX stream socket with timeout set.  A connect that
+    finds the daemon's listen backlog full (EAGAIN: a socket with a timeout
+    is non-blocking underneath) is tried again until timeout has passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(path)
+            return s
+        except BlockingIOError:
+            s.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+        except BaseException:
+            s.close()
+            raise
+
+
 def raw_request(sock, data, timeout=10.0):
     """Sends bytes on a fresh control connection; returns all reply bytes
     until the daemon has answered and gone quiet."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock)
+    with connect_unix(sock, timeout) as s:
         s.sendall(data)
         s.shutdown(socket.SHUT_WR)
         chunks = []
@@ -173,6 +192,22 @@ class Daemon:
                 continue
         return kids
 
+    def group_pids(self):
+        """pids of live (not zombie) processes in the daemon's process group:
+        the daemon and its workers, even after they were reparented."""
+        found = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.proc.pid and fields[0] != "Z":
+                found.append(int(d))
+        return found
+
     def rss_kb(self, pid=None):
         pid = pid or self.proc.pid
         with open(f"/proc/{pid}/status") as f:
@@ -235,6 +270,12 @@ def run_read(sock, dataset, batch=256, epochs=1, extra=(), timeout=300, dump=Non
     if r.returncode == 0:
         out = json.loads(r.stdout.strip().splitlines()[-1])
     return out, r
+
+
+def read_dump_rows(path):
+    """Lines of a --dump-indices file: list of (epoch, seq, index, label, flags)."""
+    with open(path) as f:
+        return [tuple(int(x) for x in line.split()) for line in f]
 
 
 def read_dump(path):
