@@ -26,11 +26,16 @@
  * last *delivered*, not the last released: the caller still has the held
  * ones and must not see them twice.
  *
+ * Handing back.  rf_release and rf_cuda_copy_release take the oldest batch
+ * not yet handed back, released + ho.n_pend; while copies are pending
+ * (handoff.c) releases queue behind them and go to the daemon in order.
+ *
  * Invariants (client_check(), run in debug builds after every transition):
  *   released <= delivered; delivered - released <= RING_MAX_DEPTH;
  *   ATTACHED => conn mapped and conn.first <= delivered;
  *   retired rings are ordered, each holds at least one unreleased batch,
- *   and together with the live ring they cover [released, delivered).
+ *   and together with the live ring they cover [released, delivered);
+ *   the hand-off queue holds batches released .. released + n_pend - 1.
  */
 #include <assert.h>
 #include <errno.h>
@@ -81,6 +86,9 @@ static void client_check(const struct rf_client *c)
     }
     assert(at <= c->delivered);
     assert(c->n_old == 0 || !c->conn.hdr || c->first >= at);
+    assert(c->ho.n_pend <= c->delivered - c->released);
+    for (unsigned i = 0; i < c->ho.n_pend; i++)
+        assert(c->ho.pend[i].n == c->released + i);
 #else
     (void)c;
 #endif
@@ -162,6 +170,7 @@ static void adopt(struct rf_client *c, const struct client_conn *cn)
     c->batches_per_epoch = cn->hdr->batches_per_epoch;
     c->said = 0;
     c->state = CLIENT_ATTACHED;
+    client_handoff_mapped(c);
 }
 
 /* Enters CLIENT_DEAD with code; the message is already in c->err. */
@@ -186,6 +195,8 @@ static void lose(struct rf_client *c)
         };
         c->conn.hdr = NULL; /* the retired ring owns the mapping now */
     }
+    if (c->conn.hdr)
+        client_handoff_unmapping(c, c->conn.hdr);
     client_conn_close(&c->conn);
     c->lost = c->err;
     rf_err_set(&c->attempt, -ECONNREFUSED, "none yet");
@@ -336,6 +347,15 @@ static int next(struct rf_client *c, struct rf_batch *b, int timeout_ms, int64_t
     int64_t deadline = timeout_ms < 0 ? -1 : t0 + (int64_t)timeout_ms * 1000000;
     int rc;
 
+    /* batches whose copies are done go back first (handoff.c); at the
+     * limit of held batches, wait for the oldest copy rather than fail */
+    if (c->ho.n_pend) {
+        rc = client_handoff_drain(c, 0, -1);
+        if (rc == 0 && c->depth && c->delivered - c->released >= c->depth - 1)
+            rc = client_handoff_drain(c, 1, deadline);
+        if (rc < 0)
+            return rc;
+    }
     if (c->state == CLIENT_DEAD)
         return c->dead_err;
     if (c->depth && c->delivered - c->released >= c->depth - 1)
@@ -419,51 +439,104 @@ static int release_live(struct rf_client *c, uint64_t g)
     }
 }
 
-int rf_release(struct rf_client *c, const struct rf_batch *b)
+int client_check_handback(struct rf_client *c, const struct rf_batch *b, const char *what)
 {
-    uint64_t n;
-    struct client_ring r;
-    int live, rc = 0;
+    uint64_t n = c->released + c->ho.n_pend; /* the oldest not handed back */
+    struct ring_hdr *hdr = NULL;
+    uint64_t first = 0;
 
-    if (!c || !b)
-        return -EINVAL;
-    n = c->released;
     if (n == c->delivered)
         return rf_err_set(&c->err, -EINVAL,
-                          "rf_release: batch %" PRIu64 " released but no batch is held",
+                          "%s: batch %" PRIu64 " released but no batch is held", what,
                           b->stream_seq);
     if (b->stream_seq != n)
         return rf_err_set(&c->err, -EINVAL,
-                          "rf_release: batch %" PRIu64 " released out of order: the "
+                          "%s: batch %" PRIu64 " released out of order: the "
                           "oldest held batch is %" PRIu64 "; release batches in the "
                           "order rf_next returned them",
-                          b->stream_seq, n);
-    live = c->conn.hdr && n >= c->first;
-    if (!live && c->n_old == 0)
-        return rf_err_set(&c->err, -EINVAL, "rf_release: batch %" PRIu64 " has no ring", n);
-    if (live)
-        r = (struct client_ring){.hdr = c->conn.hdr, .first = c->first};
-    else
-        r = c->old[0]; /* releases go in order: the oldest retired ring */
-    if (b->slot != (n - r.first) % r.hdr->depth ||
-        b->data != ring_slot_data(r.hdr, b->slot))
+                          what, b->stream_seq, n);
+    if (c->conn.hdr && n >= c->first) {
+        hdr = c->conn.hdr;
+        first = c->first;
+    }
+    for (unsigned i = 0; !hdr && i < c->n_old; i++)
+        if (c->old[i].first <= n && n < c->old[i].end) {
+            hdr = c->old[i].hdr;
+            first = c->old[i].first;
+        }
+    if (!hdr)
+        return rf_err_set(&c->err, -EINVAL, "%s: batch %" PRIu64 " has no ring", what, n);
+    if (b->slot != (n - first) % hdr->depth || b->data != ring_slot_data(hdr, b->slot))
         return rf_err_set(&c->err, -EINVAL,
-                          "rf_release: batch %" PRIu64 " is not the one this client "
+                          "%s: batch %" PRIu64 " is not the one this client "
                           "delivered (slot %u)",
-                          n, b->slot);
-    if (live) {
-        rc = release_live(c, n - r.first);
-    } else if (n + 1 == r.end) {
-        munmap(r.hdr, r.size);
-        c->n_old--;
-        memmove(&c->old[0], &c->old[1], c->n_old * sizeof(c->old[0]));
+                          what, n, b->slot);
+    return 0;
+}
+
+int client_release_oldest(struct rf_client *c)
+{
+    uint64_t n = c->released;
+    struct client_ring r;
+    int rc = 0;
+
+    if (c->conn.hdr && n >= c->first) {
+        rc = release_live(c, n - c->first);
+    } else if (c->n_old) {
+        r = c->old[0]; /* releases go in order: the oldest retired ring */
+        if (n + 1 == r.end) {
+            client_handoff_unmapping(c, r.hdr);
+            munmap(r.hdr, r.size);
+            c->n_old--;
+            memmove(&c->old[0], &c->old[1], c->n_old * sizeof(c->old[0]));
+        }
+    } else {
+        return rf_err_set(&c->err, -EINVAL, "rf_release: batch %" PRIu64 " has no ring", n);
     }
     c->released++;
     client_check(c);
     return rc;
 }
 
-void rf_get_stats(const struct rf_client *c, struct rf_stats *s)
+int rf_release(struct rf_client *c, const struct rf_batch *b)
+{
+    int rc;
+
+    if (!c || !b)
+        return -EINVAL;
+    rc = client_check_handback(c, b, "rf_release");
+    if (rc < 0)
+        return rc;
+    if (c->ho.n_pend == 0)
+        return client_release_oldest(c);
+    rc = client_handoff_queue(c, NULL); /* behind the copies still running */
+    if (rc == 0)
+        rc = client_handoff_drain(c, 0, -1);
+    return rc;
+}
+
+/*
+ * rf_get_stats has two versions (the glibc way): programs built against
+ * 0.1 pass the 0.1 struct, which ends at `depth`, and get that much
+ * (rf_get_stats_v01, bound to rf_get_stats@RINGFEED_0.1); programs built
+ * against 0.2 get the whole struct (rf_get_stats_v02, the default
+ * rf_get_stats@@RINGFEED_0.2).  Both names stay local (ringfeed.map).
+ */
+struct rf_stats_v01 {
+    uint64_t batches;
+    uint64_t samples;
+    double wait_seconds;
+    double between_seconds;
+    uint64_t reconnects;
+    uint64_t batches_per_epoch;
+    uint32_t depth;
+};
+_Static_assert(offsetof(struct rf_stats, depth) == offsetof(struct rf_stats_v01, depth),
+               "rf_stats grows at its end only");
+
+void rf_get_stats_v02(const struct rf_client *c, struct rf_stats *s);
+__attribute__((symver("rf_get_stats@@RINGFEED_0.2")))
+void rf_get_stats_v02(const struct rf_client *c, struct rf_stats *s)
 {
     if (!c) {
         memset(s, 0, sizeof(*s));
@@ -472,12 +545,24 @@ void rf_get_stats(const struct rf_client *c, struct rf_stats *s)
     *s = c->st;
     s->batches_per_epoch = c->batches_per_epoch;
     s->depth = c->depth;
+    client_handoff_stats(c, s);
+}
+
+void rf_get_stats_v01(const struct rf_client *c, struct rf_stats_v01 *s);
+__attribute__((symver("rf_get_stats@RINGFEED_0.1")))
+void rf_get_stats_v01(const struct rf_client *c, struct rf_stats_v01 *s)
+{
+    struct rf_stats all;
+
+    rf_get_stats_v02(c, &all);
+    memcpy(s, &all, sizeof(*s));
 }
 
 void rf_close(struct rf_client *c)
 {
     if (!c)
         return;
+    client_handoff_close(c);
     client_conn_close(&c->conn);
     for (unsigned i = 0; i < c->n_old; i++)
         munmap(c->old[i].hdr, c->old[i].size);

@@ -11,6 +11,9 @@
  *             descriptors, check the memfd and the eventfd, map the ring
  *   attach_line.c  the ATTACH request line and the parse of its reply
  *   wait.c    waiting for one slot: spin, futex, ring state, socket liveness
+ *   handoff.c the CUDA hand-off: pinning mappings, copies whose completion
+ *             releases their slot, in order (rf_cuda_*, rf_poll)
+ *   pin_cuda.c / pin_none.c  the GPU runtime under handoff.c (pin.h)
  *
  * Stream numbers.  The caller sees one stream numbered from 0 at rf_open()
  * (struct rf_batch.stream_seq) that runs on across reconnects.  Each ring
@@ -59,6 +62,36 @@ struct client_attach_args {
     uint64_t epoch, seq;        /* first batch wanted */
 };
 
+/* handoff.c's state.  Batch numbers are the caller's stream numbers. */
+#define CLIENT_NOTE_MAX 160     /* rf_stats.pin_note */
+
+struct client_pin {             /* a registered mapping */
+    void *base;
+    size_t size;
+    int ours;                   /* we registered it, so we unregister it */
+};
+
+struct client_pending {         /* a batch handed back, slot not yet released */
+    uint64_t n;
+    void *ev;                   /* its copy's event; NULL: an rf_release
+                                   queued behind earlier copies */
+};
+
+struct client_handoff {
+    int want;                   /* rf_cuda_register was called: pin every
+                                   mapping from now on */
+    int probe;                  /* 0 not probed, 1 a device answered, or the
+                                   probe's negative errno */
+    struct client_pin pins[RING_MAX_DEPTH + 1];
+    unsigned n_pins;
+    struct client_pending pend[RING_MAX_DEPTH]; /* oldest first */
+    unsigned n_pend;
+    void *spare[RING_MAX_DEPTH]; /* events to reuse */
+    unsigned n_spare;
+    uint64_t copies;
+    char note[CLIENT_NOTE_MAX];
+};
+
 enum client_state {
     CLIENT_ATTACHED,     /* conn is live, ring.hdr mapped */
     CLIENT_RECONNECTING, /* the daemon went away; retrying with backoff */
@@ -100,6 +133,9 @@ struct rf_client {
     struct rf_err attempt;      /* why the last attempt failed */
     int dead_err;               /* CLIENT_DEAD: what rf_next returns */
 
+    /* the CUDA hand-off (handoff.c) */
+    struct client_handoff ho;
+
     /* statistics */
     struct rf_stats st;
     int64_t last_return_ns;     /* when rf_next last returned; 0: never */
@@ -138,5 +174,32 @@ void client_conn_close(struct client_conn *cn);
 #define CLIENT_GONE 1 /* the daemon went away: reconnect */
 
 int client_wait(struct rf_client *c, int64_t deadline_ns);
+
+/* client.c, for handoff.c */
+
+/* Checks that b is the oldest batch not yet handed back (released or
+ * pending); 0 or -EINVAL with the message in c->err, `what` naming the
+ * caller's function. */
+int client_check_handback(struct rf_client *c, const struct rf_batch *b, const char *what);
+/* Releases batch c->released to the daemon (or drops its retired ring). */
+int client_release_oldest(struct rf_client *c);
+
+/* handoff.c, for client.c */
+
+/* c->conn was just mapped: registers it when pinning is wanted. */
+void client_handoff_mapped(struct rf_client *c);
+/* base is about to be unmapped: unregisters it if it was registered. */
+void client_handoff_unmapping(struct rf_client *c, void *base);
+/* Releases, in order, the pending batches whose copies are done.  With
+ * wait, first waits for the oldest pending copy, until deadline_ns (-1:
+ * for as long as it takes); -ETIMEDOUT when it passed.  -EIO when a copy
+ * failed on the device (its slot is released all the same). */
+int client_handoff_drain(struct rf_client *c, int wait, int64_t deadline_ns);
+/* Queues the release of batch released + n_pend behind the pending ones
+ * (plain rf_release of a batch while copies are pending). */
+int client_handoff_queue(struct rf_client *c, void *ev);
+/* Waits for every pending copy and unregisters every mapping (rf_close). */
+void client_handoff_close(struct rf_client *c);
+void client_handoff_stats(const struct rf_client *c, struct rf_stats *s);
 
 #endif

@@ -3,8 +3,10 @@
  * socket's path and the process's rank and world size.
  *
  * Socket: the option, else $RINGFEED_SOCKET, else
- * $XDG_RUNTIME_DIR/ringfeed.sock, else /run/ringfeed/ringfeed.sock (the
- * system service's socket).  Empty variables count as unset.
+ * $XDG_RUNTIME_DIR/ringfeed.sock when that exists, else
+ * /run/ringfeed/ringfeed.sock (the system service's socket).  A user's own
+ * daemon listens in XDG_RUNTIME_DIR; in a login session where none does,
+ * the system daemon is the one meant.  Empty variables count as unset.
  *
  * Rank and world follow torchrun (RANK, WORLD_SIZE; LOCAL_RANK only names
  * the GPU and is not read here), then Open MPI (OMPI_COMM_WORLD_RANK,
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "strnum.h"
@@ -44,9 +47,10 @@ int client_socket_path(const char *opt, char *out, size_t cap, struct rf_err *er
     } else if ((dir = env("RINGFEED_SOCKET"))) {
         from = "$RINGFEED_SOCKET";
         n = snprintf(out, cap, "%s", dir);
-    } else if ((dir = env("XDG_RUNTIME_DIR"))) {
+    } else if ((dir = env("XDG_RUNTIME_DIR")) &&
+               (n = snprintf(out, cap, "%s/ringfeed.sock", dir)) >= 0 && (size_t)n < cap &&
+               access(out, F_OK) == 0) {
         from = "$XDG_RUNTIME_DIR/ringfeed.sock";
-        n = snprintf(out, cap, "%s/ringfeed.sock", dir);
     } else {
         from = "the default";
         n = snprintf(out, cap, "%s", DEFAULT_SOCKET);

@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define RF_VERSION_MAJOR 0
-#define RF_VERSION_MINOR 1
+#define RF_VERSION_MINOR 2
 
 struct rf_client;
 
@@ -119,6 +119,13 @@ struct rf_stats {
     uint64_t reconnects;
     uint64_t batches_per_epoch;
     uint32_t depth;
+    /* 0.2: the CUDA hand-off (rf_cuda_register, rf_cuda_copy_release) */
+    int32_t pinned;          /* 1: the live ring is registered with
+                                cudaHostRegister, so copies from it are DMA */
+    uint32_t copies_pending; /* batches handed to rf_cuda_copy_release whose
+                                copy has not been seen complete yet */
+    uint64_t cuda_copies;    /* batches handed to rf_cuda_copy_release */
+    char pin_note[160];      /* one line: why the ring is or is not pinned */
 };
 
 /* Fills o with the defaults noted in struct rf_options. */
@@ -148,8 +155,10 @@ int rf_open(const struct rf_options *o, struct rf_client **out);
 int rf_next(struct rf_client *c, struct rf_batch *b, int timeout_ms);
 
 /*
- * Hands the oldest held batch back to the daemon.  b must be that batch;
- * otherwise -EINVAL and nothing changes.
+ * Hands the oldest held batch back to the daemon.  b must be that batch
+ * (the oldest not yet handed back by this or rf_cuda_copy_release);
+ * otherwise -EINVAL and nothing changes.  While copies of earlier batches
+ * are pending, it takes effect right after theirs.
  */
 int rf_release(struct rf_client *c, const struct rf_batch *b);
 
@@ -171,6 +180,56 @@ const char *rf_last_error(const struct rf_client *c);
  * NULL and 0 while not attached.  A reconnect maps a new ring: the base
  * changes (rf_stats.reconnects counts them). */
 void *rf_ring_base(const struct rf_client *c, size_t *size);
+
+/*
+ * The CUDA hand-off (since 0.2).  A batch goes to the GPU with one copy
+ * from the ring, and its slot goes back to the daemon when that copy is
+ * done, not when the training step that uses it ends:
+ *
+ *     rf_next(c, &b, -1);
+ *     rf_cuda_copy_release(c, &b, dev_buf[k], copy_stream);
+ *     ... kernels on another stream wait for the copy (an event) ...
+ *
+ * Pinning.  rf_cuda_register() registers the whole ring mapping with
+ * cudaHostRegister (page aligned, portable), so those copies are DMA from
+ * pinned memory; every ring mapped after a reconnect is registered too, and
+ * a mapping is unregistered before it is unmapped.  rf_cuda_copy_release()
+ * calls it the first time.  A program that never asks pays for no CUDA
+ * context.  When registration fails, copies still work, from pageable
+ * memory; rf_stats.pinned and pin_note say which.  Without a device, or in
+ * a libringfeed built without CUDA, these calls fail (-ENODEV, -ENOTSUP)
+ * and change nothing: read the slot on the CPU and rf_release() it.
+ */
+
+/* Registers the live ring (and every later one) with cudaHostRegister.
+ * Returns 0 when it is pinned (also when the caller had registered it
+ * already: then the caller unregisters it), -ENOTSUP (built without CUDA),
+ * -ENODEV (no usable device) or -EIO (the runtime refused: copies will be
+ * from pageable memory); rf_last_error() and rf_stats.pin_note say why. */
+int rf_cuda_register(struct rf_client *c);
+
+/*
+ * Copies the oldest batch not yet handed back (b, as rf_next returned it)
+ * to dst_device, count * sample_bytes bytes, asynchronously on the caller's
+ * cudaStream_t (passed as void *; NULL is the legacy default stream), and
+ * hands the batch back: its slot is released to the daemon once the copy
+ * has completed, which rf_next() and rf_poll() notice (releases stay in
+ * order; rf_next() waits for the oldest copy rather than fail with
+ * -ENOBUFS).  After this call b is no longer the caller's: do not read it.
+ * The caller orders its kernels after the copy on its own (an event
+ * recorded on the stream after this call).  Returns 0; -EINVAL when b is
+ * not the oldest batch held; -ENOTSUP or -ENODEV as rf_cuda_register; -EIO
+ * when the runtime refused the copy.  On failure nothing changed: b is
+ * still held and may be read and rf_release()d.
+ */
+int rf_cuda_copy_release(struct rf_client *c, const struct rf_batch *b,
+                         void *dst_device, void *cuda_stream);
+
+/* Releases, in order, the batches whose rf_cuda_copy_release copy has
+ * completed, without waiting.  Returns how many copies are still pending
+ * (0 when none), or a negative errno (-EIO: a copy failed on the device;
+ * its slot was released anyway). */
+int rf_poll(struct rf_client *c);
 
 #ifdef __cplusplus
 }

@@ -194,6 +194,10 @@ int kn_stream_create(struct kn_ctx *ctx, struct kn_stream **out);
 int kn_stream_wrap(struct kn_ctx *ctx, void *cuda_stream,
                    struct kn_stream **out);
 void kn_stream_destroy(struct kn_stream *s);
+/* The stream's cudaStream_t as void *, for another CUDA user on the same
+ * stream (libringfeed's rf_cuda_copy_release); NULL on the CPU.  s NULL:
+ * the context's own stream.  The handle stays the stream's owner's. */
+void *kn_stream_native(struct kn_ctx *ctx, struct kn_stream *s);
 /* Waits for all work enqueued on s. */
 int kn_stream_sync(struct kn_stream *s);
 /* Makes later work on s wait for ev (recorded on any stream). */

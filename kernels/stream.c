@@ -53,6 +53,14 @@ void kn_stream_destroy(struct kn_stream *s)
     free(s);
 }
 
+void *kn_stream_native(struct kn_ctx *ctx, struct kn_stream *s)
+{
+    if (!ctx)
+        return NULL;
+    s = kn_stream_of(ctx, s);
+    return s ? s->handle : NULL;
+}
+
 int kn_stream_sync(struct kn_stream *s)
 {
     if (!s)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_daemon.h"
 #include "ringfeed.h"
@@ -146,11 +147,25 @@ static void socket_path(void)
                 line, sizeof(line));
     TAP_OK(rc == -EBUSY && line[0], "RINGFEED_SOCKET names the socket");
 
-    snprintf(env, sizeof(env), "XDG_RUNTIME_DIR=%s", g_fake.dir);
+    /* XDG_RUNTIME_DIR/ringfeed.sock is used when it exists (a link to the
+     * fake daemon's socket here) ... */
+    {
+        char link[300];
+
+        snprintf(link, sizeof(link), "%s/ringfeed.sock", g_fake.dir);
+        TAP_OK(symlink(g_fake.path, link) == 0, "  link ringfeed.sock to the fake daemon");
+        snprintf(env, sizeof(env), "XDG_RUNTIME_DIR=%s", g_fake.dir);
+        rc = attach((const char *[]){env, "RINGFEED_SOCKET=", NULL}, -1, -1, NULL, NULL, line,
+                    sizeof(line));
+        TAP_OK(rc == -EBUSY && line[0], "XDG_RUNTIME_DIR/ringfeed.sock names the socket");
+        unlink(link);
+    }
+
+    /* ... and otherwise the system daemon's socket is meant */
     rc = attach((const char *[]){env, "RINGFEED_SOCKET=", NULL}, -1, -1, NULL, NULL, line,
                 sizeof(line));
-    TAP_IS_INT(rc, -ENOENT, "XDG_RUNTIME_DIR: looks for ringfeed.sock there");
-    TAP_OK(strstr(g_msg, "ringfeed.sock") && strstr(g_msg, g_fake.dir), "  message names the path");
+    TAP_OK(rc < 0 && strstr(g_msg, "/run/ringfeed/ringfeed.sock"),
+           "XDG_RUNTIME_DIR without ringfeed.sock: the system socket");
 
     rc = attach(NULL, -1, -1, NULL, NULL, line, sizeof(line));
     TAP_OK(rc < 0 && strstr(g_msg, "/run/ringfeed/ringfeed.sock"),
@@ -159,10 +174,10 @@ static void socket_path(void)
     memset(longdir, 'd', sizeof(longdir) - 1);
     longdir[0] = '/';
     longdir[sizeof(longdir) - 1] = '\0';
-    snprintf(env, sizeof(env), "XDG_RUNTIME_DIR=%s", longdir);
+    snprintf(env, sizeof(env), "RINGFEED_SOCKET=%s", longdir);
     rc = attach((const char *[]){env, NULL}, -1, -1, NULL, NULL, line, sizeof(line));
     TAP_IS_INT(rc, -ENAMETOOLONG, "too long a socket path: -ENAMETOOLONG");
-    TAP_OK(strstr(g_msg, "$XDG_RUNTIME_DIR/ringfeed.sock") && strstr(g_msg, "RINGFEED_SOCKET"),
+    TAP_OK(strstr(g_msg, "$RINGFEED_SOCKET") && strstr(g_msg, "RINGFEED_SOCKET"),
            "  message says where it came from and what to do");
 }
 

@@ -101,6 +101,9 @@ static void check_streams(struct kn_ctx *ctx)
     TAP_IS_INT(kn_stream_create(ctx, &s), 0, "stream create");
     TAP_IS_INT(kn_stream_wrap(ctx, &dummy, &w), -ENOTSUP,
                "the cpu backend wraps no CUDA stream");
+    TAP_OK(kn_stream_native(ctx, s) == NULL && kn_stream_native(ctx, NULL) == NULL &&
+           kn_stream_native(NULL, s) == NULL,
+           "kn_stream_native: no cudaStream_t on the cpu backend");
     TAP_IS_INT(kn_event_create(ctx, &e0), 0, "event create");
     TAP_IS_INT(kn_event_create(ctx, &e1), 0, "event create");
     TAP_IS_INT(kn_event_elapsed_ms(e0, e1, &ms), -EINVAL,

@@ -265,7 +265,10 @@ static void check_overlap(struct kn_ctx *g, struct kn_ctx *c)
         src[i] = (uint8_t)(ku_mix(i) >> 40);
     TAP_IS_INT(cudaStreamCreate(&mine), 0, "cudaStreamCreate");
     TAP_IS_INT(kn_stream_wrap(g, mine, &comp), 0, "wrap a caller's stream");
+    TAP_OK(kn_stream_native(g, comp) == (void *)mine,
+           "kn_stream_native gives the wrapped cudaStream_t back");
     TAP_IS_INT(kn_stream_create(g, &cp), 0, "copy stream");
+    TAP_OK(kn_stream_native(g, cp) != NULL, "  and a created stream's");
     kn_event_create(g, &ready);
     kn_buf_alloc(g, cnt, &dsrc);
     kn_buf_alloc(g, cnt * 4, &dout);

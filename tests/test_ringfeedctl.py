@@ -155,9 +155,14 @@ def main():
 
     r = ctl("ping", environ={**env, "RINGFEED_SOCKET": path})
     ok(r.returncode == 0 and r.stdout == "pong\n", "RINGFEED_SOCKET is the default", r)
+    os.symlink(path, os.path.join(tmp, "ringfeed.sock"))
     r = ctl("ping", environ={**env, "XDG_RUNTIME_DIR": tmp})
-    ok(r.returncode == 1 and os.path.join(tmp, "ringfeed.sock") in r.stderr,
-       "else $XDG_RUNTIME_DIR/ringfeed.sock", r.stderr)
+    ok(r.returncode == 0 and r.stdout == "pong\n",
+       "else $XDG_RUNTIME_DIR/ringfeed.sock when it exists", r)
+    os.unlink(os.path.join(tmp, "ringfeed.sock"))
+    r = ctl("ping", environ={**env, "XDG_RUNTIME_DIR": tmp})
+    ok(r.returncode == 1 and "/run/ringfeed/ringfeed.sock" in r.stderr,
+       "else the system socket /run/ringfeed/ringfeed.sock", r.stderr)
 
     # usage errors: exit 2, nothing sent
     sent = len(fake.lines)

@@ -1,0 +1,176 @@
+/*
+ * train.h - ringfeed-train's internals, shared by its files:
+ *
+ *   ringfeed-train.c  options, the two rings, the epoch table and JSON
+ *   train_loop.c      the loop: take a batch from a ring, move it to the
+ *                     backend (one DMA on CUDA, in place on the CPU), run
+ *                     the step, time it; evaluation passes
+ *   train_step.c      the step on backend memory: normalize, forward,
+ *                     backward, SGD with a cosine lr and gradient
+ *                     accumulation; no ring in sight (its unit test,
+ *                     tests/test_train_step.c, drives it directly)
+ *
+ * Names carry the prefix tr_.
+ */
+#ifndef RINGFEED_EXAMPLES_TRAIN_H
+#define RINGFEED_EXAMPLES_TRAIN_H
+
+#include <stdint.h>
+
+#include "kernels.h"
+#include "ringfeed.h"
+
+#define TR_CLASSES 10
+#define TR_WARMUP_STEPS 10     /* first steps left out of the timings */
+
+/* What the step needs to know: the model and the optimizer. */
+struct tr_config {
+    enum kn_backend backend;
+    enum kn_dtype precision;
+    uint32_t batch;            /* largest micro-batch of training */
+    uint32_t eval_batch;       /* largest batch of evaluation */
+    uint32_t accum;            /* micro-batches per SGD update, >= 1 */
+    float lr;                  /* peak lr; cosine-decayed to 0 */
+    float momentum;
+    float weight_decay;
+    uint64_t seed;             /* initial weights */
+    uint64_t total_steps;      /* SGD updates the cosine spans */
+    /* the samples: c x h x w uint8 in layout, normalized with mean/std */
+    uint32_t c, h, w;
+    enum kn_layout layout;
+    float mean, std;
+    /* the loop's: copy batches into backend buffers even on the CPU (the
+     * CUDA path's code, run where there is no device) */
+    int copy_batches;
+};
+
+/* The step's state: a context, the model, and the buffers of one batch.
+ * Buffers are backend memory (device memory on CUDA). */
+struct tr_step {
+    struct tr_config cfg;
+    struct kn_ctx *ctx;
+    struct kn_model *model;
+    struct kn_stream *compute; /* the steps' stream (CPU: a placeholder) */
+    uint32_t in;               /* c*h*w */
+    void *x;                   /* [max batch][in] normalized, model precision */
+    uint64_t step;             /* SGD updates made */
+    uint32_t micro;            /* micro-batches accumulated since the last */
+    char err[512];
+};
+
+/*
+ * Opens a context on cfg->backend and creates the 784-512-256-10 MLP
+ * (input c*h*w) and its buffers.  Returns 0, or a negative errno with the
+ * reason in t->err; tr_step_close() either way.
+ */
+int tr_step_open(struct tr_step *t, const struct tr_config *cfg);
+void tr_step_close(struct tr_step *t);
+
+/* The lr of SGD update number `step` of `total`: lr * (1 + cos(pi step /
+ * total)) / 2, so the first update uses lr and the last nearly 0. */
+float tr_lr(float lr, uint64_t step, uint64_t total);
+
+/* Whether micro-batch seq of an epoch of bpe batches ends an accumulation
+ * group: every accum-th, and the epoch's last. */
+int tr_group_ends(uint64_t seq, uint64_t bpe, uint32_t accum);
+
+/* SGD updates in an epoch of bpe batches. */
+uint64_t tr_updates_per_epoch(uint64_t bpe, uint32_t accum);
+
+/*
+ * A step in two halves, so the CPU can hand a ring slot back as soon as it
+ * has read it.  tr_step_input normalizes n samples of raw (uint8, backend
+ * memory; on the CPU any host memory, such as a ring slot, finished with
+ * when the call returns) into t->x, enqueued on t->compute.  n is checked
+ * against the training or evaluation batch (eval != 0).
+ */
+int tr_step_input(struct tr_step *t, const uint8_t *raw, uint32_t n, int eval);
+
+/* Then one micro-batch of training on t->x: forward and backward adding
+ * to the gradient and, with apply, the SGD update at tr_lr(step).
+ * labels: [n] int32 in backend memory.  0 or a negative errno (t->err). */
+int tr_step_learn(struct tr_step *t, const int32_t *labels, uint32_t n, int apply);
+
+/* Or an evaluation of t->x (kn_eval, no gradient).  A label of -1
+ * (padding) counts in kn_metrics.bad_labels and nowhere else. */
+int tr_step_score(struct tr_step *t, const int32_t *labels, uint32_t n);
+
+/* tr_step_input then tr_step_learn. */
+int tr_step_train(struct tr_step *t, const uint8_t *raw, const int32_t *labels, uint32_t n,
+                  int apply);
+
+/* Reads and resets a phase's running metrics (waits for the stream). */
+int tr_step_metrics(struct tr_step *t, enum kn_phase phase, struct kn_metrics *out);
+
+/* ---- train_loop.c ---------------------------------------------------- */
+
+/* One epoch's figures.  Times are means per timed step (steps after the
+ * first TR_WARMUP_STEPS of the run), in milliseconds. */
+struct tr_epoch {
+    uint64_t epoch;            /* 1-based */
+    uint64_t samples, batches, updates;
+    double seconds;            /* training wall time (no evaluation) */
+    double loss, acc;          /* training: running mean loss, accuracy */
+    double test_loss, test_acc;
+    uint64_t test_samples;     /* evaluated, padding left out */
+    double wait_ms;            /* in rf_next */
+    double h2d_ms;             /* the copy to the device (0 on the CPU) */
+    double compute_ms;         /* normalize + forward + backward + SGD */
+    uint64_t timed;
+};
+
+/* A step's timing events (one set per step parity). */
+struct tr_timing {
+    struct kn_event *c0, *c1, *k0, *k1;
+    int pending;               /* recorded, not yet read */
+    int copied;                /* c0 and c1 were recorded */
+    int timed;                 /* counts (past the warm-up) */
+    double wait_s;
+};
+
+struct tr_loop {
+    struct tr_step st;
+    struct rf_client *train, *eval;
+    uint64_t bpe, eval_bpe;    /* batches per epoch of each ring */
+    size_t sample_bytes;
+    int copying;               /* copy batches over (CUDA, or asked for) */
+    /* copying: double-buffered backend input, host label staging, events */
+    struct kn_stream *copy;
+    uint8_t *raw[2];
+    int32_t *lab[2];           /* backend memory */
+    int32_t *hlab;             /* host: labels gathered from the slot */
+    struct kn_event *copied[2], *consumed[2];
+    struct tr_timing tm[2];
+    unsigned k;                /* the input buffer of the next batch */
+    uint64_t steps;            /* micro-batches run */
+    /* the epoch's sums over timed steps */
+    double sum_wait, sum_h2d, sum_compute;
+    uint64_t n_timed;
+    struct rf_batch first;     /* the train ring's first batch, taken at */
+    int have_first;            /* open for its geometry; the first step's */
+    double first_wait;
+    int fallback;              /* rf_cuda_copy_release failed: plain copies */
+    char note[256];            /* how batches reach the backend */
+    char err[768];
+};
+
+/*
+ * Opens the step on the geometry of the train ring's first batch (which
+ * it takes with rf_next and keeps for the first step) and sets up the
+ * backend buffers.  cfg's geometry fields are filled here.  Returns 0 or a
+ * negative errno with L->err; tr_loop_close() either way.
+ */
+int tr_loop_open(struct tr_loop *L, struct rf_client *train, struct rf_client *eval,
+                 struct tr_config *cfg);
+void tr_loop_close(struct tr_loop *L);
+
+/* Trains one epoch (all of the ring's batches for it, or until
+ * max_updates SGD updates have been made in all, 0: no limit) and fills
+ * the training half of *e.  Returns 0, or 1 when max_updates was reached,
+ * or a negative errno with L->err. */
+int tr_loop_epoch(struct tr_loop *L, uint64_t max_updates, struct tr_epoch *e);
+
+/* One pass over the eval ring's next epoch; fills test_* of *e. */
+int tr_loop_eval(struct tr_loop *L, struct tr_epoch *e);
+
+#endif
