@@ -5,6 +5,18 @@
  * (or --dataset flags) lists.  The main process opens each dataset once at
  * start-up to validate it and learn its size and shape; it never decodes a
  * record.  Workers open the same folders themselves.
+ *
+ * Streams and workers name a dataset by its index in the catalogue, so an
+ * index never changes meaning while anything may still use it.  A reload
+ * (catalog_reload) therefore never moves an entry:
+ *   - an added dataset takes a free slot (a hole) or the next index, and
+ *     the pool restarts its workers so they know it;
+ *   - a removed one is "retired": no longer offered to ATTACH or listed by
+ *     DATASETS, but still open for the clients attached to it;
+ *   - once no client uses a retired entry (catalog_sweep, after every
+ *     detach) it is closed and becomes a hole: workers are started with
+ *     "-=" in its place (an empty slot) until a later dataset takes it.
+ * A dataset whose folder changes is a removal plus an addition.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,7 +28,8 @@
 
 int catalog_open(struct daemon *d)
 {
-    d->cat = calloc(d->cf.n_datasets ? d->cf.n_datasets : 1, sizeof(*d->cat));
+    /* room for every slot a reload may use, so entries never move */
+    d->cat = calloc(CONF_DATASETS_MAX, sizeof(*d->cat));
     if (!d->cat)
         return -ENOMEM;
     for (uint32_t i = 0; i < d->cf.n_datasets; i++) {
@@ -50,10 +63,24 @@ void catalog_close(struct daemon *d)
     d->ncat = 0;
 }
 
+bool catalog_offers(const struct daemon *d, uint32_t i)
+{
+    return i < d->ncat && d->cat[i].ds && !d->cat[i].retired;
+}
+
+uint32_t catalog_offered(const struct daemon *d)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < d->ncat; i++)
+        n += catalog_offers(d, i);
+    return n;
+}
+
 int catalog_find(const struct daemon *d, const char *name)
 {
     for (uint32_t i = 0; i < d->ncat; i++)
-        if (strcmp(d->cat[i].name, name) == 0)
+        if (catalog_offers(d, i) && strcmp(d->cat[i].name, name) == 0)
             return (int)i;
     return -ENOENT;
 }
@@ -64,10 +91,152 @@ void catalog_names(const struct daemon *d, char *buf, size_t cap)
 
     buf[0] = '\0';
     for (uint32_t i = 0; i < d->ncat && len < cap; i++) {
-        int n = snprintf(buf + len, cap - len, "%s%s", i ? " " : "", d->cat[i].name);
+        int n;
 
+        if (!catalog_offers(d, i))
+            continue;
+        n = snprintf(buf + len, cap - len, "%s%s", len ? " " : "", d->cat[i].name);
         if (n < 0)
             break;
         len += (size_t)n;
     }
+}
+
+/* Clients attached to entry i now. */
+static uint32_t entry_users(const struct daemon *d, uint32_t i)
+{
+    struct sched_client c;
+    uint32_t n = 0;
+
+    for (const struct stream *st = sched_client_next(d, NULL, &c); st;
+         st = sched_client_next(d, st, &c))
+        n += c.dataset_id == i;
+    return n;
+}
+
+/* Turns entry i into a hole: closed, its quarantined samples forgotten. */
+static void make_hole(struct daemon *d, uint32_t i)
+{
+    uint32_t kept = 0;
+
+    dataset_close(d->cat[i].ds);
+    for (uint32_t q = 0; q < d->nquarantine; q++)
+        if (d->quarantine[q].dataset_id != i)
+            d->quarantine[kept++] = d->quarantine[q];
+    d->nquarantine = kept;
+    memset(&d->cat[i], 0, sizeof(d->cat[i]));
+    snprintf(d->cat[i].name, sizeof(d->cat[i].name), "-"); /* workers read "-=" */
+}
+
+void catalog_sweep(struct daemon *d)
+{
+    for (uint32_t i = 0; i < d->ncat; i++) {
+        if (!d->cat[i].ds || !d->cat[i].retired || entry_users(d, i) > 0)
+            continue;
+        log_info("dataset %s (%s): removed by a reload and no client reads it now; closed",
+                 d->cat[i].name, d->cat[i].dir);
+        make_hole(d, i);
+    }
+    while (d->ncat > 0 && !d->cat[d->ncat - 1].ds)
+        d->ncat--;
+}
+
+/* The live (offered) entry called name, or -1. */
+static int find_live(const struct daemon *d, const char *name)
+{
+    int i = catalog_find(d, name);
+
+    return i < 0 ? -1 : i;
+}
+
+int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err)
+{
+    struct dataset *opened[CONF_DATASETS_MAX] = { 0 };
+    int revive[CONF_DATASETS_MAX];
+    uint32_t free_slots = 0, need = 0;
+    int rc = 0;
+
+    *added = false;
+    /* 1. what each configured dataset needs: nothing, a revival, or opening */
+    for (unsigned k = 0; k < nc->n_datasets; k++) {
+        const struct conf_dataset *cd = &nc->datasets[k];
+        int i = find_live(d, cd->name);
+
+        revive[k] = -1;
+        if (i >= 0 && strcmp(d->cat[i].dir, cd->dir) == 0)
+            continue;
+        for (uint32_t j = 0; j < d->ncat && i < 0; j++)
+            if (d->cat[j].ds && d->cat[j].retired && strcmp(d->cat[j].name, cd->name) == 0 &&
+                strcmp(d->cat[j].dir, cd->dir) == 0)
+                revive[k] = (int)j;
+        if (revive[k] >= 0)
+            continue;
+        need++;
+    }
+    for (uint32_t j = 0; j < CONF_DATASETS_MAX; j++)
+        free_slots += j >= d->ncat || !d->cat[j].ds;
+    if (need > free_slots)
+        return rf_err_set(err, -E2BIG,
+                          "%u new dataset(s) but only %u free catalogue slot(s): datasets a "
+                          "reload removed stay until their clients detach",
+                          need, free_slots);
+    /* 2. open the new ones; any failure leaves the catalogue as it was */
+    for (unsigned k = 0; k < nc->n_datasets; k++) {
+        const struct conf_dataset *cd = &nc->datasets[k];
+        int i = find_live(d, cd->name);
+
+        if ((i >= 0 && strcmp(d->cat[i].dir, cd->dir) == 0) || revive[k] >= 0)
+            continue;
+        rc = dataset_open(cd->dir, &opened[k], err);
+        if (rc < 0) {
+            rf_err_prefix(err, "dataset.%s", cd->name);
+            for (unsigned j = 0; j < k; j++)
+                dataset_close(opened[j]);
+            return rc;
+        }
+    }
+    /* 3. commit: retire what is gone (or moved), revive, place the new */
+    for (uint32_t i = 0; i < d->ncat; i++) {
+        const struct conf_dataset *cd;
+
+        if (!catalog_offers(d, i))
+            continue;
+        cd = conf_find_dataset(nc, d->cat[i].name);
+        if (cd && strcmp(cd->dir, d->cat[i].dir) == 0)
+            continue;
+        d->cat[i].retired = true;
+        log_info("dataset %s (%s): removed by the reload; %u attached client(s) keep reading "
+                 "it until they detach",
+                 d->cat[i].name, d->cat[i].dir, entry_users(d, i));
+    }
+    for (unsigned k = 0; k < nc->n_datasets; k++) {
+        const struct conf_dataset *cd = &nc->datasets[k];
+        struct catalog_entry *e;
+        const struct dataset_info *info;
+        uint32_t slot = 0;
+
+        if (revive[k] >= 0) {
+            d->cat[revive[k]].retired = false;
+            log_info("dataset %s: offered again", cd->name);
+            continue;
+        }
+        if (!opened[k])
+            continue;
+        while (slot < d->ncat && d->cat[slot].ds)
+            slot++;
+        e = &d->cat[slot];
+        memset(e, 0, sizeof(*e));
+        snprintf(e->name, sizeof(e->name), "%s", cd->name);
+        snprintf(e->dir, sizeof(e->dir), "%s", cd->dir);
+        e->ds = opened[k];
+        if (slot == d->ncat)
+            d->ncat++;
+        *added = true;
+        info = dataset_info(e->ds);
+        log_info("dataset %s: %s, %llu samples of %s, %u classes (added by the reload)",
+                 e->name, e->dir, (unsigned long long)info->samples,
+                 dataset_kind_name(info->kind), info->classes);
+    }
+    catalog_sweep(d);
+    return 0;
 }

@@ -56,7 +56,8 @@ struct job {
 struct catalog_entry {
     char name[65];
     char dir[4096];
-    struct dataset *ds;
+    struct dataset *ds;        /* NULL: a hole (catalog.c) */
+    bool retired;              /* a reload removed it; clients still read it */
 };
 
 struct worker {
@@ -121,6 +122,8 @@ struct daemon {
     struct wire_quarantine *quarantine; /* every sample quarantined */
     uint32_t nquarantine;
     uint64_t conn_total, conn_open, bad_requests;
+    uint64_t conn_denied;      /* peers refused by the access rule (server.c) */
+    uint64_t reloads, reload_failures;
 
     bool stopping;
 };
@@ -133,6 +136,14 @@ void catalog_close(struct daemon *d);
 int catalog_find(const struct daemon *d, const char *name);
 /* The names, space separated, for error messages. */
 void catalog_names(const struct daemon *d, char *buf, size_t cap);
+/* Is entry i offered to ATTACH (open, not removed by a reload)? */
+bool catalog_offers(const struct daemon *d, uint32_t i);
+uint32_t catalog_offered(const struct daemon *d);
+/* Applies a reloaded config's datasets (see catalog.c); *added says the
+ * workers must restart to learn new ones.  On error nothing changed. */
+int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err);
+/* Closes removed datasets no client reads any more. */
+void catalog_sweep(struct daemon *d);
 
 /* pool.c */
 int pool_start(struct daemon *d);
@@ -146,6 +157,13 @@ void pool_forget_ring(struct daemon *d, struct stream *st);
 void pool_quarantine(struct daemon *d, uint32_t dataset_id, uint64_t index);
 /* Sums the counters of live and gone workers. */
 void pool_totals(const struct daemon *d, struct wire_counters *out);
+/* Retires every worker after its current jobs and starts new ones (with
+ * the catalogue and settings as they are now): a reload's restart. */
+void pool_roll(struct daemon *d);
+/* Applies watchdog-sec as d->cf says now. */
+void pool_reconfigure(struct daemon *d);
+/* Sends sig to every worker process still running. */
+void pool_signal_all(struct daemon *d, int sig);
 
 /* sched.c */
 int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **out,
@@ -182,6 +200,18 @@ struct sched_info {
     uint32_t id, depth;
 };
 void sched_info(const struct stream *st, struct sched_info *si);
+/* What METRICS and the catalogue read of one attached client. */
+struct sched_client {
+    uint32_t id, dataset_id;
+    const char *dataset, *name;    /* name: "" when the client gave none */
+    uint32_t rank, world, batch, depth;
+    uint64_t batches, samples, waited_ns, ready, inflight, ring_bytes;
+    bool locked, failed;
+};
+/* The attached clients in turn: prev NULL gives the first; returns NULL
+ * past the last.  *out describes the one returned. */
+const struct stream *sched_client_next(const struct daemon *d, const struct stream *prev,
+                                       struct sched_client *out);
 
 /* server.c */
 int server_start(struct daemon *d);
@@ -189,6 +219,28 @@ void server_stop(struct daemon *d);
 void server_close_all(struct daemon *d);
 /* Closes a client's connection (and so detaches its stream). */
 void server_kick(void *conn, const char *why);
+/* Applies socket-mode and socket-group again (a reload). */
+void server_reconfigure(struct daemon *d);
+
+/* service.c: systemd notifications (sdnotify.h) and the stop deadline */
+void service_init(struct daemon *d);
+/* The pool changed (a worker said HELLO): READY=1 once all are up. */
+void service_pool_changed(struct daemon *d);
+void service_reloading(struct daemon *d);
+void service_reload_failed(struct daemon *d, const char *why);
+/* STOPPING=1; SIGKILLs workers left after a deadline; closes its timers. */
+void service_stopping(struct daemon *d);
+void service_exit(void);
+
+/* reload.c: SIGHUP */
+void reload_init(struct daemon *d);
+void reload_close(struct daemon *d);
+
+/* main.c: the config as the command line and --config file give it now
+ * (flags over file, defaults filled in).  Returns 0 or -errno with err. */
+int daemon_load_config(struct conf *out, struct rf_err *err);
+/* The --config file, or NULL. */
+const char *daemon_config_path(void);
 
 /* stats.c: the STATS lines; returns the number of lines written to buf. */
 int stats_format(struct daemon *d, char *buf, size_t cap, size_t *len);

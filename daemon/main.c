@@ -11,8 +11,12 @@
  * a quarter of physical memory.
  *
  * Runs in the foreground and logs to stderr.  SIGINT and SIGTERM stop it:
- * clients are told through their rings, workers are ended, the socket file
- * it created is removed.
+ * clients are told through their rings, workers are ended (SIGKILLed
+ * after a few seconds if they linger, service.c), the socket file it
+ * created is removed.  SIGHUP reloads the --config file, flags still
+ * overriding it (reload.c).  Under systemd it speaks sd_notify (READY,
+ * RELOADING, STOPPING, STATUS, WATCHDOG) and takes a socket-activated
+ * listener (service.c, sdnotify.h, systemd/ringfeedd.service).
  *
  * The same binary is the worker: "ringfeedd --worker ..." (worker.c).
  */
@@ -113,6 +117,53 @@ static void default_socket(char *out, size_t cap)
         snprintf(out, cap, "/run/ringfeed/ringfeed.sock");
 }
 
+/* The command line, kept for reloads: the --config file and the flags. */
+static const char *config_file;
+static struct conf flag_conf;
+
+const char *daemon_config_path(void)
+{
+    return config_file;
+}
+
+int daemon_load_config(struct conf *out, struct rf_err *err)
+{
+    int rc;
+
+    conf_defaults(out);
+    if (config_file) {
+        char *buf = NULL;
+        size_t len = 0;
+
+        rc = read_file(config_file, &buf, &len, err);
+        if (rc == 0) {
+            rc = conf_parse(buf, len, out, err);
+            if (rc < 0)
+                rf_err_prefix(err, "%s", config_file);
+        }
+        free(buf);
+        if (rc < 0)
+            return rc;
+    }
+    rc = conf_merge(out, &flag_conf, err);
+    if (rc < 0)
+        return rc;
+    if (!conf_is_set(out, CONF_SOCKET))
+        default_socket(out->socket, sizeof(out->socket));
+    if (!out->workers) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+        out->workers = n < 1 ? 1 : n > POOL_MAX ? POOL_MAX : (uint32_t)n;
+    }
+    if (!out->memory_budget) {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+
+        out->memory_budget = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 4
+                                                    : (1ull << 30);
+    }
+    return 0;
+}
+
 /* Parses flags and the config file into d->cf; returns 0, 1 (exit 0) or -1. */
 static int configure(struct daemon *d, int argc, char **argv)
 {
@@ -127,12 +178,12 @@ static int configure(struct daemon *d, int argc, char **argv)
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
-    struct conf flags;
+    struct conf *flags = &flag_conf;
     const char *config = NULL;
     struct rf_err err;
     int opt;
 
-    conf_defaults(&flags);
+    conf_defaults(flags);
     conf_defaults(&d->cf);
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         const char *key = NULL;
@@ -165,7 +216,7 @@ static int configure(struct daemon *d, int argc, char **argv)
         case 'V': printf("ringfeedd %s\n", RINGFEED_VERSION); return 1;
         default: usage(stderr); return -1;
         }
-        if (conf_set(&flags, key, value, &err) < 0) {
+        if (conf_set(flags, key, value, &err) < 0) {
             fprintf(stderr, "ringfeedd: --%s %s: %s\n", opt == 'd' ? "dataset" : key, optarg,
                     err.msg);
             return -1;
@@ -176,35 +227,10 @@ static int configure(struct daemon *d, int argc, char **argv)
         usage(stderr);
         return -1;
     }
-    if (config) {
-        char *buf = NULL;
-        size_t len = 0;
-        int rc = read_file(config, &buf, &len, &err);
-
-        if (rc == 0)
-            rc = conf_parse(buf, len, &d->cf, &err);
-        free(buf);
-        if (rc < 0) {
-            fprintf(stderr, "ringfeedd: %s: %s\n", config, err.msg);
-            return -1;
-        }
-    }
-    if (conf_merge(&d->cf, &flags, &err) < 0) {
+    config_file = config;
+    if (daemon_load_config(&d->cf, &err) < 0) {
         fprintf(stderr, "ringfeedd: %s\n", err.msg);
         return -1;
-    }
-    if (!conf_is_set(&d->cf, CONF_SOCKET))
-        default_socket(d->cf.socket, sizeof(d->cf.socket));
-    if (!d->cf.workers) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-        d->cf.workers = n < 1 ? 1 : n > POOL_MAX ? POOL_MAX : (uint32_t)n;
-    }
-    if (!d->cf.memory_budget) {
-        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-
-        d->cf.memory_budget = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 4
-                                                     : (1ull << 30);
     }
     log_threshold = (enum log_level)d->cf.log_level;
     if (d->cf.n_datasets == 0)
@@ -232,9 +258,11 @@ static void on_stop_signal(uv_signal_t *h, int signum)
         return;
     log_info("signal %d: stopping", signum);
     d->stopping = true;
+    service_stopping(d);
     server_stop(d);
     server_close_all(d);
     pool_stop(d);
+    reload_close(d);
     uv_close((uv_handle_t *)&sigint_h, NULL);
     uv_close((uv_handle_t *)&sigterm_h, NULL);
 }
@@ -278,6 +306,9 @@ int main(int argc, char **argv)
     uv_loop_init(&loop);
     loop.data = &d;
     d.loop = &loop;
+    /* reads (and unsets) NOTIFY_SOCKET and WATCHDOG_*; server_start takes
+     * LISTEN_FDS: both before pool_start, so no worker inherits them */
+    service_init(&d);
     if (server_start(&d) < 0) {
         catalog_close(&d);
         uv_loop_close(&loop);
@@ -292,6 +323,7 @@ int main(int argc, char **argv)
     uv_signal_start(&sigint_h, on_stop_signal, SIGINT);
     uv_signal_init(&loop, &sigterm_h);
     uv_signal_start(&sigterm_h, on_stop_signal, SIGTERM);
+    reload_init(&d);
     log_info("ringfeedd %s: %u worker(s), %u dataset(s), ring budget %llu bytes",
              RINGFEED_VERSION, d.cf.workers, d.ncat, (unsigned long long)d.cf.memory_budget);
 
@@ -302,6 +334,7 @@ int main(int argc, char **argv)
         log_debug("loop closed with handles open: %s", uv_strerror(rc));
     catalog_close(&d);
     free(d.quarantine);
+    service_exit();
     log_info("stopped");
     return 0;
 }

@@ -48,6 +48,8 @@ static void add_counters(struct wire_counters *a, const struct wire_counters *b)
     a->decode_ns += b->decode_ns;
     a->transform_ns += b->transform_ns;
     a->write_ns += b->write_ns;
+    a->image_ns += b->image_ns;
+    a->resize_ns += b->resize_ns;
     for (int i = 0; i < WIRE_BAD_KINDS; i++)
         a->bad[i] += b->bad[i];
     a->substituted += b->substituted;
@@ -221,6 +223,8 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
     case WIRE_HELLO: {
         struct wire_hello m;
 
+        if (len == sizeof(m) && w->state == W_RETIRING && w->ninflight == 0)
+            break; /* retired before it said hello (a shrink or a reload): RETIRE is queued */
         if (len != sizeof(m) || w->state != W_STARTING) {
             worker_kill(w, "sent a bad HELLO");
             return;
@@ -242,6 +246,7 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
         w->state = W_READY;
         log_debug("worker %d (pid %d) ready, io %s", w->index, (int)w->pid, w->io_backend);
         pool_dispatch(d);
+        service_pool_changed(d);
         break;
     }
     case WIRE_DONE: {
@@ -600,4 +605,48 @@ void pool_stop(struct daemon *d)
     }
     if (d->pool.alive == 0 && !uv_is_closing((uv_handle_t *)&d->pool.respawn_timer))
         uv_close((uv_handle_t *)&d->pool.respawn_timer, NULL);
+}
+
+void pool_roll(struct daemon *d)
+{
+    struct pool *p = &d->pool;
+    uint32_t n = 0;
+
+    if (d->stopping)
+        return;
+    for (unsigned i = 0; i < POOL_MAX; i++) {
+        struct worker *w = &p->w[i];
+
+        if ((w->state != W_STARTING && w->state != W_READY) || w->exited)
+            continue;
+        w->state = W_RETIRING;
+        n++;
+        if (w->ninflight == 0) {
+            struct wire_retire r = { .type = WIRE_RETIRE };
+
+            if (send_msg(w, &r, sizeof(r), -1) < 0)
+                worker_kill(w, "cannot retire it");
+        }
+    }
+    log_info("restarting the workers: %u retire after their current jobs, %u start", n,
+             p->target);
+    pool_resize(d, p->target);
+}
+
+void pool_reconfigure(struct daemon *d)
+{
+    if (d->cf.watchdog_sec && !uv_is_active((uv_handle_t *)&d->pool.watchdog_timer))
+        uv_timer_start(&d->pool.watchdog_timer, on_watchdog_timer, 1000, 1000);
+    else if (!d->cf.watchdog_sec)
+        uv_timer_stop(&d->pool.watchdog_timer);
+}
+
+void pool_signal_all(struct daemon *d, int sig)
+{
+    for (unsigned i = 0; i < POOL_MAX; i++) {
+        struct worker *w = &d->pool.w[i];
+
+        if (w->state != W_EMPTY && w->proc_open && !w->exited)
+            uv_process_kill(&w->proc, sig);
+    }
 }

@@ -6,6 +6,17 @@
  * prefixed "ringfeed_"), type and help text (METRICS).  Per-worker and
  * per-client lines follow with the worker's or client's number in the name
  * (workers.<i>.<field>, clients.<id>.<field>).
+ *
+ * METRICS is the Prometheus text exposition format (version 0.0.4): per
+ * family one "# HELP" and one "# TYPE" line, then its samples, families
+ * never interleaved.  Names match [a-zA-Z_:][a-zA-Z0-9_:]*; every counter
+ * ends in _total (a STATS name's leading "total." is dropped so it does
+ * not say total twice: total.batches is ringfeed_batches_total).  Workers
+ * and clients are labelled samples of shared families:
+ *     ringfeed_worker_jobs_total{worker="0"} 812
+ *     ringfeed_client_batches_total{client="3",dataset="fmnist",name="",rank="0"} 120
+ * Label values are escaped as the format says (\\, \", \n); HELP text
+ * too (\\, \n).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -53,6 +64,12 @@ static double bad_total(struct daemon *d)
       d->clients_killed)                                                                 \
     X("connections.open", "gauge", "Control connections open", d->conn_open)             \
     X("connections.total", "counter", "Control connections accepted", d->conn_total)     \
+    X("connections.denied", "counter", "Control connections refused by the access rule", \
+      d->conn_denied)                                                                    \
+    X("reloads", "counter", "Configuration reloads (SIGHUP)", d->reloads)               \
+    X("reloads.failed", "counter", "Reloads refused, the running config kept",          \
+      d->reload_failures)                                                                \
+    X("datasets", "gauge", "Datasets offered to clients", catalog_offered(d))           \
     X("requests.errors", "counter", "Requests answered with ERR", d->bad_requests)       \
     X("jobs.queued", "gauge", "Jobs waiting for a worker", d->queued)                    \
     X("total.batches", "counter", "Batches published", d->batches)                       \
@@ -67,6 +84,12 @@ static double bad_total(struct daemon *d)
       (double)totals(d).decode_ns / 1e9)                                                 \
     X("time.transform_seconds", "counter", "Worker time transforming samples",          \
       (double)totals(d).transform_ns / 1e9)                                              \
+    X("time.image_decode_seconds", "counter", "Worker time decoding JPEGs (in transform)",  \
+      (double)totals(d).image_ns / 1e9)                                                  \
+    X("time.resize_seconds", "counter", "Worker time resampling images (in transform)",  \
+      (double)totals(d).resize_ns / 1e9)                                                 \
+    X("time.write_seconds", "counter", "Worker time writing samples to slots (in transform)", \
+      (double)totals(d).write_ns / 1e9)                                                  \
     X("errors.bad_samples", "counter", "Bad samples (all reasons)", bad_total(d))        \
     X("errors.bad.read", "counter", "Bad samples: read failed", totals(d).bad[BAD_READ]) \
     X("errors.bad.checksum", "counter", "Bad samples: checksum mismatch",               \
@@ -173,25 +196,172 @@ int stats_format(struct daemon *d, char *buf, size_t cap, size_t *len)
     return lines + n;
 }
 
+/* ringfeed_<dotted name, '.' as '_'>, counters ending in _total. */
+static void prom_name(char *out, size_t cap, const char *dotted, bool counter)
+{
+    size_t n;
+
+    if (counter && strncmp(dotted, "total.", 6) == 0)
+        dotted += 6;
+    snprintf(out, cap, "ringfeed_%s", dotted);
+    for (char *p = out; *p; p++)
+        if (*p == '.')
+            *p = '_';
+    n = strlen(out);
+    if (counter && (n < 6 || strcmp(out + n - 6, "_total") != 0))
+        snprintf(out + n, cap - n, "_total");
+}
+
+/* Writes s with each byte in esc escaped: '\\' -> \\\\, '"' -> \\", LF -> \\n. */
+static int put_escaped(char *buf, size_t cap, size_t *len, const char *s, const char *esc)
+{
+    for (; *s; s++) {
+        int rc;
+
+        if (*s == '\n')
+            rc = put(buf, cap, len, "\\n");
+        else if (strchr(esc, *s))
+            rc = put(buf, cap, len, "\\%c", *s);
+        else
+            rc = put(buf, cap, len, "%c", *s);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int family(char *buf, size_t cap, size_t *len, const char *name, const char *type,
+                  const char *help)
+{
+    if (put(buf, cap, len, "# HELP %s ", name) < 0 || put_escaped(buf, cap, len, help, "\\") < 0)
+        return -1;
+    return put(buf, cap, len, "\n# TYPE %s %s\n", name, type);
+}
+
+/* name{k1="v1",k2="v2",...} value; labels are NULL-terminated key, value pairs. */
+static int sample(char *buf, size_t cap, size_t *len, const char *name, double value,
+                  const char *const *labels)
+{
+    char v[40];
+
+    if (put(buf, cap, len, "%s", name) < 0)
+        return -1;
+    for (unsigned i = 0; labels && labels[i]; i += 2) {
+        if (put(buf, cap, len, "%s%s=\"", i ? "," : "{", labels[i]) < 0 ||
+            put_escaped(buf, cap, len, labels[i + 1], "\\\"") < 0 || put(buf, cap, len, "\"") < 0)
+            return -1;
+    }
+    fmt_value(v, sizeof(v), value);
+    return put(buf, cap, len, "%s %s\n", labels && labels[0] ? "}" : "", v);
+}
+
+/* Per-worker families: one sample per worker slot in use. */
+static int worker_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
+{
+    static const char *const states[] = { "empty", "starting", "ready", "retiring" };
+    static const struct {
+        const char *name, *help;
+    } fams[] = {
+        { "ringfeed_worker_info", "A worker process: its pid, state and I/O backend (value 1)" },
+        { "ringfeed_worker_jobs_total", "Jobs this worker process ran" },
+        { "ringfeed_worker_samples_total", "Samples this worker process wrote" },
+        { "ringfeed_worker_bytes_read_total", "Bytes this worker process read from shards" },
+        { "ringfeed_worker_busy_seconds_total", "Time this worker process spent on jobs" },
+        { "ringfeed_worker_io_seconds_total", "Time this worker process spent reading" },
+        { "ringfeed_worker_decode_seconds_total", "Time this worker process spent decompressing" },
+        { "ringfeed_worker_transform_seconds_total", "Time this worker process spent transforming" },
+    };
+
+    for (unsigned f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
+        if (family(buf, cap, len, fams[f].name, f == 0 ? "gauge" : "counter", fams[f].help) < 0)
+            return -1;
+        for (unsigned i = 0; i < POOL_MAX; i++) {
+            const struct worker *w = &d->pool.w[i];
+            char idx[16], pid[16];
+            const char *info[] = { "worker", idx, "pid", pid, "state", states[w->state],
+                                   "io", w->io_backend[0] ? w->io_backend : "unknown", NULL };
+            const char *plain[] = { "worker", idx, NULL };
+            double v[] = { 1, (double)w->c.jobs, (double)w->c.samples, (double)w->c.bytes_read,
+                           (double)w->c.busy_ns / 1e9, (double)w->c.io_ns / 1e9,
+                           (double)w->c.decode_ns / 1e9, (double)w->c.transform_ns / 1e9 };
+
+            if (w->state == W_EMPTY)
+                continue;
+            snprintf(idx, sizeof(idx), "%u", i);
+            snprintf(pid, sizeof(pid), "%d", (int)w->pid);
+            if (sample(buf, cap, len, fams[f].name, v[f], f == 0 ? info : plain) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Per-client families: one sample per attached client. */
+static int client_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fams[] = {
+        { "ringfeed_client_batches_total", "counter", "Batches published to this client" },
+        { "ringfeed_client_samples_total", "counter", "Samples published to this client" },
+        { "ringfeed_client_waited_seconds_total", "counter",
+          "Time this client had consumed everything and waited on the daemon" },
+        { "ringfeed_client_ready_batches", "gauge", "Batches ready in the ring, not yet released" },
+        { "ringfeed_client_inflight_batches", "gauge", "Batches being produced for this client" },
+        { "ringfeed_client_ring_bytes", "gauge", "Size of this client's ring" },
+        { "ringfeed_client_ring_locked", "gauge", "1 when this client's ring is locked in RAM" },
+        { "ringfeed_client_failed", "gauge", "1 when this client's stream has failed" },
+    };
+
+    for (unsigned f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
+        struct sched_client c;
+
+        if (family(buf, cap, len, fams[f].name, fams[f].type, fams[f].help) < 0)
+            return -1;
+        for (const struct stream *st = sched_client_next(d, NULL, &c); st;
+             st = sched_client_next(d, st, &c)) {
+            char id[16], rank[16];
+            const char *labels[] = { "client", id, "dataset", c.dataset, "name", c.name,
+                                     "rank", rank, NULL };
+            double v[] = { (double)c.batches, (double)c.samples, (double)c.waited_ns / 1e9,
+                           (double)c.ready, (double)c.inflight, (double)c.ring_bytes,
+                           c.locked, c.failed };
+
+            snprintf(id, sizeof(id), "%u", c.id);
+            snprintf(rank, sizeof(rank), "%u", c.rank);
+            if (sample(buf, cap, len, fams[f].name, v[f], labels) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
+    size_t start = *len;
+    char prom[128];
     int lines = 0;
-    char v[40], prom[96];
 
+    {
+        const char *labels[] = { "version", RINGFEED_VERSION, "io_backend", d->pool.io_backend,
+                                 NULL };
+
+        if (family(buf, cap, len, "ringfeed_info", "gauge",
+                   "The daemon's version and I/O backend (value 1)") < 0 ||
+            sample(buf, cap, len, "ringfeed_info", 1, labels) < 0)
+            return -1;
+    }
 #define METRIC_LINES(name, type, help, expr)                                            \
-    snprintf(prom, sizeof(prom), "ringfeed_%s", name);                                  \
-    for (char *p = prom; *p; p++)                                                       \
-        if (*p == '.')                                                                  \
-            *p = '_';                                                                   \
-    if (strcmp(type, "counter") == 0 && !strstr(prom, "_total"))                        \
-        strcat(prom, "_total");                                                         \
-    fmt_value(v, sizeof(v), (double)(expr));                                            \
-    if (put(buf, cap, len, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", prom, help, prom,     \
-            type, prom, v) < 0)                                                         \
-        return -1;                                                                      \
-    lines += 3;
+    prom_name(prom, sizeof(prom), name, strcmp(type, "counter") == 0);                  \
+    if (family(buf, cap, len, prom, type, help) < 0 ||                                  \
+        sample(buf, cap, len, prom, (double)(expr), NULL) < 0)                          \
+        return -1;
     STATS_MAP(METRIC_LINES)
 #undef METRIC_LINES
+    if (worker_metrics(d, buf, cap, len) < 0 || client_metrics(d, buf, cap, len) < 0)
+        return -1;
+    for (size_t i = start; i < *len; i++)
+        lines += buf[i] == '\n';
     return lines;
 }
 
@@ -200,7 +370,8 @@ int stats_status_line(struct daemon *d, char *buf, size_t cap)
     return snprintf(buf, cap,
                     "ringfeedd %s: workers=%u/%u clients=%u datasets=%u batches=%llu "
                     "rings=%llu io=%s uptime=%.0fs%s",
-                    RINGFEED_VERSION, d->pool.alive, d->pool.target, d->nstreams, d->ncat,
+                    RINGFEED_VERSION, d->pool.alive, d->pool.target, d->nstreams,
+                    catalog_offered(d),
                     (unsigned long long)d->batches, (unsigned long long)d->mem_used,
                     d->pool.io_backend, uptime_s(d), d->stopping ? " stopping" : "");
 }

@@ -23,6 +23,8 @@ enum kind {
     K_LEVEL,   /* enum conf_log_level */
     K_IDS,     /* uint32_t[CONF_ALLOW_MAX] and its unsigned count */
     K_DATASET, /* dataset.NAME = DIR, into datasets[] */
+    K_MODE,    /* uint32_t file mode in octal, in min..max */
+    K_GROUP,   /* char[] group name or number, 1..max bytes */
 };
 
 struct keydef {
@@ -52,6 +54,8 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"max-bad-samples", CONF_MAX_BAD_SAMPLES, K_UINT, FIELD(max_bad_samples), 0, 0,
      UINT64_MAX},
     {"pixel-cap", CONF_PIXEL_CAP, K_UINT, FIELD(pixel_cap), 0, 1, CONF_PIXEL_CAP_MAX},
+    {"socket-mode", CONF_SOCKET_MODE, K_MODE, FIELD(socket_mode), 0, 0, CONF_SOCKET_MODE_MAX},
+    {"socket-group", CONF_SOCKET_GROUP, K_GROUP, FIELD(socket_group), 0, 1, CONF_GROUP_MAX},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
@@ -67,6 +71,7 @@ void conf_defaults(struct conf *c)
     c->watchdog_sec = 60;
     c->max_bad_samples = 1000;
     c->pixel_cap = 8192ull * 8192ull;
+    c->socket_mode = CONF_DEFAULT_SOCKET_MODE;
 }
 
 const char *conf_log_level_name(enum conf_log_level l)
@@ -142,6 +147,14 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         snprintf(buf, cap, "1 to %d comma-separated ids in 0..%llu", CONF_ALLOW_MAX,
                  (unsigned long long)k->max);
         return;
+    case K_MODE:
+        snprintf(buf, cap, "octal permission bits in 0..%llo, e.g. 0660",
+                 (unsigned long long)k->max);
+        return;
+    case K_GROUP:
+        snprintf(buf, cap, "a group name or number: 1 to %llu of A-Z a-z 0-9 . _ -, "
+                 "not starting with -", (unsigned long long)k->max);
+        return;
     }
     snprintf(buf, cap, "?");
 }
@@ -215,6 +228,38 @@ static int set_dataset(const struct keydef *k, struct conf *c, const char *key, 
     return 0;
 }
 
+/* Octal digits only ("660", "0660"), in min..max; -EINVAL otherwise. */
+static int parse_mode(const struct keydef *k, const char *v, uint32_t *out)
+{
+    uint64_t m = 0;
+    size_t i;
+
+    for (i = 0; v[i]; i++) {
+        if (v[i] < '0' || v[i] > '7' || i >= 6)
+            return -EINVAL;
+        m = m * 8 + (uint64_t)(v[i] - '0');
+    }
+    if (i == 0 || m < k->min || m > k->max)
+        return -EINVAL;
+    *out = (uint32_t)m;
+    return 0;
+}
+
+/* A group name or number as useradd and getgrnam take them. */
+static bool group_ok(const char *v, size_t len, size_t max)
+{
+    if (len < 1 || len > max || v[0] == '-')
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = v[i];
+
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
 /* Parses v for row k into c; the caller checked duplicates. */
 static int set_value(const struct keydef *k, struct conf *c, const char *key, const char *v,
                      struct rf_err *err)
@@ -255,6 +300,16 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
         return set_ids(k, c, key, v, err);
     case K_DATASET:
         return set_dataset(k, c, key, v, err);
+    case K_MODE:
+        if (parse_mode(k, v, (uint32_t *)field) < 0)
+            return bad_value(k, key, v, err);
+        return 0;
+    case K_GROUP:
+        if (!group_ok(v, vlen, k->max))
+            return bad_value(k, key, v, err);
+        memset(field, 0, k->width);
+        memcpy(field, v, vlen);
+        return 0;
     }
     return -EINVAL;
 }
@@ -465,7 +520,11 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
     v[0] = '\0';
     switch (k->kind) {
     case K_PATH:
+    case K_GROUP:
         snprintf(v, sizeof(v), "%s", field);
+        break;
+    case K_MODE:
+        snprintf(v, sizeof(v), "0%03o", *(const uint32_t *)field);
         break;
     case K_UINT:
         snprintf(v, sizeof(v), "%llu",
@@ -532,7 +591,8 @@ bool conf_equal(const struct conf *a, const struct conf *b)
     if (a->set != b->set || strcmp(a->socket, b->socket) != 0 || a->workers != b->workers ||
         a->memory_budget != b->memory_budget || a->log_level != b->log_level ||
         a->watchdog_sec != b->watchdog_sec || a->max_bad_samples != b->max_bad_samples ||
-        a->pixel_cap != b->pixel_cap || a->n_allow_uid != b->n_allow_uid ||
+        a->pixel_cap != b->pixel_cap || a->socket_mode != b->socket_mode ||
+        strcmp(a->socket_group, b->socket_group) != 0 || a->n_allow_uid != b->n_allow_uid ||
         a->n_allow_gid != b->n_allow_gid || a->n_datasets != b->n_datasets)
         return false;
     if (memcmp(a->allow_uid, b->allow_uid, a->n_allow_uid * sizeof(a->allow_uid[0])) != 0 ||
@@ -561,9 +621,11 @@ int conf_check_table(struct rf_err *err)
             return rf_err_set(err, -EINVAL, "config key %s: field is not 4 or 8 bytes", k->name);
         if (k->kind == K_UINT && k->width == sizeof(uint32_t) && k->max > UINT32_MAX)
             return rf_err_set(err, -EINVAL, "config key %s: range past its field", k->name);
-        if (k->kind == K_PATH && k->max >= k->width)
+        if ((k->kind == K_PATH || k->kind == K_GROUP) && k->max >= k->width)
             return rf_err_set(err, -EINVAL, "config key %s: path bound past its field",
                               k->name);
+        if (k->kind == K_MODE && (k->width != sizeof(uint32_t) || k->max > 07777))
+            return rf_err_set(err, -EINVAL, "config key %s: mode field or range", k->name);
         if (k->kind == K_IDS && k->width != CONF_ALLOW_MAX * sizeof(uint32_t))
             return rf_err_set(err, -EINVAL, "config key %s: list field size", k->name);
         for (int j = 0; j < i; j++)
@@ -575,7 +637,7 @@ int conf_check_table(struct rf_err *err)
     /* the defaults that have a value must read back as themselves */
     conf_defaults(&def);
     def.set = 1u << CONF_SOCKET | 1u << CONF_LOG_LEVEL | 1u << CONF_WATCHDOG_SEC |
-              1u << CONF_MAX_BAD_SAMPLES | 1u << CONF_PIXEL_CAP;
+              1u << CONF_MAX_BAD_SAMPLES | 1u << CONF_PIXEL_CAP | 1u << CONF_SOCKET_MODE;
     if (conf_format(&def, text, sizeof(text)) < 0)
         return rf_err_set(err, -EINVAL, "config defaults do not format");
     if (conf_parse(text, strlen(text), &back, err) < 0) {

@@ -17,6 +17,8 @@
  *     watchdog-sec  = 60
  *     max-bad-samples = 1000
  *     pixel-cap     = 67108864
+ *     socket-mode   = 0660
+ *     socket-group  = ringfeed
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -47,8 +49,10 @@
  *   allow-gid = LIST       CONF_ALLOW_MAX, blanks allowed around commas):
  *                          peers (SO_PEERCRED) whose uid, or whose gid, is
  *                          listed may use the socket, besides root and the
- *                          daemon's own user.  Neither set: the socket's
- *                          file mode alone decides.
+ *                          daemon's own user.  Neither set: members of the
+ *                          socket file's group (primary or supplementary)
+ *                          may, besides root and the daemon's own user.
+ *                          Anyone else is answered "ERR denied" and closed.
  *   watchdog-sec = N       seconds a worker may spend on one job before the
  *                          daemon kills it and hands the job to another;
  *                          0..86400, 0 turns the watchdog off.  Default 60.
@@ -60,6 +64,15 @@
  *                          (width x height), 1..2^32; larger ones count as
  *                          bad samples (a decompression-bomb guard).
  *                          Default 67108864 (8192 x 8192).
+ *   socket-mode = MODE     the control socket file's permission bits, in
+ *                          octal as chmod takes them (0..0777), applied
+ *                          when the daemon creates the socket itself (a
+ *                          socket-activated one keeps systemd's
+ *                          SocketMode=).  Default 0660.
+ *   socket-group = GROUP   the group (a name, or a number 0..4294967294)
+ *                          that owns the socket file the daemon creates;
+ *                          1..32 of [A-Za-z0-9._-], not starting with '-'.
+ *                          Not set: the daemon's own group.
  *
  * FLAGS OVER FILE
  *
@@ -89,6 +102,9 @@
 #define CONF_MEMORY_BUDGET_MIN (1ull << 20)
 #define CONF_WATCHDOG_SEC_MAX 86400
 #define CONF_PIXEL_CAP_MAX (1ull << 32)
+#define CONF_SOCKET_MODE_MAX 0777
+#define CONF_DEFAULT_SOCKET_MODE 0660
+#define CONF_GROUP_MAX 32          /* bytes of a socket-group name */
 
 /* The keys, in the order conf_format writes them; bits of conf->set. */
 enum conf_key {
@@ -102,6 +118,8 @@ enum conf_key {
     CONF_WATCHDOG_SEC,
     CONF_MAX_BAD_SAMPLES,
     CONF_PIXEL_CAP,
+    CONF_SOCKET_MODE,
+    CONF_SOCKET_GROUP,
     CONF_KEY_COUNT
 };
 
@@ -127,6 +145,8 @@ struct conf {
     uint32_t watchdog_sec;
     uint64_t max_bad_samples;
     uint64_t pixel_cap;
+    uint32_t socket_mode;            /* permission bits, 0..0777 */
+    char socket_group[CONF_GROUP_MAX + 1]; /* "" when not set */
     unsigned n_allow_uid, n_allow_gid;
     uint32_t allow_uid[CONF_ALLOW_MAX];
     uint32_t allow_gid[CONF_ALLOW_MAX];

@@ -76,6 +76,8 @@ static void test_table_and_defaults(void)
     TAP_IS_INT(c.watchdog_sec, 60, "default watchdog 60 s");
     TAP_IS_INT(c.max_bad_samples, 1000, "default max-bad-samples 1000");
     TAP_IS_INT(c.pixel_cap, 67108864, "default pixel cap 8192 x 8192");
+    TAP_IS_INT(c.socket_mode, 0660, "default socket mode 0660");
+    TAP_IS_STR(c.socket_group, "", "socket group unset (the daemon's own)");
     TAP_IS_INT(c.n_datasets + c.n_allow_uid + c.n_allow_gid, 0, "no datasets, no allow lists");
     TAP_IS_STR(conf_log_level_name(CONF_LOG_DEBUG), "debug", "level names");
     TAP_OK(conf_log_level_name(CONF_LOG_COUNT) == NULL, "level name out of range");
@@ -95,7 +97,9 @@ static void test_example(void)
         "allow-gid     = 2000\n"
         "watchdog-sec  = 60\n"
         "max-bad-samples = 1000\n"
-        "pixel-cap     = 67108864\n";
+        "pixel-cap     = 67108864\n"
+        "socket-mode   = 0660\n"
+        "socket-group  = ringfeed\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_IS_INT(c.set, (1u << CONF_KEY_COUNT) - 1, "every key set");
@@ -109,6 +113,8 @@ static void test_example(void)
     TAP_OK(c.n_allow_uid == 2 && c.allow_uid[0] == 1000 && c.allow_uid[1] == 1001,
            "allow-uid list");
     TAP_OK(c.n_allow_gid == 1 && c.allow_gid[0] == 2000, "allow-gid list");
+    TAP_IS_INT(c.socket_mode, 0660, "socket-mode");
+    TAP_IS_STR(c.socket_group, "ringfeed", "socket-group");
 }
 
 static void test_keys(void)
@@ -187,6 +193,30 @@ static void test_keys(void)
     one("pixel-cap", "4294967296", 1);
     one("pixel-cap", "0", 0);
     one("pixel-cap", "4294967297", 0);
+
+    one("socket-mode", "0660", 1);
+    TAP_IS_INT(c.socket_mode, 0660, "0660 is octal");
+    one("socket-mode", "666", 1);
+    TAP_IS_INT(c.socket_mode, 0666, "666 is octal too");
+    one("socket-mode", "0", 1);
+    one("socket-mode", "0777", 1);
+    one("socket-mode", "1777", 0);
+    one("socket-mode", "0778", 0);
+    one("socket-mode", "0o660", 0);
+    one("socket-mode", "rw-rw----", 0);
+    one("socket-mode", "0000660", 0);
+    one("socket-mode", "", 0);
+    expect_bad("socket-mode = 8\n", "mode message says octal", "socket-mode", "octal", NULL);
+    one("socket-group", "ringfeed", 1);
+    one("socket-group", "0", 1);
+    one("socket-group", "Video_2.x-y", 1);
+    one("socket-group", "-ringfeed", 0);
+    one("socket-group", "ring feed", 0);
+    one("socket-group", "grp:x", 0);
+    one("socket-group", "abcdefghijabcdefghijabcdefghijab", 1);
+    one("socket-group", "abcdefghijabcdefghijabcdefghijabc", 0);
+    expect_bad("socket-group = a/b\n", "group message says what is accepted", "socket-group",
+               "group name or number", NULL);
 
     one("socket", "/run/x.sock", 1);
     one("socket", "run/x.sock", 0);
@@ -391,13 +421,14 @@ static void test_format(void)
     expect_ok("socket = /run/a b.sock\ndataset.x = /d x\ndataset.y = /e\nworkers = 3\n"
               "memory-budget = 1536M\nlog-level = error\nallow-uid = 5, 6\n"
               "allow-gid = 0\nwatchdog-sec = 0\nmax-bad-samples = 18446744073709551615\n"
-              "pixel-cap = 4294967296\n",
+              "pixel-cap = 4294967296\nsocket-mode = 0606\nsocket-group = wheel\n",
               "a full config");
     n = conf_format(&c, buf, sizeof(buf));
     TAP_OK(n > 0 && conf_parse(buf, (size_t)n, &c2, &e) == 0 && conf_equal(&c, &c2),
            "format then parse gives the same config");
     TAP_OK(strstr(buf, "memory-budget = 1536M\n") != NULL, "sizes written with a suffix");
     TAP_OK(strstr(buf, "allow-uid = 5, 6\n") != NULL, "lists written with commas");
+    TAP_OK(strstr(buf, "socket-mode = 0606\n") != NULL, "modes written in octal");
 
     expect_ok("memory-budget = 1048577\n", "an odd budget");
     n = conf_format(&c, buf, sizeof(buf));
@@ -422,6 +453,12 @@ static void test_format(void)
     c2 = c;
     c2.set |= 1u << CONF_PIXEL_CAP;
     TAP_OK(!conf_equal(&c, &c2), "a set bit differs");
+    c2 = c;
+    c2.socket_mode = 0600;
+    TAP_OK(!conf_equal(&c, &c2), "socket modes differ");
+    c2 = c;
+    snprintf(c2.socket_group, sizeof(c2.socket_group), "x");
+    TAP_OK(!conf_equal(&c, &c2), "socket groups differ");
 }
 
 int main(void)

@@ -1,0 +1,180 @@
+/*
+ * reload.c - SIGHUP: read the configuration again and apply what changed,
+ * without dropping an attached client.
+ *
+ * The new config is the --config file read afresh with the command-line
+ * flags over it (daemon_load_config), exactly as at start-up.  It is
+ * checked whole before anything changes: a file that does not parse, or a
+ * new dataset that does not open, is refused with the reason in the log
+ * (and in systemd's STATUS=), and the running config stays.  Otherwise:
+ *
+ *   socket            cannot change (clients know the path): the running
+ *                     one stays and the log says so
+ *   socket-mode/-group applied to the socket file the daemon created
+ *   dataset.*         catalog_reload: added ones opened and offered,
+ *                     removed ones no longer offered (attached clients
+ *                     read on until they detach)
+ *   workers           applied when the file's value changed (a WORKERS
+ *                     request since the last load is otherwise kept)
+ *   memory-budget     applies to the next ATTACH; rings in use stay
+ *   log-level         the main process at once, workers by the restart
+ *   max-bad-samples,  reach workers with the rings they map, so the
+ *   pixel-cap         workers restart
+ *   watchdog-sec      the job watchdog at once
+ *   allow-uid/-gid    the next connection
+ *
+ * New datasets, log-level, max-bad-samples and pixel-cap restart the
+ * workers gracefully (pool_roll): each old worker finishes the jobs it
+ * holds and exits, new ones start with the new catalogue on their command
+ * line, and jobs wait in the queue meanwhile, so every attached stream
+ * goes on byte for byte (its batches are a pure function of its plan).
+ *
+ * systemd: RELOADING=1 (with MONOTONIC_USEC) first; READY=1 once the new
+ * workers are all up, or at once when none had to start or the reload
+ * was refused.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+
+static uv_signal_t sighup;
+static bool sighup_open;
+
+/* Appends ", what" to a change list. */
+static void note(char *buf, size_t cap, const char *what)
+{
+    size_t len = strlen(buf);
+
+    snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", what);
+}
+
+static bool datasets_changed(const struct conf *a, const struct conf *b)
+{
+    if (a->n_datasets != b->n_datasets)
+        return true;
+    for (unsigned i = 0; i < a->n_datasets; i++) {
+        const struct conf_dataset *o = conf_find_dataset(b, a->datasets[i].name);
+
+        if (!o || strcmp(o->dir, a->datasets[i].dir) != 0)
+            return true;
+    }
+    return false;
+}
+
+/* Applies nc (already checked, datasets already applied). */
+static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, size_t cap)
+{
+    struct conf *old = &d->cf;
+    bool workers_changed = nc->workers != old->workers;
+
+    if (strcmp(nc->socket, old->socket) != 0) {
+        log_warn("reload: the socket cannot change while running: staying on %s "
+                 "(restart ringfeedd to move it to %s)",
+                 old->socket, nc->socket);
+        snprintf(nc->socket, sizeof(nc->socket), "%s", old->socket);
+    }
+    if (nc->log_level != old->log_level) {
+        note(changes, cap, "log-level");
+        roll = true;
+    }
+    if (nc->max_bad_samples != old->max_bad_samples) {
+        note(changes, cap, "max-bad-samples");
+        roll = true;
+    }
+    if (nc->pixel_cap != old->pixel_cap) {
+        note(changes, cap, "pixel-cap");
+        roll = true;
+    }
+    if (nc->memory_budget != old->memory_budget) {
+        note(changes, cap, "memory-budget");
+        if (d->mem_used > nc->memory_budget)
+            log_warn("reload: rings in use (%llu bytes) exceed the new memory-budget %llu: "
+                     "attached clients keep their rings, new attaches wait for room",
+                     (unsigned long long)d->mem_used, (unsigned long long)nc->memory_budget);
+    }
+    if (nc->watchdog_sec != old->watchdog_sec)
+        note(changes, cap, "watchdog-sec");
+    if (nc->socket_mode != old->socket_mode || strcmp(nc->socket_group, old->socket_group))
+        note(changes, cap, "socket permissions");
+    if (nc->n_allow_uid != old->n_allow_uid || nc->n_allow_gid != old->n_allow_gid ||
+        memcmp(nc->allow_uid, old->allow_uid, nc->n_allow_uid * sizeof(uint32_t)) ||
+        memcmp(nc->allow_gid, old->allow_gid, nc->n_allow_gid * sizeof(uint32_t)))
+        note(changes, cap, "allow lists");
+    if (workers_changed)
+        note(changes, cap, "workers");
+
+    *old = *nc;
+    log_threshold = (enum log_level)d->cf.log_level;
+    server_reconfigure(d);
+    pool_reconfigure(d);
+    if (workers_changed)
+        pool_resize(d, d->cf.workers);
+    if (roll)
+        pool_roll(d);
+}
+
+static void reload_run(struct daemon *d)
+{
+    struct conf *nc = malloc(sizeof(*nc));
+    char changes[512] = "";
+    struct rf_err err;
+    bool added = false;
+    int rc;
+
+    service_reloading(d);
+    d->reloads++;
+    log_info("SIGHUP: reloading %s", daemon_config_path() ? daemon_config_path()
+                                                           : "(no --config file: flags only)");
+    if (!nc) {
+        rc = rf_err_set(&err, -ENOMEM, "out of memory");
+        goto refused;
+    }
+    rc = daemon_load_config(nc, &err);
+    if (rc == 0)
+        rc = catalog_reload(d, nc, &added, &err);
+    if (rc < 0)
+        goto refused;
+    if (datasets_changed(&d->cf, nc))
+        note(changes, sizeof(changes), "datasets");
+    apply(d, nc, added, changes, sizeof(changes));
+    free(nc);
+    log_info("reload done: %s; %u dataset(s) offered, %u worker(s)",
+             changes[0] ? changes : "nothing changed", catalog_offered(d), d->pool.target);
+    service_pool_changed(d); /* READY=1 now, or once the new workers are up */
+    return;
+
+refused:
+    free(nc);
+    d->reload_failures++;
+    log_error("reload refused, the running config stays: %s", err.msg);
+    service_reload_failed(d, err.msg);
+}
+
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    struct daemon *d = h->loop->data;
+
+    (void)signum;
+    if (!d->stopping)
+        reload_run(d);
+}
+
+void reload_init(struct daemon *d)
+{
+    uv_signal_init(d->loop, &sighup);
+    uv_signal_start(&sighup, on_sighup, SIGHUP);
+    sighup_open = true;
+}
+
+void reload_close(struct daemon *d)
+{
+    (void)d;
+    if (sighup_open)
+        uv_close((uv_handle_t *)&sighup, NULL);
+    sighup_open = false;
+}
