@@ -1,7 +1,8 @@
 /*
  * transform.c - the transform table, and the transforms that need no image
  * codec: `raw` copies a fixed-shape record (for example Fashion-MNIST's
- * 1x28x28 u8) into the slot as it is.
+ * 1x28x28 u8) into the slot as it is.  The JPEG transforms `train` and
+ * `eval` live in xform_image.c.
  */
 #include "transform.h"
 
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "ring.h"
+#include "xform_image.h"
 
 int xform_tensor_shape(const struct dataset_info *info, uint32_t shape[3])
 {
@@ -51,12 +53,13 @@ static int raw_geometry(const struct dataset *ds, const struct wire_xform *p,
 
 static int raw_apply(const struct dataset *ds, const struct wire_xform *p,
                      const void *rec, size_t rec_len, struct rng_stream *rng,
-                     uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
-                     struct rf_err *err)
+                     struct xform_ctx *ctx, uint8_t *dst, const struct xform_out *out,
+                     enum wire_bad *why, struct rf_err *err)
 {
     (void)ds;
     (void)p;
     (void)rng;
+    (void)ctx;
     if (rec_len != out->sample_bytes) {
         *why = BAD_SHAPE;
         return rf_err_set(err, -EBADMSG, "record is %zu bytes, the shape needs %llu",
@@ -68,9 +71,19 @@ static int raw_apply(const struct dataset *ds, const struct wire_xform *p,
 
 static const struct xform_def table[] = {
     { .name = "raw", .direct = true, .geometry = raw_geometry, .apply = raw_apply },
+    { .name = "train", .geometry = xform_image_geometry, .apply = xform_train_apply },
+    { .name = "eval", .geometry = xform_image_geometry, .apply = xform_eval_apply },
 };
 
 #define TABLE_LEN (sizeof(table) / sizeof(table[0]))
+
+void xform_ctx_clear(struct xform_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    xform_image_ctx_free(ctx->image);
+    *ctx = (struct xform_ctx){ 0 };
+}
 
 int xform_find(const char *name)
 {

@@ -23,11 +23,27 @@
 #include "rng.h"
 #include "wire.h"
 
+struct xform_image_ctx;
+
 struct xform_out {
     uint32_t shape[3];
     uint32_t layout;       /* enum ring_layout */
     uint64_t sample_bytes;
 };
+
+/*
+ * What apply() keeps in one worker between samples (decoders, buffers) and
+ * the time it spent per stage, which the worker moves into its counters
+ * (wire.h) after each call.  Zero-initialize; xform_ctx_clear frees.
+ */
+struct xform_ctx {
+    struct xform_image_ctx *image;  /* train/eval (xform_image.c), made on first use */
+    uint64_t decode_ns;             /* decoding the image (JPEG) */
+    uint64_t resize_ns;             /* resampling it */
+    uint64_t write_ns;              /* writing the sample into the slot */
+};
+
+void xform_ctx_clear(struct xform_ctx *ctx);
 
 struct xform_def {
     const char *name;
@@ -38,11 +54,12 @@ struct xform_def {
      * when the transform does not fit the dataset's kind. */
     int (*geometry)(const struct dataset *ds, const struct wire_xform *p,
                     struct xform_out *out, struct rf_err *err);
-    /* Writes one sample of out->sample_bytes at dst. */
+    /* Writes one sample of out->sample_bytes at dst; may keep working
+     * memory in ctx and adds its stage times there. */
     int (*apply)(const struct dataset *ds, const struct wire_xform *p,
                  const void *rec, size_t rec_len, struct rng_stream *rng,
-                 uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
-                 struct rf_err *err);
+                 struct xform_ctx *ctx, uint8_t *dst, const struct xform_out *out,
+                 enum wire_bad *why, struct rf_err *err);
 };
 
 /* A dataset's tensor shape as three dims (C,H,W): leading dims of 1 are

@@ -56,6 +56,7 @@ struct wire_xform {
     uint32_t layout;      /* enum ring_layout */
     uint32_t pad;
     double scale_lo, scale_hi, ratio_lo, ratio_hi, flip, crop;
+    uint64_t pixel_cap;   /* not from ATTACH: the config's pixel-cap, 0 none */
 };
 
 struct wire_ring_add {
@@ -102,6 +103,7 @@ struct wire_job {
 struct wire_counters {
     uint64_t jobs, samples, bytes_read;
     uint64_t busy_ns, io_ns, decode_ns, transform_ns, write_ns;
+    uint64_t image_ns, resize_ns; /* parts of transform_ns, as write_ns */
     uint64_t bad[WIRE_BAD_KINDS];
     uint64_t substituted;
 };

@@ -1,0 +1,363 @@
+/*
+ * xform_image.c - the `train` and `eval` JPEG transforms (xform_image.h):
+ * plan the box, decode it (jpeg.h), resample it (resize.h), write it into
+ * the slot in the ring's layout.
+ *
+ * Per sample:            stage clock (struct xform_ctx)
+ *   jpg_open             decode: header, pixel and scan caps
+ *   plan                 (train draws from the sample's stream)
+ *   jpg_start, jpg_read  decode: the box at DCT scale s/8
+ *   rs_resize            resize: to size x size RGB, flipped if drawn
+ *   write                write: the planes into the slot as CHW or HWC
+ *
+ * Scaled coordinates: at scale s/8 scaled pixel m covers original pixels
+ * [8m/s, 8(m+1)/s), so a box maps by multiplying by s/8 and the input
+ * limits widen to the scaled pixels they touch.
+ */
+#include "xform_image.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jpeg.h"
+#include "resize.h"
+#include "ring.h"
+
+#define SIZE_MAX_OUT 4096
+#define RESIZED_MAX (1u << 20)  /* eval's int(size / crop), at most */
+
+struct xform_image_ctx {
+    struct jpg_dec *dec;
+    struct rs_axis ax, ay;
+    void *scratch;              /* rs_resize's */
+    size_t scratch_cap;
+    uint8_t *img;               /* size * size * 3, CHW */
+    size_t img_cap;
+};
+
+/* Failures of the decoder and the resampler, as the worker counts them. */
+static const struct {
+    int code;
+    enum wire_bad why;
+} bad_of[] = {
+    { -E2BIG, BAD_TOO_LARGE },
+    { -ENOMEM, BAD_TOO_LARGE },
+};
+
+static enum wire_bad why_of(int code)
+{
+    for (unsigned i = 0; i < sizeof(bad_of) / sizeof(bad_of[0]); i++)
+        if (bad_of[i].code == code)
+            return bad_of[i].why;
+    return BAD_DECODE;
+}
+
+static uint64_t clock_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct xfi_crop xfi_rrc_params(uint32_t width, uint32_t height, double scale_lo,
+                               double scale_hi, double ratio_lo, double ratio_hi,
+                               struct rng_stream *rng)
+{
+    double area = (double)width * height;
+    double log_lo = log(ratio_lo), log_hi = log(ratio_hi);
+    double rmin = fmin(ratio_lo, ratio_hi), rmax = fmax(ratio_lo, ratio_hi);
+    double in_ratio = (double)width / height;
+    struct xfi_crop c;
+
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = area * rng_uniform_range(rng, scale_lo, scale_hi);
+        double aspect = exp(rng_uniform_range(rng, log_lo, log_hi));
+        double w = nearbyint(sqrt(target * aspect));
+        double h = nearbyint(sqrt(target / aspect));
+
+        if (w > 0 && w <= width && h > 0 && h <= height) {
+            c.w = (uint32_t)w;
+            c.h = (uint32_t)h;
+            c.i = rng_below(rng, height - c.h + 1);
+            c.j = rng_below(rng, width - c.w + 1);
+            return c;
+        }
+    }
+    /* the central fallback */
+    if (in_ratio < rmin) {
+        c.w = width;
+        c.h = (uint32_t)nearbyint(c.w / rmin);
+    } else if (in_ratio > rmax) {
+        c.h = height;
+        c.w = (uint32_t)nearbyint(c.h * rmax);
+    } else {
+        c.w = width;
+        c.h = height;
+    }
+    c.w = c.w < 1 ? 1 : c.w > width ? width : c.w;
+    c.h = c.h < 1 ? 1 : c.h > height ? height : c.h;
+    c.i = (height - c.h) / 2;
+    c.j = (width - c.w) / 2;
+    return c;
+}
+
+void xfi_train_plan(uint32_t width, uint32_t height, const struct wire_xform *p,
+                    struct rng_stream *rng, struct xfi_plan *pl, struct xfi_crop *crop)
+{
+    struct xfi_crop c = xfi_rrc_params(width, height, p->scale_lo, p->scale_hi, p->ratio_lo,
+                                       p->ratio_hi, rng);
+
+    *pl = (struct xfi_plan){
+        .x0 = c.j, .x1 = (double)c.j + c.w, .y0 = c.i, .y1 = (double)c.i + c.h,
+        .lx0 = (int32_t)c.j, .lx1 = (int32_t)(c.j + c.w),
+        .ly0 = (int32_t)c.i, .ly1 = (int32_t)(c.i + c.h),
+    };
+    pl->flip = rng_bernoulli(rng, p->flip);
+    if (crop)
+        *crop = c;
+}
+
+void xfi_eval_plan(uint32_t width, uint32_t height, const struct wire_xform *p,
+                   struct xfi_plan *pl, uint32_t *rw, uint32_t *rh, uint32_t *top,
+                   uint32_t *left)
+{
+    uint32_t s = (uint32_t)(p->size / p->crop);  /* geometry bounds it */
+    uint64_t nw, nh;
+    double sx, sy;
+
+    if (width <= height) {
+        nw = s;
+        nh = (uint64_t)s * height / width;
+    } else {
+        nh = s;
+        nw = (uint64_t)s * width / height;
+    }
+    *rw = (uint32_t)nw;
+    *rh = (uint32_t)nh;
+    *top = (uint32_t)nearbyint(((double)nh - p->size) / 2.0);
+    *left = (uint32_t)nearbyint(((double)nw - p->size) / 2.0);
+    sx = (double)width / (double)nw;
+    sy = (double)height / (double)nh;
+    *pl = (struct xfi_plan){
+        .x0 = *left * sx, .x1 = ((double)*left + p->size) * sx,
+        .y0 = *top * sy, .y1 = ((double)*top + p->size) * sy,
+        .lx0 = 0, .lx1 = (int32_t)width, .ly0 = 0, .ly1 = (int32_t)height,
+    };
+}
+
+int xform_image_geometry(const struct dataset *ds, const struct wire_xform *p,
+                         struct xform_out *out, struct rf_err *err)
+{
+    const struct dataset_info *info = dataset_info(ds);
+    const struct xform_def *xf = xform_get(p->id);
+    const char *name = xf ? xf->name : "train/eval";
+
+    if (info->kind != DATASET_JPEG)
+        return rf_err_set(err, -EINVAL,
+                          "transform %s needs a jpeg dataset (ringfeed-pack imagefolder), "
+                          "this one holds %s: use transform=raw",
+                          name, dataset_kind_name(info->kind));
+    if (p->size < 1 || p->size > SIZE_MAX_OUT)
+        return rf_err_set(err, -EINVAL, "size=%u: give 1..%u", p->size, SIZE_MAX_OUT);
+    if (p->layout != RING_CHW && p->layout != RING_HWC)
+        return rf_err_set(err, -EINVAL, "transform %s writes chw or hwc", name);
+    if (!(p->crop > 0 && p->crop <= 1) || p->size / p->crop > RESIZED_MAX)
+        return rf_err_set(err, -EINVAL, "crop=%g: give a fraction in (0, 1] of at least size/%u",
+                          p->crop, RESIZED_MAX);
+    if (!(p->scale_lo > 0 && p->scale_lo <= p->scale_hi && p->scale_hi <= 1) ||
+        !(p->ratio_lo > 0 && p->ratio_lo <= p->ratio_hi && isfinite(p->ratio_hi)))
+        return rf_err_set(err, -EINVAL, "scale=%g,%g ratio=%g,%g: give 0 < lo <= hi",
+                          p->scale_lo, p->scale_hi, p->ratio_lo, p->ratio_hi);
+    if (p->layout == RING_CHW) {
+        out->shape[0] = 3;
+        out->shape[1] = out->shape[2] = p->size;
+    } else {
+        out->shape[0] = out->shape[1] = p->size;
+        out->shape[2] = 3;
+    }
+    out->layout = p->layout;
+    out->sample_bytes = 3ull * p->size * p->size;
+    return 0;
+}
+
+void xform_image_ctx_free(struct xform_image_ctx *ic)
+{
+    if (!ic)
+        return;
+    jpg_free(ic->dec);
+    rs_axis_free(&ic->ax);
+    rs_axis_free(&ic->ay);
+    free(ic->scratch);
+    free(ic->img);
+    free(ic);
+}
+
+static bool grow(void **p, size_t *cap, size_t need)
+{
+    void *q;
+
+    if (need <= *cap)
+        return true;
+    q = realloc(*p, need);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = need;
+    return true;
+}
+
+/* As grow, for the resampler's scratch: 32-byte aligned, contents lost. */
+static bool grow_aligned(void **p, size_t *cap, size_t need)
+{
+    void *q;
+
+    if (need <= *cap)
+        return true;
+    need = (need + 31) & ~(size_t)31;
+    q = aligned_alloc(32, need);
+    if (!q)
+        return false;
+    free(*p);
+    *p = q;
+    *cap = need;
+    return true;
+}
+
+static struct xform_image_ctx *image_ctx(struct xform_ctx *ctx, uint32_t size)
+{
+    struct xform_image_ctx *ic = ctx->image;
+
+    if (!ic) {
+        ic = calloc(1, sizeof(*ic));
+        if (!ic)
+            return NULL;
+        ic->dec = jpg_new();
+        if (!ic->dec) {
+            free(ic);
+            return NULL;
+        }
+        ctx->image = ic;
+    }
+    if (!grow((void **)&ic->img, &ic->img_cap, 3ull * size * size))
+        return NULL;
+    return ic;
+}
+
+/* Decodes the plan's box at the smallest sufficient DCT scale and resamples
+ * it to size x size RGB planes in ic->img.  Adds to the decode and resize clocks. */
+static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_t size,
+                  struct xform_ctx *ctx, struct rf_err *err)
+{
+    unsigned s = jpg_pick_scale(pl->x1 - pl->x0, pl->y1 - pl->y0, size);
+    double k = s / 8.0;
+    uint32_t sw, sh;
+    struct jpg_roi roi;
+    uint64_t t0 = clock_ns(), t1;
+    int32_t lx0, lx1, ly0, ly1;
+    int rc;
+
+    rc = jpg_start(ic->dec, s, &sw, &sh, err);
+    if (rc < 0)
+        goto out;
+    lx0 = (int32_t)floor(pl->lx0 * k);
+    ly0 = (int32_t)floor(pl->ly0 * k);
+    lx1 = (int32_t)fmin(ceil(pl->lx1 * k), sw);
+    ly1 = (int32_t)fmin(ceil(pl->ly1 * k), sh);
+    if (rs_axis_plan(&ic->ax, size, pl->x0 * k, pl->x1 * k, lx0, lx1, pl->flip) < 0 ||
+        rs_axis_plan(&ic->ay, size, pl->y0 * k, pl->y1 * k, ly0, ly1, false) < 0 ||
+        !grow_aligned(&ic->scratch, &ic->scratch_cap, rs_scratch_bytes(&ic->ax, &ic->ay))) {
+        jpg_abort(ic->dec);
+        rc = rf_err_set(err, -ENOMEM, "cannot plan a %ux%u resize of %ux%u", size, size, sw,
+                        sh);
+        goto out;
+    }
+    rc = jpg_read(ic->dec, (uint32_t)ic->ax.lo, (uint32_t)ic->ax.hi, (uint32_t)ic->ay.lo,
+                  (uint32_t)ic->ay.hi, &roi, err);
+    if (rc < 0)
+        goto out;
+    t1 = clock_ns();
+    ctx->decode_ns += t1 - t0;
+    rs_resize(roi.pix, roi.stride, (int32_t)roi.x0, (int32_t)roi.y0, &ic->ax, &ic->ay,
+              ic->scratch, ic->img);
+    ctx->resize_ns += clock_ns() - t1;
+    return 0;
+out:
+    ctx->decode_ns += clock_ns() - t0;
+    return rc;
+}
+
+/* The planes (CHW) into the slot in the ring's layout. */
+static void write_sample(const uint8_t *restrict img, uint32_t size, uint32_t layout,
+                         uint8_t *restrict dst)
+{
+    size_t n = (size_t)size * size;
+
+    if (layout == RING_CHW)
+        memcpy(dst, img, n * 3);
+    else
+        rs_interleave(img, n, dst);
+}
+
+static int image_apply(bool train, const struct wire_xform *p, const void *rec, size_t rec_len,
+                       struct rng_stream *rng, struct xform_ctx *ctx, uint8_t *dst,
+                       enum wire_bad *why, struct rf_err *err)
+{
+    struct jpg_limits lim = { .pixel_cap = p->pixel_cap, .scan_cap = JPG_SCAN_CAP };
+    struct xform_image_ctx *ic = image_ctx(ctx, p->size);
+    struct jpg_header hdr;
+    struct xfi_plan pl;
+    uint64_t t0 = clock_ns(), t1;
+    int rc;
+
+    if (!ic) {
+        *why = BAD_TOO_LARGE;
+        return rf_err_set(err, -ENOMEM, "out of memory for the image transforms");
+    }
+    rc = jpg_open(ic->dec, rec, rec_len, &lim, &hdr, err);
+    ctx->decode_ns += clock_ns() - t0;
+    if (rc < 0) {
+        *why = why_of(rc);
+        return rc;
+    }
+    if (train) {
+        xfi_train_plan(hdr.width, hdr.height, p, rng, &pl, NULL);
+    } else {
+        uint32_t rw, rh, top, left;
+
+        xfi_eval_plan(hdr.width, hdr.height, p, &pl, &rw, &rh, &top, &left);
+    }
+    rc = render(ic, &pl, p->size, ctx, err);
+    if (rc < 0) {
+        *why = why_of(rc);
+        return rc;
+    }
+    t1 = clock_ns();
+    write_sample(ic->img, p->size, p->layout, dst);
+    ctx->write_ns += clock_ns() - t1;
+    return 0;
+}
+
+int xform_train_apply(const struct dataset *ds, const struct wire_xform *p, const void *rec,
+                      size_t rec_len, struct rng_stream *rng, struct xform_ctx *ctx,
+                      uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
+                      struct rf_err *err)
+{
+    (void)ds;
+    (void)out;
+    return image_apply(true, p, rec, rec_len, rng, ctx, dst, why, err);
+}
+
+int xform_eval_apply(const struct dataset *ds, const struct wire_xform *p, const void *rec,
+                     size_t rec_len, struct rng_stream *rng, struct xform_ctx *ctx,
+                     uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
+                     struct rf_err *err)
+{
+    (void)ds;
+    (void)out;
+    (void)rng;
+    return image_apply(false, p, rec, rec_len, rng, ctx, dst, why, err);
+}

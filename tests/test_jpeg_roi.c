@@ -1,0 +1,354 @@
+/*
+ * test_jpeg_roi.c - the workers' region-of-interest JPEG decoder
+ * (daemon/jpeg.c) on JPEGs made here with libjpeg:
+ *   - a region decoded at scale s/8 covers what was asked, holds exactly
+ *     its rows, and its pixels are the full decode's at that scale
+ *     (4:4:4, 4:2:2, 4:2:0, gray, progressive, restart markers);
+ *   - geometry: a feature at (X, Y) of the original is at (X, Y) * s/8 in
+ *     the scaled region;
+ *   - the marker-level scan count, the caps, CMYK conversion, and every
+ *     kind of bad input refused with a reason.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jpeg.h"
+#include "jpeg_make.h"
+#include "tap.h"
+
+static const struct jpg_limits no_caps = { 0, 0 };
+
+static uint64_t seed = 0x9E3779B97F4A7C15ull;
+
+static uint32_t below(uint32_t n)
+{
+    uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t)((z ^ (z >> 31)) % n);
+}
+
+/* Full decode at scale s into a malloc'd RGB buffer; 0 or the error. */
+static int full(struct jpg_dec *d, const uint8_t *buf, size_t len, unsigned s, uint8_t **out,
+                uint32_t *w, uint32_t *h)
+{
+    struct jpg_header hdr;
+    struct jpg_roi roi;
+    struct rf_err err;
+    int rc = jpg_open(d, buf, len, &no_caps, &hdr, &err);
+
+    if (rc == 0)
+        rc = jpg_start(d, s, w, h, &err);
+    if (rc == 0)
+        rc = jpg_read(d, 0, *w, 0, *h, &roi, &err);
+    if (rc < 0)
+        return rc;
+    *out = malloc((size_t)*w * *h * 3);
+    for (uint32_t y = 0; y < *h; y++)
+        memcpy(*out + (size_t)y * *w * 3, roi.pix + y * roi.stride, (size_t)*w * 3);
+    return 0;
+}
+
+static void region_checks(const char *name, const struct jm_opts *o, uint32_t W, uint32_t H)
+{
+    size_t len;
+    uint8_t *buf = jm_encode(W, H, o, jm_pattern, NULL, &len);
+    struct jpg_dec *d = jpg_new();
+    int dims_ok = 1, cover_ok = 1, same = 1, regions = 0;
+
+    for (unsigned s = 1; s <= 8; s *= 2) {
+        uint8_t *ref;
+        uint32_t sw, sh;
+
+        if (full(d, buf, len, s, &ref, &sw, &sh) < 0) {
+            tap_ok(0, "%s: full decode at %u/8", name, s);
+            continue;
+        }
+        dims_ok &= sw == (W * s + 7) / 8 && sh == (H * s + 7) / 8;
+        for (int t = 0; t < 12; t++) {
+            uint32_t x0 = below(sw), y0 = below(sh);
+            uint32_t x1 = x0 + 1 + below(sw - x0), y1 = y0 + 1 + below(sh - y0);
+            struct jpg_header hdr;
+            struct jpg_roi roi;
+            struct rf_err err;
+            uint32_t w2, h2;
+
+            if (jpg_open(d, buf, len, &no_caps, &hdr, &err) < 0 ||
+                jpg_start(d, s, &w2, &h2, &err) < 0 ||
+                jpg_read(d, x0, x1, y0, y1, &roi, &err) < 0) {
+                tap_diag("%s: region %u..%u x %u..%u at %u/8: %s", name, x0, x1, y0, y1, s,
+                         err.msg);
+                cover_ok = 0;
+                continue;
+            }
+            regions++;
+            cover_ok &= roi.x0 <= x0 && roi.x0 + roi.w >= x1 && roi.y0 == y0 &&
+                        roi.h == y1 - y0 && roi.x0 + roi.w <= sw;
+            for (uint32_t y = y0; y < y1; y++)
+                for (uint32_t x = x0; x < x1; x++)
+                    if (memcmp(roi.pix + (y - y0) * roi.stride + (x - roi.x0) * 3,
+                               ref + ((size_t)y * sw + x) * 3, 3) != 0) {
+                        if (same)
+                            tap_diag("%s: %u/8 region %u..%u x %u..%u differs at (%u,%u)", name,
+                                     s, x0, x1, y0, y1, x, y);
+                        same = 0;
+                    }
+        }
+        free(ref);
+    }
+    tap_ok(dims_ok, "%s %ux%u: scaled sizes are ceil(size * s / 8) for s = 1, 2, 4, 8", name, W,
+           H);
+    tap_ok(cover_ok && regions == 48, "%s: 48 random regions cover what was asked, exact rows",
+           name);
+    tap_ok(same, "%s: every region's pixels are the full decode's at its scale", name);
+    jpg_free(d);
+    free(buf);
+}
+
+struct square {
+    uint32_t x0, x1, y0, y1;
+};
+
+static void square_px(uint32_t x, uint32_t y, uint8_t *px, void *arg)
+{
+    const struct square *s = arg;
+    uint8_t v = x >= s->x0 && x < s->x1 && y >= s->y0 && y < s->y1 ? 255 : 0;
+
+    px[0] = px[1] = px[2] = v;
+}
+
+/* A bright square at a known place lands at that place times s/8. */
+static void geometry_checks(void)
+{
+    struct square sq = { 296, 360, 168, 232 };
+    struct jm_opts o = { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .quality = 95 };
+    size_t len;
+    uint8_t *buf = jm_encode(640, 480, &o, square_px, &sq, &len);
+    struct jpg_dec *d = jpg_new();
+    int ok = 1;
+
+    for (unsigned s = 1; s <= 8; s *= 2) {
+        double k = s / 8.0, sx = 0, sy = 0, n = 0;
+        double ex = (sq.x0 + sq.x1) / 2.0 * k, ey = (sq.y0 + sq.y1) / 2.0 * k;
+        uint32_t x0 = (uint32_t)(200 * k), x1 = (uint32_t)(460 * k);
+        uint32_t y0 = (uint32_t)(100 * k), y1 = (uint32_t)(300 * k), w, h;
+        struct jpg_header hdr;
+        struct jpg_roi roi;
+        struct rf_err err;
+
+        if (jpg_open(d, buf, len, &no_caps, &hdr, &err) < 0 || jpg_start(d, s, &w, &h, &err) < 0 ||
+            jpg_read(d, x0, x1, y0, y1, &roi, &err) < 0) {
+            ok = 0;
+            continue;
+        }
+        for (uint32_t y = 0; y < roi.h; y++)
+            for (uint32_t x = 0; x < roi.w; x++)
+                if (roi.pix[y * roi.stride + x * 3 + 1] > 128) {
+                    sx += roi.x0 + x + 0.5;
+                    sy += roi.y0 + y + 0.5;
+                    n++;
+                }
+        if (n == 0 || fabs(sx / n - ex) > 0.5 || fabs(sy / n - ey) > 0.5) {
+            tap_diag("scale %u/8: square's center at (%.2f, %.2f), expected (%.2f, %.2f)", s,
+                     n ? sx / n : -1, n ? sy / n : -1, ex, ey);
+            ok = 0;
+        }
+    }
+    tap_ok(ok, "a square at (328, 200) of 640x480 is at (328, 200) * s/8 in every scaled region");
+    jpg_free(d);
+    free(buf);
+}
+
+static int count_ffda(const uint8_t *b, size_t n)
+{
+    int c = 0;
+
+    for (size_t i = 0; i + 1 < n; i++)
+        c += b[i] == 0xFF && b[i + 1] == 0xDA;
+    return c;
+}
+
+static void scan_checks(void)
+{
+    struct jm_opts base = { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .restart = 1 };
+    struct jm_opts prog = { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .progressive = true };
+    size_t lb, lp;
+    uint8_t *b = jm_encode(100, 60, &base, jm_pattern, NULL, &lb);
+    uint8_t *p = jm_encode(100, 60, &prog, jm_pattern, NULL, &lp);
+    uint8_t bad[] = { 0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x01, 0x00 };
+    struct jpg_dec *d = jpg_new();
+    struct jpg_limits cap3 = { .scan_cap = 3 };
+    struct jpg_header hdr;
+    struct rf_err err;
+    int n = jpg_count_scans(p, lp, 1000);
+
+    TAP_IS_INT(jpg_count_scans(b, lb, 1000), 1, "a baseline file with restart markers: 1 scan");
+    tap_ok(n == count_ffda(p, lp) && n >= 6, "a progressive file: %d scans, as many SOS markers",
+           n);
+    TAP_IS_INT(jpg_count_scans(p, lp, 3), 4, "counting stops past the limit (limit + 1)");
+    TAP_IS_INT(jpg_count_scans(p + 1, lp - 1, 100), -EBADMSG, "no SOI: -EBADMSG");
+    TAP_IS_INT(jpg_count_scans(bad, sizeof(bad), 100), -EBADMSG, "segment length 1: -EBADMSG");
+    TAP_IS_INT(jpg_count_scans(p, 40, 100), 0, "cut before the first scan: 0");
+    TAP_IS_INT(jpg_open(d, p, lp, &cap3, &hdr, &err), -E2BIG,
+               "a progressive file over a scan cap of 3 is refused before decoding");
+    tap_ok(strstr(err.msg, "scan") != NULL, "  with a reason: %s", err.msg);
+    TAP_IS_INT(jpg_open(d, b, lb, &cap3, &hdr, &err), 0, "a baseline file passes the scan cap");
+    tap_ok(!hdr.multi_scan && hdr.scans == 1 && hdr.width == 100 && hdr.height == 60,
+           "  header: 100x60, one scan");
+    jpg_abort(d);
+    jpg_free(d);
+    free(b);
+    free(p);
+}
+
+static void cmyk_px(uint32_t x, uint32_t y, uint8_t *px, void *arg)
+{
+    /* stored inverted, as Photoshop and Pillow write Adobe CMYK:
+     * left half C=0 M=255 Y=255 K=0 (red), right half K=255 (black) */
+    (void)y;
+    (void)arg;
+    if (x < 32) {
+        px[0] = 255 - 0;
+        px[1] = 255 - 255;
+        px[2] = 255 - 255;
+        px[3] = 255 - 0;
+    } else {
+        px[0] = px[1] = px[2] = 255;
+        px[3] = 0;
+    }
+}
+
+static void cmyk_checks(void)
+{
+    struct jm_opts o = { .space = JM_CMYK, .quality = 100 };
+    size_t len;
+    uint8_t *buf = jm_encode(64, 16, &o, cmyk_px, NULL, &len), *rgb = NULL;
+    struct jpg_dec *d = jpg_new();
+    uint32_t w, h;
+    int rc = full(d, buf, len, 8, &rgb, &w, &h);
+
+    tap_ok(rc == 0, "a CMYK JPEG (Adobe marker) decodes");
+    if (rc == 0) {
+        const uint8_t *l = rgb + (8 * 64 + 8) * 3, *r = rgb + (8 * 64 + 50) * 3;
+
+        tap_ok(l[0] > 245 && l[1] < 10 && l[2] < 10, "  C=0 M=Y=255 K=0 is red: %u %u %u", l[0],
+               l[1], l[2]);
+        tap_ok(r[0] < 10 && r[1] < 10 && r[2] < 10, "  K=255 is black: %u %u %u", r[0], r[1],
+               r[2]);
+    }
+    free(rgb);
+    jpg_free(d);
+    free(buf);
+}
+
+static void gray_px(uint32_t x, uint32_t y, uint8_t *px, void *arg)
+{
+    (void)arg;
+    px[0] = (uint8_t)(x + y);
+}
+
+static void bad_checks(void)
+{
+    struct jm_opts o = { .space = JM_RGB, .h_samp = 2, .v_samp = 2 };
+    struct jm_opts g = { .space = JM_GRAY };
+    size_t len, glen;
+    uint8_t *buf = jm_encode(160, 120, &o, jm_pattern, NULL, &len);
+    uint8_t *gbuf = jm_encode(20, 10, &g, gray_px, NULL, &glen);
+    uint8_t png[] = { 0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13 };
+    uint8_t *flip = malloc(len);
+    struct jpg_dec *d = jpg_new();
+    struct jpg_limits cap = { .pixel_cap = 160 * 120 - 1 };
+    struct jpg_header hdr;
+    struct jpg_roi roi;
+    struct rf_err err;
+    uint32_t w, h;
+    int rc;
+
+    TAP_IS_INT(jpg_open(d, buf, 0, &no_caps, &hdr, &err), -EBADMSG, "zero bytes: -EBADMSG");
+    tap_ok(strstr(err.msg, "empty") != NULL, "  reason: %s", err.msg);
+    TAP_IS_INT(jpg_open(d, png, sizeof(png), &no_caps, &hdr, &err), -EBADMSG, "PNG: -EBADMSG");
+    tap_ok(strstr(err.msg, "PNG") != NULL, "  reason: %s", err.msg);
+    TAP_IS_INT(jpg_open(d, buf, 120, &no_caps, &hdr, &err), -EBADMSG,
+               "truncated in the header: -EBADMSG");
+    tap_ok(err.msg[0] != 0, "  reason: %s", err.msg);
+    rc = jpg_open(d, buf, len / 2, &no_caps, &hdr, &err);
+    if (rc == 0)
+        rc = jpg_start(d, 8, &w, &h, &err);
+    if (rc == 0)
+        rc = jpg_read(d, 0, w, 0, h, &roi, &err);
+    TAP_IS_INT(rc, -EBADMSG, "truncated in the scan: a warning, -EBADMSG, not grey pixels");
+    tap_ok(strstr(err.msg, "Premature end") != NULL, "  reason: %s", err.msg);
+    rc = jpg_open(d, buf, len / 2, &no_caps, &hdr, &err);
+    if (rc == 0)
+        rc = jpg_start(d, 8, &w, &h, &err);
+    if (rc == 0)
+        rc = jpg_read(d, 0, 8, 0, 8, &roi, &err);
+    TAP_IS_INT(rc, 0, "  ... while a region inside the data that is there decodes");
+    /* a corrupted scan: flip bits in the entropy-coded data */
+    memcpy(flip, buf, len);
+    for (size_t i = len / 3; i < len - 4; i += 37)
+        flip[i] ^= 0x5A;
+    rc = jpg_open(d, flip, len, &no_caps, &hdr, &err);
+    if (rc == 0)
+        rc = jpg_start(d, 8, &w, &h, &err);
+    if (rc == 0)
+        rc = jpg_read(d, 0, w, 0, h, &roi, &err);
+    TAP_IS_INT(rc, -EBADMSG, "bit flips in the scan: -EBADMSG");
+    tap_ok(err.msg[0] != 0, "  reason: %s", err.msg);
+    TAP_IS_INT(jpg_open(d, buf, len, &cap, &hdr, &err), -E2BIG,
+               "one pixel over the pixel cap: -E2BIG");
+    tap_ok(strstr(err.msg, "pixel cap") != NULL, "  reason: %s", err.msg);
+    /* the decoder is reusable after every failure */
+    free(flip);
+    flip = NULL;
+    rc = full(d, gbuf, glen, 8, &flip, &w, &h);
+    tap_ok(rc == 0 && w == 20 && h == 10 && flip[(5 * 20 + 7) * 3] == flip[(5 * 20 + 7) * 3 + 1] &&
+               flip[(5 * 20 + 7) * 3] == flip[(5 * 20 + 7) * 3 + 2],
+           "after the failures, a gray JPEG decodes to RGB with equal channels");
+    TAP_IS_INT(jpg_start(d, 8, &w, &h, &err), -EINVAL, "jpg_start with no image open: -EINVAL");
+    rc = jpg_open(d, buf, len, &no_caps, &hdr, &err);
+    if (rc == 0)
+        rc = jpg_start(d, 8, &w, &h, &err);
+    TAP_IS_INT(rc == 0 ? jpg_read(d, 0, w + 1, 0, h, &roi, &err) : rc, -EINVAL,
+               "a region outside the image: -EINVAL");
+    free(flip);
+    jpg_free(d);
+    jpg_free(NULL);
+    free(buf);
+    free(gbuf);
+}
+
+static void scale_checks(void)
+{
+    TAP_IS_INT(jpg_pick_scale(1000, 1000, 224), 2, "1000 px for 224: 2/8 (250)");
+    TAP_IS_INT(jpg_pick_scale(1792, 1792, 224), 1, "1792 px for 224: 1/8 exactly");
+    TAP_IS_INT(jpg_pick_scale(447, 2000, 224), 8, "447 px for 224: full scale (1/2 is 223.5)");
+    TAP_IS_INT(jpg_pick_scale(448, 448, 224), 4, "448 px for 224: 4/8");
+    TAP_IS_INT(jpg_pick_scale(100, 100, 224), 8, "smaller than the output: full scale");
+}
+
+int main(void)
+{
+    struct jm_opts s444 = { .space = JM_RGB, .h_samp = 1, .v_samp = 1 };
+    struct jm_opts s422 = { .space = JM_RGB, .h_samp = 2, .v_samp = 1 };
+    struct jm_opts s420 = { .space = JM_RGB, .h_samp = 2, .v_samp = 2 };
+    struct jm_opts gray = { .space = JM_GRAY };
+    struct jm_opts prog = { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .progressive = true };
+    struct jm_opts rst = { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .restart = 2 };
+
+    region_checks("4:4:4", &s444, 203, 157);
+    region_checks("4:2:2", &s422, 256, 171);
+    region_checks("4:2:0", &s420, 333, 250);
+    region_checks("gray", &gray, 97, 130);
+    region_checks("progressive 4:2:0", &prog, 210, 190);
+    region_checks("restart markers", &rst, 180, 140);
+    geometry_checks();
+    scan_checks();
+    cmyk_checks();
+    bad_checks();
+    scale_checks();
+    return tap_done();
+}
