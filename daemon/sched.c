@@ -43,7 +43,7 @@
 #endif
 
 #define NO_BATCH UINT64_MAX
-#define CHUNK_MIN 32
+#define CHUNK_MIN 64
 
 struct stream {
     struct stream *next;
