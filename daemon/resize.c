@@ -32,6 +32,14 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint8_t v8u __attribute__((vector_size(8)));
 
 #define LANES 8     /* output rows in a block: one per vector lane */
+
+/* The entry points come in an AVX2 clone and the baseline one (GCC splits
+ * the vectors in halves), chosen at load time by the CPU (GCC's
+ * target_clones, an ifunc).  tests/meson.build builds this file again with
+ * RS_CLONES empty to test the baseline code on any machine. */
+#ifndef RS_CLONES
+#define RS_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
 #define ALIGN32(n) (((n) + 31) & ~(size_t)31)
 
 static int grow(void **p, uint32_t *cap, uint64_t need, size_t elem)
@@ -50,6 +58,15 @@ static int grow(void **p, uint32_t *cap, uint64_t need, size_t elem)
     return 0;
 }
 
+/* floor(x) as an integer, without a libm call on the baseline target;
+ * |x| < 2^62 (plans refuse larger boxes). */
+static inline int64_t ifloor(double x)
+{
+    int64_t i = (int64_t)x;
+
+    return i - (x < (double)i);
+}
+
 /* The triangle filter's weight of input sample k for a center c and a
  * width of 1 / inv_f input samples. */
 static inline double tri(int64_t k, double c, double inv_f)
@@ -64,18 +81,18 @@ static inline double tri(int64_t k, double c, double inv_f)
 static void one_span(double c, double f, double inv_f, int32_t lim0, int32_t lim1, int64_t *a,
                      int64_t *b)
 {
-    double k0 = floor(c - f + 0.5), k1 = floor(c + f + 0.5);
+    int64_t k0 = ifloor(c - f + 0.5), k1 = ifloor(c + f + 0.5);
 
-    *a = k0 < lim0 ? lim0 : (int64_t)k0;
-    *b = k1 > lim1 ? lim1 : (int64_t)k1;
+    *a = k0 < lim0 ? lim0 : k0;
+    *b = k1 > lim1 ? lim1 : k1;
     while (*a < *b && tri(*a, c, inv_f) == 0.0)
         (*a)++;
     while (*b > *a && tri(*b - 1, c, inv_f) == 0.0)
         (*b)--;
     if (*a >= *b) {
-        double nearest = floor(c);
+        int64_t nearest = ifloor(c);
 
-        *a = nearest < lim0 ? lim0 : nearest >= lim1 ? lim1 - 1 : (int64_t)nearest;
+        *a = nearest < lim0 ? lim0 : nearest >= lim1 ? lim1 - 1 : nearest;
         *b = *a + 1;
     }
 }
@@ -130,7 +147,7 @@ int rs_axis_plan(struct rs_axis *a, uint32_t n, double box0, double box1, int32_
     uint32_t taps = 1;
 
     if (n == 0 || !(box0 < box1) || lim0 >= lim1 || !(box1 > lim0) || !(box0 < lim1) ||
-        !isfinite(box0) || !isfinite(box1))
+        !(fabs(box0) < 1e12) || !(fabs(box1) < 1e12))
         return -EINVAL;
     scale = (box1 - box0) / n;
     f = scale < 1.0 ? 1.0 : scale;
@@ -321,7 +338,7 @@ gather_block(v8f *restrict block, float *const *row, size_t len)
 typedef uint16_t v8h __attribute__((vector_size(16)));
 
 /* As gather_block, from the 16-bit rows of the fixed-point vertical pass,
- * converted to float (and out of 1/256) on the way. */
+ * converted to float on the way (still times 256: scatter_block undoes it). */
 static inline __attribute__((always_inline)) void
 gather_block_fixed(v8f *restrict block, uint16_t *const *acc, size_t len)
 {
@@ -338,7 +355,7 @@ gather_block_fixed(v8f *restrict block, uint16_t *const *acc, size_t len)
             v8f v;
 
             memcpy(&h, acc[r] + e, sizeof(h));
-            v = __builtin_convertvector(h, v8f) * (1.0f / 256.0f);
+            v = __builtin_convertvector(h, v8f);
             memcpy(f[r], &v, sizeof(v));
         }
         transpose8(in, out);
@@ -385,12 +402,13 @@ horizontal(v8f *restrict plane[3], const v8f *restrict block, const struct rs_ax
     }
 }
 
-/* A row of n floats to bytes, rounded half up and clamped to 0..255. */
+/* A row of n floats times scale to bytes, rounded half up, clamped to
+ * 0..255. */
 static inline __attribute__((always_inline)) void
-to_bytes(uint8_t *restrict dst, const float *restrict f, size_t n)
+to_bytes(uint8_t *restrict dst, const float *restrict f, size_t n, float scale)
 {
     for (size_t x = 0; x < n; x++) {
-        int v = (int)(f[x] + 0.5f);
+        int v = (int)(f[x] * scale + 0.5f);
 
         v = v < 0 ? 0 : v;
         dst[x] = (uint8_t)(v > 255 ? 255 : v);
@@ -398,11 +416,11 @@ to_bytes(uint8_t *restrict dst, const float *restrict f, size_t n)
 }
 
 /* One channel's block (output pixel i's 8 rows in plane[i]) back to rows:
- * out[k][i] for k < 8, then the first `rows` of them to bytes in dst, n
- * pixels a row. */
+ * out[k][i] for k < 8, then the first `rows` of them, times scale, to
+ * bytes in dst, n pixels a row. */
 static inline __attribute__((always_inline)) void
 scatter_block(uint8_t *restrict dst, const v8f *restrict plane, float *const out[LANES],
-              uint32_t n, uint32_t rows)
+              uint32_t n, uint32_t rows, float scale)
 {
     for (uint32_t i = 0; i < n; i += LANES) {
         const float *in[LANES] = {
@@ -416,13 +434,10 @@ scatter_block(uint8_t *restrict dst, const v8f *restrict plane, float *const out
         transpose8(in, o);
     }
     for (uint32_t k = 0; k < rows; k++)
-        to_bytes(dst + (size_t)k * n, out[k], n);
+        to_bytes(dst + (size_t)k * n, out[k], n, scale);
 }
 
-/* An AVX2 clone (eight float lanes) and the baseline one (GCC splits the
- * vectors in halves), chosen at load time by the CPU (GCC's target_clones,
- * an ifunc). */
-__attribute__((target_clones("avx2", "default")))
+RS_CLONES
 void rs_resize(const uint8_t *src, size_t stride, int32_t x0, int32_t y0,
                const struct rs_axis *ax, const struct rs_axis *ay, void *scratch, uint8_t *dst)
 {
@@ -475,11 +490,12 @@ void rs_resize(const uint8_t *src, size_t stride, int32_t x0, int32_t y0,
             gather_block(block, row, len);
         horizontal(plane, block, ax);
         for (int c = 0; c < 3; c++)
-            scatter_block(dst + c * plane_size + (size_t)y * ax->n, plane[c], out, ax->n, rows);
+            scatter_block(dst + c * plane_size + (size_t)y * ax->n, plane[c], out, ax->n, rows,
+                          ay->taps <= RS_FIXED_TAPS ? 1.0f / 256.0f : 1.0f);
     }
 }
 
-__attribute__((target_clones("avx2", "default")))
+RS_CLONES
 void rs_interleave(const uint8_t *restrict planes, size_t n, uint8_t *restrict rgb)
 {
     const uint8_t *restrict r = planes, *restrict g = planes + n, *restrict b = planes + 2 * n;

@@ -62,8 +62,8 @@ struct rs_axis {
 
 /*
  * Plans n outputs (n >= 1) from the input span [box0, box1) (box0 < box1,
- * fractional allowed), reading only input samples in [lim0, lim1)
- * (lim0 < lim1, and the span must overlap it).  mirror: output i is
+ * fractional allowed, |box| < 1e12), reading only input samples in
+ * [lim0, lim1) (lim0 < lim1, and the span must overlap it).  mirror: output i is
  * computed as output n - 1 - i would be (a horizontal flip for free).
  * Returns 0, -EINVAL for arguments out of range, -ENOMEM.
  */

@@ -7,8 +7,9 @@
  *   jpg_open             decode: header, pixel and scan caps
  *   plan                 (train draws from the sample's stream)
  *   jpg_start, jpg_read  decode: the box at DCT scale s/8
- *   rs_resize            resize: to size x size RGB, flipped if drawn
- *   write                write: the planes into the slot as CHW or HWC
+ *   rs_resize            resize: to size x size RGB planes, flipped if drawn;
+ *                        for CHW straight into the slot
+ *   rs_interleave        write: for HWC, the planes into the slot
  *
  * Scaled coordinates: at scale s/8 scaled pixel m covers original pixels
  * [8m/s, 8(m+1)/s), so a box maps by multiplying by s/8 and the input
@@ -248,9 +249,10 @@ static struct xform_image_ctx *image_ctx(struct xform_ctx *ctx, uint32_t size)
 }
 
 /* Decodes the plan's box at the smallest sufficient DCT scale and resamples
- * it to size x size RGB planes in ic->img.  Adds to the decode and resize clocks. */
+ * it to size x size RGB planes at planes.  Adds to the decode and resize
+ * clocks. */
 static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_t size,
-                  struct xform_ctx *ctx, struct rf_err *err)
+                  uint8_t *planes, struct xform_ctx *ctx, struct rf_err *err)
 {
     unsigned s = jpg_pick_scale(pl->x1 - pl->x0, pl->y1 - pl->y0, size);
     double k = s / 8.0;
@@ -282,24 +284,12 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
     t1 = clock_ns();
     ctx->decode_ns += t1 - t0;
     rs_resize(roi.pix, roi.stride, (int32_t)roi.x0, (int32_t)roi.y0, &ic->ax, &ic->ay,
-              ic->scratch, ic->img);
+              ic->scratch, planes);
     ctx->resize_ns += clock_ns() - t1;
     return 0;
 out:
     ctx->decode_ns += clock_ns() - t0;
     return rc;
-}
-
-/* The planes (CHW) into the slot in the ring's layout. */
-static void write_sample(const uint8_t *restrict img, uint32_t size, uint32_t layout,
-                         uint8_t *restrict dst)
-{
-    size_t n = (size_t)size * size;
-
-    if (layout == RING_CHW)
-        memcpy(dst, img, n * 3);
-    else
-        rs_interleave(img, n, dst);
 }
 
 static int image_apply(bool train, const struct wire_xform *p, const void *rec, size_t rec_len,
@@ -330,14 +320,18 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
 
         xfi_eval_plan(hdr.width, hdr.height, p, &pl, &rw, &rh, &top, &left);
     }
-    rc = render(ic, &pl, p->size, ctx, err);
+    /* CHW: the resampler's last pass stores straight into the slot (its
+     * time counts as resize); HWC: planes here, interleaved into the slot */
+    rc = render(ic, &pl, p->size, p->layout == RING_CHW ? dst : ic->img, ctx, err);
     if (rc < 0) {
         *why = why_of(rc);
         return rc;
     }
-    t1 = clock_ns();
-    write_sample(ic->img, p->size, p->layout, dst);
-    ctx->write_ns += clock_ns() - t1;
+    if (p->layout == RING_HWC) {
+        t1 = clock_ns();
+        rs_interleave(ic->img, (size_t)p->size * p->size, dst);
+        ctx->write_ns += clock_ns() - t1;
+    }
     return 0;
 }
 

@@ -288,8 +288,9 @@ static void plan_invariants(void)
                rs_axis_plan(&a, 4, 2, 1, 0, 4, false) < 0 &&
                rs_axis_plan(&a, 4, 0, 4, 3, 3, false) < 0 &&
                rs_axis_plan(&a, 4, 5, 9, 0, 4, false) < 0 &&
-               rs_axis_plan(&a, 4, NAN, 4, 0, 4, false) < 0,
-           "bad plans refused: no outputs, empty box, empty limits, box outside, NaN");
+               rs_axis_plan(&a, 4, NAN, 4, 0, 4, false) < 0 &&
+               rs_axis_plan(&a, 4, -1e300, 4, 0, 4, false) < 0,
+           "bad plans refused: no outputs, empty box, empty limits, box outside, NaN, huge");
     rs_axis_free(&a);
     rs_axis_free(NULL);
 }

@@ -394,7 +394,11 @@ def test_train_on_tensor_dataset_refused(packed_fmnist, daemon_factory):
 
 def test_stats_split_stages(photos, daemon_factory):
     d = daemon_factory({"photos": photos["ds"]}, workers=2)
-    run_read(d.sock, "photos", batch=3, epochs=2, extra=["--transform", "train"])
+    # HWC: the write stage interleaves the resampler's planes into the slot
+    # (CHW samples are stored straight from the resampler: their write is
+    # part of resize)
+    run_read(d.sock, "photos", batch=3, epochs=2,
+             extra=["--transform", "train", "--params", "layout=hwc"])
     st = wait_idle(d)
     for key in ("time.image_decode_seconds", "time.resize_seconds", "time.write_seconds"):
         assert float(st[key]) > 0, key
