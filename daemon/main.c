@@ -34,6 +34,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "fileio.h"
 #include "log.h"
 
 uint64_t now_ns(void)
@@ -60,47 +61,17 @@ static void usage(FILE *f)
             "  --version             print the version\n");
 }
 
+/* Reads the config file whole (at most 1 MiB); the message names the file. */
 static int read_file(const char *path, char **buf, size_t *len, struct rf_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    char *b = NULL;
-    size_t cap = 0, n = 0;
+    int rc = fio_read_file(AT_FDCWD, path, 1u << 20, buf, len);
 
-    if (!f)
-        return rf_err_set(err, -errno, "%s: %s", path, strerror(errno));
-    for (;;) {
-        size_t got;
-
-        if (n == cap) {
-            char *nb;
-
-            if (cap >= (1u << 20)) {
-                fclose(f);
-                free(b);
-                return rf_err_set(err, -EFBIG, "%s: larger than 1 MiB", path);
-            }
-            cap = cap ? cap * 2 : 4096;
-            nb = realloc(b, cap);
-            if (!nb) {
-                fclose(f);
-                free(b);
-                return rf_err_set(err, -ENOMEM, "%s: out of memory", path);
-            }
-            b = nb;
-        }
-        got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        fclose(f);
-        free(b);
-        return rf_err_set(err, -EIO, "%s: read error", path);
-    }
-    fclose(f);
-    *buf = b;
-    *len = n;
+    if (rc == -EFBIG)
+        return rf_err_set(err, rc, "%s: larger than 1 MiB", path);
+    if (rc == -EINVAL)
+        return rf_err_set(err, rc, "%s: not a regular file", path);
+    if (rc < 0)
+        return rf_err_set(err, rc, "%s: %s", path, strerror(-rc));
     return 0;
 }
 

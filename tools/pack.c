@@ -62,6 +62,23 @@ void pack_signals(void)
     sigaction(SIGHUP, &sa, NULL);
 }
 
+int pack_one_dir_arg(const char *cmd, const char *usage, int argc, char **argv,
+                     const char **dir)
+{
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(usage, stdout);
+        return PACK_EXIT_OK;
+    }
+    if (argc < 2)
+        return pack_usage_error(cmd, "DIR is required");
+    if (argv[1][0] == '-')
+        return pack_usage_error(cmd, "unknown option '%s'", argv[1]);
+    if (argc > 2)
+        return pack_usage_error(cmd, "one DIR expected, also got '%s'", argv[2]);
+    *dir = argv[1];
+    return -1;
+}
+
 int pack_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -41,6 +41,14 @@ void pack_signals(void);
 __attribute__((format(printf, 2, 3)))
 int pack_usage_error(const char *cmd, const char *fmt, ...);
 
+/*
+ * Arguments of a command that takes exactly one DIR (verify, info): prints
+ * usage for --help (PACK_EXIT_OK) or a usage error (PACK_EXIT_USAGE) and
+ * returns that exit status; returns -1 with *dir set when the caller goes on.
+ */
+int pack_one_dir_arg(const char *cmd, const char *usage, int argc, char **argv,
+                     const char **dir);
+
 /* "ringfeed-pack: <message>" on stderr. */
 __attribute__((format(printf, 1, 2)))
 void pack_warn(const char *fmt, ...);

@@ -27,23 +27,16 @@ int pack_info_main(int argc, char **argv)
     struct rf_err err;
     uint64_t *per_class = NULL, stored = 0, decoded = 0, on_disk = 0;
     uint64_t raw_records = 0;
-    int rc = PACK_EXIT_FAIL;
+    const char *dir;
+    int rc;
 
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 ||
-                      strcmp(argv[1], "-h") == 0)) {
-        fputs(usage_text, stdout);
-        return PACK_EXIT_OK;
-    }
-    if (argc < 2)
-        return pack_usage_error("info", "DIR is required");
-    if (argv[1][0] == '-')
-        return pack_usage_error("info", "unknown option '%s'", argv[1]);
-    if (argc > 2)
-        return pack_usage_error("info", "one DIR expected, also got '%s'",
-                                argv[2]);
-    if (dataset_open(argv[1], &ds, &err) < 0) {
+    rc = pack_one_dir_arg("info", usage_text, argc, argv, &dir);
+    if (rc >= 0)
+        return rc;
+    rc = PACK_EXIT_FAIL;
+    if (dataset_open(dir, &ds, &err) < 0) {
         pack_warn("%s", err.msg);
-        pack_warn("(ringfeed-pack verify %s lists every problem)", argv[1]);
+        pack_warn("(ringfeed-pack verify %s lists every problem)", dir);
         return PACK_EXIT_FAIL;
     }
     info = dataset_info(ds);
@@ -56,7 +49,7 @@ int pack_info_main(int argc, char **argv)
         if (dataset_locate(ds, i, &loc, &err) < 0) {
             pack_warn("%s", err.msg);
             pack_warn("(ringfeed-pack verify %s lists every problem)",
-                      argv[1]);
+                      dir);
             goto out;
         }
         stored += loc.stored_len;

@@ -43,24 +43,17 @@ int pack_verify_main(int argc, char **argv)
     uint64_t bad = 0, good = 0, unchecked = 0, bytes = 0, done = 0;
     uint8_t *out = NULL;
     double t0 = pack_now();
-    int rc = PACK_EXIT_FAIL;
+    const char *dir;
+    int rc;
 
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 ||
-                      strcmp(argv[1], "-h") == 0)) {
-        fputs(usage_text, stdout);
-        return PACK_EXIT_OK;
-    }
-    if (argc < 2)
-        return pack_usage_error("verify", "DIR is required");
-    if (argv[1][0] == '-')
-        return pack_usage_error("verify", "unknown option '%s'", argv[1]);
-    if (argc > 2)
-        return pack_usage_error("verify", "one DIR expected, also got '%s'",
-                                argv[2]);
+    rc = pack_one_dir_arg("verify", usage_text, argc, argv, &dir);
+    if (rc >= 0)
+        return rc;
+    rc = PACK_EXIT_FAIL;
     pack_signals();
-    if (dataset_open_flags(argv[1], DATASET_OPEN_TOLERANT, &ds, &err) < 0) {
+    if (dataset_open_flags(dir, DATASET_OPEN_TOLERANT, &ds, &err) < 0) {
         printf("%s\n", err.msg);
-        printf("verify: %s is not a readable dataset\n", argv[1]);
+        printf("verify: %s is not a readable dataset\n", dir);
         return PACK_EXIT_FAIL;
     }
     info = dataset_info(ds);
@@ -128,7 +121,7 @@ int pack_verify_main(int argc, char **argv)
     }
     printf("verify: %s: %" PRIu64 " records in %u shard%s: %" PRIu64
            " good, %" PRIu64 " problem%s%s, %" PRIu64 " bytes decoded, "
-           "%.2f s\n", argv[1], info->samples, info->shards,
+           "%.2f s\n", dir, info->samples, info->shards,
            info->shards == 1 ? "" : "s", good, bad, bad == 1 ? "" : "s",
            unchecked ? " (some records unreachable)" : "", bytes,
            pack_now() - t0);
