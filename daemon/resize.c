@@ -18,7 +18,8 @@
  *                                        vector; zeros past the used ones,
  *                                        read by the padding taps
  *     v8f      plane[3][n rounded to 8]  per channel, output pixel i's 8 rows
- *     float    out[8][n rounded to 8]    one channel's 8 output rows
+ *     float    out[8][n rounded to 8]    one channel's 8 output rows, back to
+ *                                        back
  */
 #include "resize.h"
 
@@ -221,7 +222,7 @@ size_t rs_scratch_bytes(const struct rs_axis *ax, const struct rs_axis *ay)
            LANES * ALIGN32(row_len(ax) * sizeof(float)) +                /* rows */
            ALIGN32((row_len(ax) + row_pad(ax)) * LANES * sizeof(float)) + /* block */
            3 * ALIGN32(out_len(ax) * LANES * sizeof(float)) +            /* planes */
-           LANES * ALIGN32(out_len(ax) * sizeof(float));                 /* out */
+           LANES * out_len(ax) * sizeof(float);                          /* out */
 }
 
 /* acc[0..len) = sum over taps of q[k] * row k (rows `stride` bytes apart),
@@ -433,8 +434,11 @@ scatter_block(uint8_t *restrict dst, const v8f *restrict plane, float *const out
 
         transpose8(in, o);
     }
-    for (uint32_t k = 0; k < rows; k++)
-        to_bytes(dst + (size_t)k * n, out[k], n, scale);
+    if (n % LANES == 0) /* the rows are back to back here and in dst: one loop */
+        to_bytes(dst, out[0], (size_t)rows * n, scale);
+    else
+        for (uint32_t k = 0; k < rows; k++)
+            to_bytes(dst + (size_t)k * n, out[k], n, scale);
 }
 
 RS_CLONES
@@ -459,8 +463,8 @@ void rs_resize(const uint8_t *src, size_t stride, int32_t x0, int32_t y0,
     base += ALIGN32((len + row_pad(ax)) * LANES * sizeof(float));
     for (int c = 0; c < 3; c++, base += plane_bytes)
         plane[c] = (v8f *)base;
-    for (int r = 0; r < LANES; r++, base += ALIGN32(out_len(ax) * sizeof(float)))
-        out[r] = (float *)base;
+    for (int r = 0; r < LANES; r++, base += out_len(ax) * sizeof(float))
+        out[r] = (float *)base; /* back to back: out_len is a multiple of 8 floats */
     /* past the used elements: zeros, read by padded taps with weight 0 */
     for (int r = 0; r < LANES; r++) {
         memset(row[r] + used, 0, (len - used) * sizeof(float));
