@@ -380,3 +380,34 @@ int fake_line_value(const char *line, const char *key, char *out, size_t cap)
     }
     return -ENOENT;
 }
+
+int fake_fleet_attach(struct fake_fleet *fl, int conn, const char *line)
+{
+    char v[32];
+    uint64_t epoch = 0, seq = 0;
+    int k = fl->n;
+
+    if (k >= FAKE_MAX_CONNS)
+        return 0;
+    if (fake_line_value(line, "epoch", v, sizeof(v)) == 0)
+        epoch = strtoull(v, NULL, 10);
+    if (fake_line_value(line, "seq", v, sizeof(v)) == 0)
+        seq = strtoull(v, NULL, 10);
+    if (fake_ring_make(&fl->rings[k], fl->depth, fl->batch, fl->sample, fl->bpe, epoch, seq,
+                       fl->seals) < 0)
+        return 0;
+    fake_ring_send(&fl->rings[k], conn);
+    fake_pub_start(&fl->pubs[k], &fl->rings[k], fl->per_ring);
+    fl->n = k + 1;
+    return 1;
+}
+
+void fake_fleet_stop(struct fake_fleet *fl, struct fake *f)
+{
+    fake_stop(f);
+    for (int k = 0; k < fl->n; k++) {
+        fake_pub_stop(&fl->pubs[k]);
+        fake_ring_free(&fl->rings[k]);
+    }
+    fl->n = 0;
+}

@@ -115,6 +115,27 @@ void fake_publish(struct ring_hdr *h, uint64_t g);
 int fake_count_fds(void);
 
 /* Value of key=... in an ATTACH line as a string into out; 0 or -ENOENT. */
+/*
+ * A fleet of fake rings for tests that attach repeatedly: every ATTACH gets
+ * a fresh ring of this geometry starting where the line's epoch= and seq=
+ * say, sent on the connection, with a publisher making per_ring batches.
+ */
+struct fake_fleet {
+    uint32_t depth, batch, sample;
+    uint64_t bpe;
+    int seals;
+    uint64_t per_ring;
+    struct fake_ring rings[FAKE_MAX_CONNS];
+    struct fake_pub pubs[FAKE_MAX_CONNS];
+    int n;
+};
+
+/* The handler's work for one ATTACH line: 1 when answered, 0 when the ring
+ * could not be made (the fake then answers ERR). */
+int fake_fleet_attach(struct fake_fleet *fl, int conn, const char *line);
+/* Stops the fake, then every publisher, and frees every ring. */
+void fake_fleet_stop(struct fake_fleet *fl, struct fake *f);
+
 int fake_line_value(const char *line, const char *key, char *out, size_t cap);
 
 #endif

@@ -26,29 +26,15 @@
 #define BPE 5
 #define N 40
 
-static struct fake_ring g_rings[FAKE_MAX_CONNS];
-static struct fake_pub g_pubs[FAKE_MAX_CONNS];
-static int g_nrings;
+
+static struct fake_fleet g_fleet = {
+    .depth = DEPTH, .batch = BATCH, .sample = SAMPLE, .bpe = BPE, .seals = SEALS,
+};
 
 static int handler(struct fake *f, int conn, const char *line)
 {
-    char v[32];
-    uint64_t epoch = 0, seq = 0;
-    int k = g_nrings;
-
     (void)f;
-    if (fake_line_value(line, "epoch", v, sizeof(v)) == 0)
-        epoch = strtoull(v, NULL, 10);
-    if (fake_line_value(line, "seq", v, sizeof(v)) == 0)
-        seq = strtoull(v, NULL, 10);
-    if (fake_ring_make(&g_rings[k], DEPTH, BATCH, SAMPLE, BPE, epoch, seq, SEALS) < 0)
-        return 0;
-    fake_ring_send(&g_rings[k], conn);
-    /* the first ring publishes exactly what the test takes from it, so
-     * the batch after the drop must come from the second */
-    fake_pub_start(&g_pubs[k], &g_rings[k], k == 0 ? N + 1 : 1000);
-    g_nrings = k + 1;
-    return 1;
+    return fake_fleet_attach(&g_fleet, conn, line);
 }
 
 static int registered(const void *p)
@@ -135,7 +121,7 @@ int main(void)
     }
     TAP_OK(all_ok, "40 batches copied to the device with rf_cuda_copy_release arrive intact");
     TAP_IS_INT(rf_poll(c), 0, "after the stream synchronized nothing is pending");
-    TAP_IS_INT(atomic_load(&g_rings[0].hdr->released), N, "every slot went back");
+    TAP_IS_INT(atomic_load(&g_fleet.rings[0].hdr->released), N, "every slot went back");
 
     rf_next(c, &b, 5000);
     rf_cuda_copy_release(c, &b, dev[0], s);
@@ -151,11 +137,7 @@ int main(void)
     TAP_OK(!registered(old_base), "the old mapping was unregistered");
     rf_close(c);
     TAP_IS_INT(cudaGetLastError(), cudaSuccess, "no runtime error left behind");
-    fake_stop(&f);
-    for (int k = 0; k < g_nrings; k++) {
-        fake_pub_stop(&g_pubs[k]);
-        fake_ring_free(&g_rings[k]);
-    }
+    fake_fleet_stop(&g_fleet, &f);
     cudaFree(dev[0]);
     cudaFree(dev[1]);
     cudaStreamDestroy(s);

@@ -32,38 +32,21 @@
 #define SAMPLE 4096
 #define BPE 5
 
-static struct fake_ring g_rings[FAKE_MAX_CONNS];
-static struct fake_pub g_pubs[FAKE_MAX_CONNS];
-static int g_nrings;
-static uint64_t g_per_ring = 1000; /* batches each ring's publisher makes */
+
+static struct fake_fleet g_fleet = {
+    .depth = DEPTH, .batch = BATCH, .sample = SAMPLE, .bpe = BPE, .seals = SEALS,
+    .per_ring = 1000, /* batches each ring's publisher makes */
+};
 
 static int handler(struct fake *f, int conn, const char *line)
 {
-    char v[32];
-    uint64_t epoch = 0, seq = 0;
-    int k = g_nrings;
-
     (void)f;
-    if (fake_line_value(line, "epoch", v, sizeof(v)) == 0)
-        epoch = strtoull(v, NULL, 10);
-    if (fake_line_value(line, "seq", v, sizeof(v)) == 0)
-        seq = strtoull(v, NULL, 10);
-    if (fake_ring_make(&g_rings[k], DEPTH, BATCH, SAMPLE, BPE, epoch, seq, SEALS) < 0)
-        return 0;
-    fake_ring_send(&g_rings[k], conn);
-    fake_pub_start(&g_pubs[k], &g_rings[k], g_per_ring);
-    g_nrings = k + 1;
-    return 1;
+    return fake_fleet_attach(&g_fleet, conn, line);
 }
 
 static void stop_all(struct fake *f)
 {
-    fake_stop(f);
-    for (int k = 0; k < g_nrings; k++) {
-        fake_pub_stop(&g_pubs[k]);
-        fake_ring_free(&g_rings[k]);
-    }
-    g_nrings = 0;
+    fake_fleet_stop(&g_fleet, f);
 }
 
 static struct rf_client *open_client(struct fake *f)
@@ -91,7 +74,7 @@ static struct rf_client *open_client(struct fake *f)
 
 static uint64_t released(int ring)
 {
-    return atomic_load(&g_rings[ring].hdr->released);
+    return atomic_load(&g_fleet.rings[ring].hdr->released);
 }
 
 /* The bytes a batch's copy must deliver: the pixels as published. */
@@ -287,7 +270,7 @@ static void reconnect(void)
     int ev;
 
     pin_fake_reset();
-    g_per_ring = 1; /* so the batch after the drop comes from the new ring */
+    g_fleet.per_ring = 1; /* so the batch after the drop comes from the new ring */
     c = open_client(&f);
     if (!c)
         return stop_all(&f);
@@ -314,7 +297,7 @@ static void reconnect(void)
     TAP_IS_INT(pin_fake.n_regs, 0, "rf_close unregisters it");
     TAP_IS_INT(pin_fake_live_events(), 0, "  and frees every event");
     stop_all(&f);
-    g_per_ring = 1000;
+    g_fleet.per_ring = 1000;
 }
 
 int main(void)

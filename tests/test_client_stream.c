@@ -28,39 +28,21 @@
 #define BPE 5
 
 /* Every ATTACH gets a fresh ring starting where the line asks and a
- * publisher for g_per_ring batches of it. */
-static struct fake_ring g_rings[FAKE_MAX_CONNS];
-static struct fake_pub g_pubs[FAKE_MAX_CONNS];
-static int g_nrings;
-static uint64_t g_per_ring;
+ * publisher for g_fleet.per_ring batches of it. */
+
+static struct fake_fleet g_fleet = {
+    .depth = DEPTH, .batch = BATCH, .sample = SAMPLE, .bpe = BPE, .seals = SEALS,
+};
 
 static int handler(struct fake *f, int conn, const char *line)
 {
-    char v[32];
-    uint64_t epoch = 0, seq = 0;
-    int k = g_nrings;
-
     (void)f;
-    if (fake_line_value(line, "epoch", v, sizeof(v)) == 0)
-        epoch = strtoull(v, NULL, 10);
-    if (fake_line_value(line, "seq", v, sizeof(v)) == 0)
-        seq = strtoull(v, NULL, 10);
-    if (fake_ring_make(&g_rings[k], DEPTH, BATCH, SAMPLE, BPE, epoch, seq, SEALS) < 0)
-        return 0;
-    fake_ring_send(&g_rings[k], conn);
-    fake_pub_start(&g_pubs[k], &g_rings[k], g_per_ring);
-    g_nrings = k + 1;
-    return 1;
+    return fake_fleet_attach(&g_fleet, conn, line);
 }
 
 static void stop_all(struct fake *f)
 {
-    fake_stop(f);
-    for (int k = 0; k < g_nrings; k++) {
-        fake_pub_stop(&g_pubs[k]);
-        fake_ring_free(&g_rings[k]);
-    }
-    g_nrings = 0;
+    fake_fleet_stop(&g_fleet, f);
 }
 
 static double now_s(void)
@@ -133,7 +115,7 @@ static void stream(void)
     int before = fake_count_fds(), all_ok = 1, rc;
     double t;
 
-    g_per_ring = n;
+    g_fleet.per_ring = n;
     if (fake_start(&f, NULL, handler, NULL) < 0)
         return (void)tap_ok(0, "fake daemon starts");
     c = open_client(&f, 0);
@@ -154,7 +136,7 @@ static void stream(void)
         all_ok &= b.slot == g % DEPTH;
         samples += b.count;
         all_ok &= rf_release(c, &b) == 0;
-        all_ok &= atomic_load(&g_rings[0].hdr->released) == g + 1;
+        all_ok &= atomic_load(&g_fleet.rings[0].hdr->released) == g + 1;
         if (++seq == BPE)
             epoch++, seq = 0;
     }
@@ -175,7 +157,7 @@ static void stream(void)
 
     /* hold depth-1 batches */
     for (uint64_t g = n; g < n + DEPTH - 1; g++)
-        fake_publish(g_rings[0].hdr, g);
+        fake_publish(g_fleet.rings[0].hdr, g);
     all_ok = 1;
     for (int i = 0; i < DEPTH - 1; i++) {
         all_ok &= rf_next(c, &held[i], 1000) == 0;
@@ -184,7 +166,7 @@ static void stream(void)
             epoch++, seq = 0;
     }
     TAP_OK(all_ok, "three batches held at once");
-    fake_publish(g_rings[0].hdr, n + DEPTH - 1); /* ready, but may not be taken */
+    fake_publish(g_fleet.rings[0].hdr, n + DEPTH - 1); /* ready, but may not be taken */
     TAP_IS_INT(rf_next(c, &b, 1000), -ENOBUFS, "a fourth with depth 4: -ENOBUFS");
     TAP_OK(strstr(rf_last_error(c), "release one first"), "  message says what to do");
     TAP_IS_INT(rf_release(c, &held[1]), -EINVAL, "releasing the second first: -EINVAL");
@@ -192,30 +174,30 @@ static void stream(void)
     b = held[0];
     b.data += 4096;
     TAP_IS_INT(rf_release(c, &b), -EINVAL, "releasing a forged batch: -EINVAL");
-    TAP_IS_INT(atomic_load(&g_rings[0].hdr->released), n, "  nothing released");
+    TAP_IS_INT(atomic_load(&g_fleet.rings[0].hdr->released), n, "  nothing released");
     TAP_IS_INT(rf_release(c, &held[0]), 0, "releasing the oldest");
     TAP_IS_INT(rf_release(c, &held[0]), -EINVAL, "releasing it twice: -EINVAL");
     TAP_IS_INT(rf_release(c, &held[1]), 0, "releasing the next");
     TAP_IS_INT(rf_release(c, &held[2]), 0, "releasing the last held");
     TAP_IS_INT(rf_release(c, &held[2]), -EINVAL, "releasing with none held: -EINVAL");
-    TAP_IS_INT(atomic_load(&g_rings[0].hdr->released), n + DEPTH - 1,
+    TAP_IS_INT(atomic_load(&g_fleet.rings[0].hdr->released), n + DEPTH - 1,
                "released counts every release");
 
     /* the batch published before the failure still comes, then -EIO */
     TAP_IS_INT(rf_next(c, &b, 1000), 0, "batch published before the failure arrives");
     TAP_IS_INT(rf_release(c, &b), 0, "  and is released");
-    g_rings[0].hdr->error = -EBADMSG;
-    snprintf(g_rings[0].hdr->reason, sizeof(g_rings[0].hdr->reason),
+    g_fleet.rings[0].hdr->error = -EBADMSG;
+    snprintf(g_fleet.rings[0].hdr->reason, sizeof(g_fleet.rings[0].hdr->reason),
              "too many bad samples: shard 3 record 17 fails its checksum");
-    atomic_store_explicit(&g_rings[0].hdr->state, RING_FAILED, memory_order_release);
+    atomic_store_explicit(&g_fleet.rings[0].hdr->state, RING_FAILED, memory_order_release);
     rc = rf_next(c, &b, 5000);
     TAP_IS_INT(rc, -EIO, "failed stream: -EIO");
     TAP_OK(strstr(rf_last_error(c), "shard 3 record 17"), "  with the daemon's reason");
     TAP_IS_INT(rf_next(c, &b, 0), -EIO, "  and it sticks");
 
     rf_close(c);
-    fake_pub_stop(&g_pubs[0]);
-    TAP_IS_INT(atomic_load(&g_pubs[0].efd_total), n + DEPTH, "one eventfd count per release");
+    fake_pub_stop(&g_fleet.pubs[0]);
+    TAP_IS_INT(atomic_load(&g_fleet.pubs[0].efd_total), n + DEPTH, "one eventfd count per release");
     stop_all(&f);
     TAP_IS_INT(fake_count_fds(), before, "no descriptor leaked");
 }
@@ -231,7 +213,7 @@ static void reconnect(void)
     uint64_t epoch = 2, seq = 3, g = 0;
     int before = fake_count_fds(), all_ok = 1, rc;
 
-    g_per_ring = 7;
+    g_fleet.per_ring = 7;
     if (fake_start(&f, NULL, handler, NULL) < 0)
         return (void)tap_ok(0, "fake daemon starts");
     c = open_client(&f, 5000);
@@ -261,7 +243,7 @@ static void reconnect(void)
     TAP_IS_INT(rf_release(c, &b), -EINVAL, "releasing the new one first: -EINVAL");
     TAP_IS_INT(rf_release(c, &kept), 0, "releasing the held one from the old ring");
     TAP_IS_INT(rf_release(c, &b), 0, "then the new one");
-    TAP_IS_INT(atomic_load(&g_rings[1].hdr->released), 1, "new ring counts from 0");
+    TAP_IS_INT(atomic_load(&g_fleet.rings[1].hdr->released), 1, "new ring counts from 0");
     g++;
     if (++seq == BPE)
         epoch++, seq = 0;
@@ -276,9 +258,9 @@ static void reconnect(void)
             epoch++, seq = 0;
     }
     TAP_OK(all_ok, "the second ring goes on");
-    g_rings[1].hdr->error = -ESHUTDOWN;
-    snprintf(g_rings[1].hdr->reason, sizeof(g_rings[1].hdr->reason), "daemon is stopping");
-    atomic_store_explicit(&g_rings[1].hdr->state, RING_CLOSED, memory_order_release);
+    g_fleet.rings[1].hdr->error = -ESHUTDOWN;
+    snprintf(g_fleet.rings[1].hdr->reason, sizeof(g_fleet.rings[1].hdr->reason), "daemon is stopping");
+    atomic_store_explicit(&g_fleet.rings[1].hdr->state, RING_CLOSED, memory_order_release);
     /* batches published before the close still come, then the third ring's */
     all_ok = 1;
     for (int i = 0; i < 2 * DEPTH && st.reconnects < 2; i++, g++) {
@@ -293,10 +275,10 @@ static void reconnect(void)
     TAP_OK(fake_wait_lines(&f, 3) == 0, "  from a third ATTACH");
 
     /* detached for good: the published batches, then -EPIPE and no retry */
-    g_rings[2].hdr->error = -EPROTO;
-    snprintf(g_rings[2].hdr->reason, sizeof(g_rings[2].hdr->reason),
+    g_fleet.rings[2].hdr->error = -EPROTO;
+    snprintf(g_fleet.rings[2].hdr->reason, sizeof(g_fleet.rings[2].hdr->reason),
              "released went backwards");
-    atomic_store_explicit(&g_rings[2].hdr->state, RING_CLOSED, memory_order_release);
+    atomic_store_explicit(&g_fleet.rings[2].hdr->state, RING_CLOSED, memory_order_release);
     for (int i = 0; i < 2 * DEPTH && (rc = rf_next(c, &b, 5000)) == 0; i++)
         rf_release(c, &b);
     TAP_IS_INT(rc, -EPIPE, "ring closed with an error: -EPIPE");
@@ -320,7 +302,7 @@ static void give_up(void)
     int before = fake_count_fds(), rc;
     double t;
 
-    g_per_ring = 0;
+    g_fleet.per_ring = 0;
     if (fake_start(&f, NULL, handler, NULL) < 0)
         return (void)tap_ok(0, "fake daemon starts");
     c = open_client(&f, 400);
