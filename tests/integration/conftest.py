@@ -22,6 +22,43 @@ BUILD = os.environ.get("RINGFEED_BUILD_DIR", os.path.join(os.path.dirname(__file
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
 
+def wait_for(pred, what, timeout=120.0, interval=0.02):
+    """Polls pred() until it returns something true; returns that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def proc_alive(pid):
+    """pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pid_children(pid):
+    """Live (not zombie) children of pid, from /proc."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            kids.append(int(d))
+    return kids
+
+
 def binary(rel):
     path = os.path.join(BUILD, rel)
     if not os.path.exists(path):
@@ -179,18 +216,7 @@ class Daemon:
 
     def pid_tree(self):
         """pids of the daemon's children (its workers), from /proc."""
-        kids = []
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                if int(fields[1]) == self.proc.pid:
-                    kids.append(int(d))
-            except OSError:
-                continue
-        return kids
+        return pid_children(self.proc.pid)
 
     def group_pids(self):
         """pids of live (not zombie) processes in the daemon's process group:

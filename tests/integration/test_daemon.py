@@ -56,7 +56,7 @@ import time
 
 import pytest
 
-from conftest import (FMNIST, connect_unix, ctl, idx_labels, raw_request, read_dump_rows,
+from conftest import (proc_alive, wait_for, FMNIST, connect_unix, ctl, idx_labels, raw_request, read_dump_rows,
                       read_tool, run_read)
 
 N = {"train": 60000, "test": 10000}
@@ -74,17 +74,6 @@ FLAG_PADDING, FLAG_SUBSTITUTED = 1, 2
 
 
 # ---- helpers ---------------------------------------------------------------
-
-def wait_for(pred, what, timeout=WAIT, interval=0.02):
-    """Polls pred() until it returns something true; returns that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 def read_cmd(sock, dataset, batch, epochs, extra=(), dump=None):
@@ -149,14 +138,6 @@ def wait_workers(d, n):
                              and int(s["workers.target"]) == n else None)(d.stats()),
                     f"{n} workers alive")
 
-
-def proc_alive(pid):
-    """pid exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def ppid_of(pid):

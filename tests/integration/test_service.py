@@ -47,48 +47,17 @@ import time
 
 import pytest
 
-from conftest import BUILD, ctl, ctl_tool, raw_request, read_tool, ringfeedd, run_read
+from conftest import BUILD, ctl, pid_children, proc_alive, wait_for, ctl_tool, raw_request, read_tool, ringfeedd, run_read
 
 WAIT = 120.0
 READ_TIMEOUT = 600
 
-
-def wait_for(pred, what, timeout=WAIT, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 def monotonic_us():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
 
 
-def pid_children(pid):
-    kids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            kids.append(int(d))
-    return kids
-
-
-def proc_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def stats(sock):
