@@ -168,6 +168,17 @@ static void adopt(struct rf_client *c, const struct client_conn *cn)
     c->first = c->delivered;
     c->depth = cn->hdr->depth;
     c->batches_per_epoch = cn->hdr->batches_per_epoch;
+    c->info = (struct rf_info){
+        .batch = cn->hdr->batch,
+        .depth = cn->hdr->depth,
+        .dataset_samples = cn->hdr->dataset_samples,
+        .batches_per_epoch = cn->hdr->batches_per_epoch,
+        .sample_bytes = cn->hdr->sample_bytes,
+        .layout = cn->hdr->layout,
+        .shape = {cn->hdr->shape[0], cn->hdr->shape[1], cn->hdr->shape[2]},
+        .classes = cn->hdr->classes,
+    };
+    c->attached_once = 1;
     c->said = 0;
     c->state = CLIENT_ATTACHED;
     client_handoff_mapped(c);
@@ -556,6 +567,23 @@ void rf_get_stats_v01(const struct rf_client *c, struct rf_stats_v01 *s)
 
     rf_get_stats_v02(c, &all);
     memcpy(s, &all, sizeof(*s));
+}
+
+int rf_get_info(const struct rf_client *c, struct rf_info *info)
+{
+    if (!info)
+        return -EINVAL;
+    memset(info, 0, sizeof(*info));
+    if (!c)
+        return -EINVAL;
+    if (!c->attached_once)
+        return -ENOTCONN;
+    *info = c->info;
+    info->rank = c->rank;
+    info->world = c->world;
+    info->next_epoch = c->next_epoch;
+    info->next_seq = c->next_seq;
+    return 0;
 }
 
 void rf_close(struct rf_client *c)

@@ -113,6 +113,9 @@ struct rf_client {
     int said;                   /* the daemon sent a line unasked */
     uint32_t depth;             /* of the last ring attached */
     uint64_t batches_per_epoch; /* of the last ring attached */
+    struct rf_info info;        /* of the last ring attached; rank, world and
+                                   the position are filled by rf_get_info */
+    int attached_once;          /* info is valid */
 
     /* retired rings still holding batches the caller has not released */
     struct client_ring old[RING_MAX_DEPTH];

@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define RF_VERSION_MAJOR 0
-#define RF_VERSION_MINOR 2
+#define RF_VERSION_MINOR 3
 
 struct rf_client;
 
@@ -128,6 +128,28 @@ struct rf_stats {
     char pin_note[160];      /* one line: why the ring is or is not pinned */
 };
 
+/* What a stream is and where it stands (since 0.3), known from rf_open()
+ * on, before any batch arrives: enough to size buffers, to compute an
+ * epoch's length and to save a resume point. */
+struct rf_info {
+    int32_t rank;               /* as attached (the defaults resolved) */
+    int32_t world;
+    uint32_t batch;             /* samples per batch; an epoch's last batch
+                                   may hold fewer (unless drop_last_batch) */
+    uint32_t depth;             /* ring slots */
+    uint64_t dataset_samples;   /* samples in the whole dataset */
+    uint64_t batches_per_epoch; /* for this rank */
+    uint64_t sample_bytes;      /* bytes of one sample's pixels */
+    uint32_t layout;            /* RF_LAYOUT_* */
+    uint32_t shape[3];          /* as struct rf_batch.shape */
+    uint32_t classes;           /* label classes the dataset names; 0: unknown */
+    uint32_t pad_;
+    uint64_t next_epoch;        /* where the batch the next rf_next() delivers */
+    uint64_t next_seq;          /* stands: rf_options.start_epoch/start_seq
+                                   to resume a stream exactly after the
+                                   batches delivered so far */
+};
+
 /* Fills o with the defaults noted in struct rf_options. */
 void rf_options_init(struct rf_options *o);
 
@@ -164,6 +186,11 @@ int rf_release(struct rf_client *c, const struct rf_batch *b);
 
 /* Copies the library's counters into *s. */
 void rf_get_stats(const struct rf_client *c, struct rf_stats *s);
+
+/* Fills *info (since 0.3).  Returns 0, or -ENOTCONN when c never attached
+ * (rf_open failed) and -EINVAL when c or info is NULL; *info is then
+ * zeroed.  While reconnecting it describes the last ring attached. */
+int rf_get_info(const struct rf_client *c, struct rf_info *info);
 
 /* Detaches, unmaps and frees.  Accepts NULL.  Held batches become invalid. */
 void rf_close(struct rf_client *c);

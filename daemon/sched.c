@@ -158,6 +158,7 @@ static int make_sampler(const struct stream *st, uint64_t epoch, struct sampler 
         .batch = st->a.batch,
         .shuffle = st->a.shuffle,
         .drop_last = st->a.drop_last,
+        .drop_last_batch = st->a.drop_last_batch,
     };
 
     return sampler_init(s, &p, NULL);

@@ -58,7 +58,11 @@
  *     flip=P            0 <= P <= 1, default 0.5
  *     crop=F            eval's center-crop fraction, 0 < F <= 1, default 0.875
  *     shuffle=0|1       default 1
- *     drop_last=0|1     default 0
+ *     drop_last=0|1     default 0; 1 drops the tail that does not split
+ *                       evenly over the ranks (DistributedSampler's
+ *                       drop_last) instead of padding by wrapping
+ *     drop_last_batch=0|1  default 0; 1 drops each rank's final partial
+ *                       batch (DataLoader's drop_last), so every batch is full
  *     version=N         ring layout version the client speaks, 1..2^32-1;
  *                       not given = 0, which the daemon reads as its own
  *                       current version (the daemon checks, not the parser)
@@ -106,7 +110,7 @@
 #define CTL_WORKERS_MAX 256
 #define CTL_DATASET_NAME_MAX 64   /* bytes of [A-Za-z0-9._-] */
 #define CTL_LABEL_MAX 64          /* bytes of [A-Za-z0-9._:@/+-] */
-#define CTL_ATTACH_KEYS 19        /* rows in the ATTACH key table */
+#define CTL_ATTACH_KEYS 20        /* rows in the ATTACH key table */
 #define CTL_ATTACH_BATCH_MAX 65536
 #define CTL_ATTACH_WORLD_MAX 65536
 #define CTL_ATTACH_DEPTH_MIN 2
@@ -188,6 +192,7 @@ struct ctl_attach {
     double crop;
     bool shuffle;
     bool drop_last;
+    bool drop_last_batch;
     uint32_t version;                       /* 0 when not given */
 };
 

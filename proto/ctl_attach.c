@@ -65,6 +65,7 @@ static const struct key keys[] = {
     D("crop", K_F64, crop, 0, 1, true),
     U("shuffle", K_BOOL, shuffle, 0, 1),
     U("drop_last", K_BOOL, drop_last, 0, 1),
+    U("drop_last_batch", K_BOOL, drop_last_batch, 0, 1),
     {"version", K_U32, F(version), 1, UINT32_MAX, 0, 0, false, true, NULL, 0},
     {"name", K_LABEL, F(name), 0, 0, 0, 0, false, true, NULL, 0},
 };
@@ -96,6 +97,7 @@ void ctl_attach_defaults(struct ctl_attach *a)
     a->crop = 0.875;
     a->shuffle = true;
     a->drop_last = false;
+    a->drop_last_batch = false;
     a->version = 0;
 }
 

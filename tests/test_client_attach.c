@@ -235,7 +235,11 @@ static void run(enum kase k, const char *name, int want, const char *want_msg)
     if (rc < 0) {
         size_t sz = 1;
 
+        struct rf_info in = {.batch = 7};
+
         TAP_OK(rf_ring_base(c, &sz) == NULL && sz == 0, "refused: no ring mapped");
+        TAP_OK(rf_get_info(c, &in) == -ENOTCONN && in.batch == 0,
+               "refused: rf_get_info says -ENOTCONN, zeroed");
         TAP_IS_INT(rf_next(c, &(struct rf_batch){0}, 0), want, "refused: rf_next repeats it");
     }
     rf_close(c);

@@ -124,6 +124,18 @@ static void stream(void)
     TAP_OK(strstr(f.lines[0], " rank=1") && strstr(f.lines[0], " world=2") &&
                strstr(f.lines[0], " epoch=2") && strstr(f.lines[0], " seq=3"),
            "ATTACH carries rank, world and the resume point");
+    {
+        struct rf_info in;
+
+        rc = rf_get_info(c, &in);
+        TAP_OK(rc == 0 && in.rank == 1 && in.world == 2 && in.batch == BATCH &&
+                   in.depth == DEPTH && in.batches_per_epoch == BPE &&
+                   in.sample_bytes == SAMPLE && in.layout == RF_LAYOUT_CHW &&
+                   in.shape[0] == 1 && in.shape[2] == SAMPLE,
+               "rf_get_info before any batch: rank, world, geometry, shape");
+        TAP_OK(in.next_epoch == 2 && in.next_seq == 3, "  and the resume point asked for");
+        TAP_IS_INT(rf_get_info(c, NULL), -EINVAL, "rf_get_info(c, NULL) refused");
+    }
 
     for (uint64_t g = 0; g < n; g++) {
         rc = rf_next(c, &b, 5000);
@@ -141,6 +153,12 @@ static void stream(void)
             epoch++, seq = 0;
     }
     TAP_OK(all_ok, "23 batches across 5 epochs arrive in order, intact, and are released");
+    {
+        struct rf_info in;
+
+        TAP_OK(rf_get_info(c, &in) == 0 && in.next_epoch == epoch && in.next_seq == seq,
+               "rf_get_info: the position after the last delivered batch");
+    }
     rf_get_stats(c, &st);
     TAP_IS_INT(st.batches, n, "stats: batches");
     TAP_IS_INT(st.samples, samples, "stats: samples");

@@ -405,6 +405,7 @@ static void test_attach_defaults(void)
     TAP_OK(a->flip == 0.5, "flip default 0.5");
     TAP_OK(a->crop == 0.875, "crop default 0.875");
     TAP_OK(a->shuffle && !a->drop_last, "shuffle 1, drop_last 0 by default");
+    TAP_OK(!a->drop_last_batch, "drop_last_batch 0 by default");
     TAP_IS_INT(a->version, 0, "version not given -> 0");
     TAP_IS_STR(a->name, "", "name not given -> empty");
 }
@@ -547,12 +548,13 @@ static void test_attach_bounds(void)
     TAP_IS_INT(req.attach.batch, 8, "batch=08 -> 8");
     expect_ok("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
               "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
-              "shuffle=0 drop_last=1 version=3 name=x\n",
-              CTL_VERB_ATTACH, "all 19 keys at once");
+              "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x\n",
+              CTL_VERB_ATTACH, "all 20 keys at once");
+    TAP_OK(req.attach.drop_last && req.attach.drop_last_batch, "drop_last_batch=1 parsed");
     expect_err("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
                "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
-               "shuffle=0 drop_last=1 version=3 name=x name=y\n",
-               CTL_E_BAD_ARG, "20 arguments", "takes 1 to 19", NULL);
+               "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x name=y\n",
+               CTL_E_BAD_ARG, "21 arguments", "takes 1 to 20", NULL);
     {
         char line[1024];
         size_t o = (size_t)snprintf(line, sizeof(line), "ATTACH");
