@@ -1,0 +1,498 @@
+/*
+ * client.c - Client, one libringfeed stream seen from Python: open, next()
+ * (the GIL dropped while waiting, Ctrl-C noticed within WAIT_SLICE_MS),
+ * the ledger that hands batches back in order as their last views die,
+ * and a close() that never pulls memory from under a live view.
+ *
+ * Ledger: batch n (its stream number) is held[n % EXT_HELD_MAX] from
+ * delivery until it is handed back; done[] says its last view is gone.
+ * drain() hands back done batches oldest first, so batch n goes to the
+ * daemon once it and every older batch are done.
+ *
+ * States (ext.h): OPEN -> CLOSING (close() while leases live) -> CLOSED,
+ * or OPEN -> CLOSED directly.  client_check() holds after every
+ * transition in debug builds:
+ *   CLOSED <=> c == NULL, and then no lease lives;
+ *   released <= delivered <= released + EXT_HELD_MAX;
+ *   the batches in [released, delivered) not done are exactly the live
+ *   leases (each lease is one undone batch).
+ */
+#include "ext.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define WAIT_SLICE_MS 50 /* a wait checks for signals this often */
+#define COPY_NOGIL_BYTES (1 << 20) /* copies this large drop the GIL */
+
+static void client_check(const ext_client *o)
+{
+#ifndef NDEBUG
+    Py_ssize_t undone = 0;
+
+    assert((o->state == EXT_CLOSED) == (o->c == NULL));
+    assert(o->state != EXT_CLOSED || o->leases == 0);
+    assert(o->released <= o->delivered);
+    assert(o->delivered - o->released <= EXT_HELD_MAX);
+    for (uint64_t n = o->released; n < o->delivered; n++)
+        undone += !o->done[n % EXT_HELD_MAX];
+    assert(undone == o->leases);
+#else
+    (void)o;
+#endif
+}
+
+/* Hands back done batches, oldest first.  A failure is kept for next(). */
+static void drain(ext_client *o)
+{
+    while (o->state == EXT_OPEN && o->released < o->delivered &&
+           o->done[o->released % EXT_HELD_MAX]) {
+        int rc = rf_release(o->c, &o->held[o->released % EXT_HELD_MAX]);
+
+        if (rc < 0 && !o->release_err) {
+            o->release_err = rc;
+            snprintf(o->release_msg, sizeof(o->release_msg), "%s", rf_last_error(o->c));
+        }
+        o->done[o->released % EXT_HELD_MAX] = 0;
+        o->released++;
+    }
+    client_check(o);
+}
+
+/* OPEN or CLOSING -> CLOSED. */
+static void finish_close(ext_client *o)
+{
+    rf_close(o->c);
+    o->c = NULL;
+    o->released = o->delivered;
+    o->state = EXT_CLOSED;
+    client_check(o);
+}
+
+void ext_client_view_gone(ext_client *o, uint64_t n)
+{
+    o->leases--;
+    o->done[n % EXT_HELD_MAX] = 1;
+    if (o->state == EXT_CLOSING && o->leases == 0)
+        finish_close(o);
+    else if (!o->in_next)
+        drain(o);
+    else
+        client_check(o);
+}
+
+static int client_init(ext_client *o, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dataset", "batch", "rank", "world", "seed", "start_epoch",
+                            "start_seq", "transform", "size", "depth", "shuffle",
+                            "drop_last", "params", "name", "socket", "reconnect_ms",
+                            "dlpack", NULL};
+    struct rf_options opt;
+    unsigned int batch = 256, size = 0, depth = 0;
+    int rank = -1, world = -1, shuffle = 1, drop_last = 0, reconnect_ms = 30000, dlpack = 1;
+    unsigned long long seed = 0, start_epoch = 0, start_seq = 0;
+    const char *dataset, *transform = "raw", *params = NULL, *name = NULL, *sock = NULL;
+    int rc;
+
+    if (o->state != EXT_CLOSED || o->c) {
+        PyErr_SetString(PyExc_RuntimeError, "ringfeed: Client is already open");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|IiiKKKsIIppzzzip:Client", names, &dataset,
+                                     &batch, &rank, &world, &seed, &start_epoch, &start_seq,
+                                     &transform, &size, &depth, &shuffle, &drop_last,
+                                     &params, &name, &sock, &reconnect_ms, &dlpack))
+        return -1;
+    rf_options_init(&opt);
+    opt.dataset = dataset;
+    opt.batch = batch;
+    opt.rank = rank;
+    opt.world = world;
+    opt.seed = seed;
+    opt.start_epoch = start_epoch;
+    opt.start_seq = start_seq;
+    opt.transform = transform;
+    opt.size = size;
+    opt.depth = depth;
+    opt.shuffle = shuffle;
+    opt.drop_last = drop_last;
+    opt.params = params;
+    opt.name = name;
+    opt.socket = sock;
+    opt.reconnect_ms = reconnect_ms;
+    o->as_dlpack = dlpack;
+    Py_BEGIN_ALLOW_THREADS
+    rc = rf_open(&opt, &o->c);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        ext_raise(rc, "%s", rf_last_error(o->c));
+        rf_close(o->c);
+        o->c = NULL;
+        return -1;
+    }
+    rf_get_info(o->c, &o->info);
+    o->state = EXT_OPEN;
+    client_check(o);
+    return 0;
+}
+
+static void client_dealloc(ext_client *o)
+{
+    if (o->c)
+        rf_close(o->c);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static int check_open(ext_client *o)
+{
+    if (o->state != EXT_OPEN) {
+        ext_raise(-EBADF, "the loader is closed");
+        return -1;
+    }
+    if (o->in_next) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "ringfeed: another thread is waiting in this loader's next(); "
+                        "use one loader per thread");
+        return -1;
+    }
+    if (o->release_err) {
+        int e = o->release_err;
+
+        o->release_err = 0;
+        ext_raise(e, "handing a batch back failed: %s", o->release_msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Waits for the next batch into *b: a ready batch with the GIL held (no
+ * system call), else in WAIT_SLICE_MS rounds without it, running signal
+ * handlers between rounds.  Returns 0, or -1 with an exception set
+ * (KeyboardInterrupt, ringfeed.Error).  timeout_ms < 0: no limit.
+ */
+static int wait_next(ext_client *o, struct rf_batch *b, int timeout_ms)
+{
+    int64_t t0 = now_ms();
+    int rc = rf_next(o->c, b, 0);
+
+    while (rc == -ETIMEDOUT) {
+        int slice = WAIT_SLICE_MS;
+
+        if (timeout_ms >= 0) {
+            int64_t left = t0 + timeout_ms - now_ms();
+
+            if (left <= 0)
+                break;
+            if (left < slice)
+                slice = (int)left;
+        }
+        o->in_next = 1;
+        Py_BEGIN_ALLOW_THREADS
+        rc = rf_next(o->c, b, slice);
+        Py_END_ALLOW_THREADS
+        o->in_next = 0;
+        drain(o); /* views freed by other threads meanwhile */
+        if (rc == -ETIMEDOUT && PyErr_CheckSignals() < 0)
+            return -1;
+        if (o->state != EXT_OPEN) {
+            ext_raise(-EBADF, "the loader was closed while waiting");
+            return -1;
+        }
+    }
+    if (rc == -ENOBUFS) {
+        ext_raise(rc, "%llu batches are still held (alive as tensors or arrays, or waiting "
+                  "behind an older one that is) and the ring has %u slots: at most %u may "
+                  "be held; free old batches (del), pass copy=True to own them, or ask "
+                  "for a deeper ring (depth=)",
+                  (unsigned long long)(o->delivered - o->released), o->info.depth,
+                  o->info.depth - 1);
+        return -1;
+    }
+    if (rc < 0) {
+        ext_raise(rc, "%s", rf_last_error(o->c));
+        return -1;
+    }
+    return 0;
+}
+
+/* Returns the exported form of a: a capsule (torch) or a itself (numpy).
+ * Steals the reference to a. */
+static PyObject *export(ext_client *o, ext_array *a)
+{
+    PyObject *cap;
+
+    if (!a || !o->as_dlpack)
+        return (PyObject *)a;
+    cap = ext_array_dlpack(a);
+    Py_DECREF(a);
+    return cap;
+}
+
+/* The labels (int64) and the per-sample records of b as Python objects,
+ * and the tuple next() returns around images. */
+static PyObject *batch_tuple(ext_client *o, const struct rf_batch *b, PyObject *images)
+{
+    Py_ssize_t n = b->count;
+    ext_array *labels;
+    PyObject *recs, *out;
+
+    if (!images)
+        return NULL;
+    labels = ext_array_new(NULL, EXT_I64, 1, &n, NULL);
+    if (!labels) {
+        Py_DECREF(images);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < b->count; i++)
+        ((int64_t *)labels->data)[i] = b->samples[i].label;
+    recs = PyBytes_FromStringAndSize((const char *)b->samples,
+                                     (Py_ssize_t)(b->count * sizeof(struct rf_sample)));
+    out = Py_BuildValue("(NNNKKKI)", images, export(o, labels), recs,
+                        (unsigned long long)b->epoch, (unsigned long long)b->seq,
+                        (unsigned long long)b->stream_seq, b->substituted);
+    return out;
+}
+
+static void batch_shape(const struct rf_batch *b, Py_ssize_t shape[4], int *ndim)
+{
+    shape[0] = b->count;
+    if (b->layout == RF_LAYOUT_FLAT) {
+        shape[1] = (Py_ssize_t)b->sample_bytes;
+        *ndim = 2;
+        return;
+    }
+    for (int i = 0; i < 3; i++)
+        shape[i + 1] = b->shape[i];
+    *ndim = 4;
+}
+
+static PyObject *client_next(ext_client *o, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"timeout_ms", "copy", NULL};
+    int timeout_ms = -1, copy = 0, ndim;
+    Py_ssize_t shape[4];
+    struct rf_batch b;
+    ext_array *img;
+    ext_lease *lease;
+    uint64_t n;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ip:next", names, &timeout_ms, &copy))
+        return NULL;
+    if (check_open(o) < 0)
+        return NULL;
+    drain(o);
+    if (wait_next(o, &b, timeout_ms) < 0)
+        return NULL;
+    n = o->delivered++;
+    o->held[n % EXT_HELD_MAX] = b;
+    o->done[n % EXT_HELD_MAX] = 1; /* no view yet: a lease makes it undone */
+    batch_shape(&b, shape, &ndim);
+    if (copy) {
+        size_t bytes = (size_t)b.count * b.sample_bytes;
+
+        img = ext_array_new(NULL, EXT_U8, ndim, shape, NULL);
+        if (img && bytes >= COPY_NOGIL_BYTES) {
+            o->in_next = 1;
+            Py_BEGIN_ALLOW_THREADS
+            memcpy(img->data, b.data, bytes);
+            Py_END_ALLOW_THREADS
+            o->in_next = 0;
+        } else if (img) {
+            memcpy(img->data, b.data, bytes);
+        }
+        PyObject *t = batch_tuple(o, &b, export(o, img));
+        drain(o); /* the copy is made: the slot goes back now */
+        return t;
+    }
+    o->done[n % EXT_HELD_MAX] = 0;
+    lease = ext_lease_new(o, n);
+    if (!lease) {
+        o->done[n % EXT_HELD_MAX] = 1;
+        drain(o);
+        return NULL;
+    }
+    img = ext_array_new((void *)b.data, EXT_U8, ndim, shape, (PyObject *)lease);
+    Py_DECREF(lease); /* the array holds it now, or it is gone */
+    client_check(o);
+    return batch_tuple(o, &b, export(o, img));
+}
+
+/*
+ * next_cuda(dst, stream, timeout_ms=-1): the next batch copied to device
+ * memory at dst (count * sample_bytes bytes, allocated by the caller) on
+ * the cudaStream_t `stream`, its slot handed back once the copy is done
+ * (rf_cuda_copy_release).  Returns (count, labels, records, epoch, seq,
+ * stream_seq, substituted).
+ */
+static PyObject *client_next_cuda(ext_client *o, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dst", "stream", "timeout_ms", NULL};
+    unsigned long long dst, stream;
+    int timeout_ms = -1, rc;
+    struct rf_batch b;
+    PyObject *t, *count;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KK|i:next_cuda", names, &dst, &stream,
+                                     &timeout_ms))
+        return NULL;
+    if (check_open(o) < 0)
+        return NULL;
+    drain(o);
+    if (o->released != o->delivered)
+        return ext_raise(-EINVAL, "next_cuda: %llu batches read on the host are still held; "
+                         "a device loader hands each batch back as it copies it",
+                         (unsigned long long)(o->delivered - o->released));
+    if (wait_next(o, &b, timeout_ms) < 0)
+        return NULL;
+    count = PyLong_FromUnsignedLong(b.count);
+    t = batch_tuple(o, &b, count); /* before the hand-off: b is not ours after it */
+    if (!t)
+        return NULL;
+    rc = rf_cuda_copy_release(o->c, &b, (void *)(uintptr_t)dst, (void *)(uintptr_t)stream);
+    if (rc < 0) {
+        PyObject *e = ext_raise(rc, "%s", rf_last_error(o->c));
+
+        rf_release(o->c, &b);
+        Py_DECREF(t);
+        return e;
+    }
+    o->delivered++;
+    o->released++;
+    client_check(o);
+    return t;
+}
+
+static PyObject *client_close(ext_client *o, PyObject *unused)
+{
+    (void)unused;
+    if (o->in_next) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "ringfeed: close() while another thread waits in next()");
+        return NULL;
+    }
+    if (o->state == EXT_OPEN) {
+        if (o->leases > 0) {
+            o->state = EXT_CLOSING;
+            client_check(o);
+        } else {
+            finish_close(o);
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static const char *layout_name(uint32_t l)
+{
+    return l == RF_LAYOUT_CHW ? "chw" : l == RF_LAYOUT_HWC ? "hwc" : "flat";
+}
+
+static PyObject *client_info(ext_client *o, PyObject *unused)
+{
+    struct rf_info in = o->info;
+
+    (void)unused;
+    if (o->c)
+        rf_get_info(o->c, &in);
+    return Py_BuildValue("{s:i,s:i,s:I,s:I,s:K,s:K,s:K,s:s,s:(III),s:I,s:K,s:K}",
+                         "rank", in.rank, "world", in.world, "batch", in.batch, "depth",
+                         in.depth, "dataset_samples", (unsigned long long)in.dataset_samples,
+                         "batches_per_epoch", (unsigned long long)in.batches_per_epoch,
+                         "sample_bytes", (unsigned long long)in.sample_bytes, "layout",
+                         layout_name(in.layout), "shape", in.shape[0], in.shape[1],
+                         in.shape[2], "classes", in.classes, "next_epoch",
+                         (unsigned long long)in.next_epoch, "next_seq",
+                         (unsigned long long)in.next_seq);
+}
+
+static PyObject *client_stats(ext_client *o, PyObject *unused)
+{
+    struct rf_stats s;
+
+    (void)unused;
+    rf_get_stats(o->c, &s); /* zeroes s when closed */
+    return Py_BuildValue("{s:K,s:K,s:d,s:d,s:K,s:K,s:I,s:O,s:I,s:K,s:s,s:K,s:n}",
+                         "batches", (unsigned long long)s.batches, "samples",
+                         (unsigned long long)s.samples, "wait_seconds", s.wait_seconds,
+                         "between_seconds", s.between_seconds, "reconnects",
+                         (unsigned long long)s.reconnects, "batches_per_epoch",
+                         (unsigned long long)s.batches_per_epoch, "depth", s.depth, "pinned",
+                         s.pinned > 0 ? Py_True : Py_False, "copies_pending",
+                         s.copies_pending, "cuda_copies", (unsigned long long)s.cuda_copies,
+                         "pin_note", s.pin_note, "held",
+                         (unsigned long long)(o->delivered - o->released), "views",
+                         o->leases);
+}
+
+static PyObject *client_ring(ext_client *o, PyObject *unused)
+{
+    size_t size = 0;
+    void *base = rf_ring_base(o->c, &size);
+
+    (void)unused;
+    return Py_BuildValue("(NK)", PyLong_FromVoidPtr(base), (unsigned long long)size);
+}
+
+static PyObject *client_get_state(ext_client *o, void *unused)
+{
+    static const char *const names[] = {"open", "closing", "closed"};
+
+    (void)unused;
+    return PyUnicode_FromString(names[o->state]);
+}
+
+static PyMethodDef client_methods[] = {
+    {"next", (PyCFunction)(void (*)(void))client_next, METH_VARARGS | METH_KEYWORDS,
+     "next(timeout_ms=-1, copy=False) -> (images, labels, records, epoch, seq, "
+     "stream_seq, substituted)"},
+    {"next_cuda", (PyCFunction)(void (*)(void))client_next_cuda,
+     METH_VARARGS | METH_KEYWORDS,
+     "next_cuda(dst, stream, timeout_ms=-1) -> (count, labels, records, epoch, seq, "
+     "stream_seq, substituted)"},
+    {"close", (PyCFunction)client_close, METH_NOARGS,
+     "Detaches now, or once the last view of a batch is freed."},
+    {"info", (PyCFunction)client_info, METH_NOARGS, "The stream's rf_get_info as a dict."},
+    {"stats", (PyCFunction)client_stats, METH_NOARGS, "libringfeed's counters as a dict."},
+    {"ring", (PyCFunction)client_ring, METH_NOARGS, "(base address, bytes) of the ring."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef client_getset[] = {
+    {"state", (getter)client_get_state, NULL, "open, closing or closed", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    ext_client *o = (ext_client *)type->tp_alloc(type, 0);
+
+    (void)args;
+    (void)kw;
+    if (o)
+        o->state = EXT_CLOSED; /* tp_alloc zeroed the rest */
+    return (PyObject *)o;
+}
+
+PyTypeObject ext_client_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ringfeed._ringfeed.Client",
+    .tp_basicsize = sizeof(ext_client),
+    .tp_dealloc = (destructor)client_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One stream from a ringfeedd daemon (libringfeed's rf_client).",
+    .tp_methods = client_methods,
+    .tp_getset = client_getset,
+    .tp_init = (initproc)client_init,
+    .tp_new = client_new,
+};

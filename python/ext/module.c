@@ -1,0 +1,90 @@
+/*
+ * module.c - ringfeed._ringfeed: registers the types and ringfeed.Error,
+ * and turns libringfeed's negative errno plus message into that error.
+ *
+ * ringfeed.Error is an OSError: e.errno is the errno (ENOENT for an
+ * unknown dataset, ECONNREFUSED for a daemon that is not running, ...)
+ * and str(e) carries libringfeed's whole message, which names the socket,
+ * the dataset or the option at fault.
+ */
+#include "ext.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+PyObject *ext_error;
+
+PyObject *ext_raise(int err, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    PyObject *args;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    args = Py_BuildValue("(is)", err < 0 ? -err : err, msg);
+    if (args) {
+        PyErr_SetObject(ext_error, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+static PyObject *mod_strerror(PyObject *self, PyObject *arg)
+{
+    long e = PyLong_AsLong(arg);
+
+    (void)self;
+    if (e == -1 && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromString(rf_strerror(e > 0 ? (int)-e : (int)e));
+}
+
+static PyMethodDef mod_methods[] = {
+    {"strerror", mod_strerror, METH_O, "The symbolic name of an errno (\"ENOENT\")."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef mod_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ringfeed._ringfeed",
+    .m_doc = "The C core of the ringfeed package: streams from a ringfeedd daemon "
+             "through libringfeed.",
+    .m_size = -1,
+    .m_methods = mod_methods,
+};
+
+PyMODINIT_FUNC PyInit__ringfeed(void);
+PyMODINIT_FUNC PyInit__ringfeed(void)
+{
+    PyTypeObject *types[] = {&ext_client_type, &ext_lease_type, &ext_array_type};
+    const char *names[] = {"Client", "Lease", "Array"};
+    PyObject *m;
+
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (PyType_Ready(types[i]) < 0)
+            return NULL;
+    m = PyModule_Create(&mod_def);
+    if (!m)
+        return NULL;
+    ext_error = PyErr_NewExceptionWithDoc(
+        "ringfeed.Error",
+        "A failure reported by libringfeed or the daemon: an OSError whose errno says "
+        "what kind and whose message says what, where and what to do.",
+        PyExc_OSError, NULL);
+    if (!ext_error || PyModule_AddObjectRef(m, "Error", ext_error) < 0)
+        goto fail;
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
+            goto fail;
+    if (PyModule_AddIntConstant(m, "SAMPLE_PADDING", RF_SAMPLE_PADDING) < 0 ||
+        PyModule_AddIntConstant(m, "SAMPLE_SUBSTITUTED", RF_SAMPLE_SUBSTITUTED) < 0 ||
+        PyModule_AddIntConstant(m, "VERSION_MAJOR", RF_VERSION_MAJOR) < 0 ||
+        PyModule_AddIntConstant(m, "VERSION_MINOR", RF_VERSION_MINOR) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -1,0 +1,20 @@
+"""ringfeed: batches from a ringfeedd daemon, as a drop-in for PyTorch's DataLoader.
+
+    import ringfeed
+
+    loader = ringfeed.Loader("fmnist-train", batch_size=256, seed=0)
+    for epoch in range(10):
+        loader.set_epoch(epoch)
+        for images, labels in loader:     # uint8 (N,1,28,28) viewing the ring, int64 (N,)
+            ...
+
+Images are zero-copy views of the daemon's shared-memory ring; a batch's
+slot goes back to the daemon when the last tensor or array viewing it is
+freed, in the order batches came.  Rank and world size come from
+torchrun's RANK/WORLD_SIZE (or Open MPI's) unless given.  Failures raise
+ringfeed.Error, an OSError carrying libringfeed's full message.
+"""
+from ._ringfeed import Error, SAMPLE_PADDING, SAMPLE_SUBSTITUTED
+from .loader import BatchInfo, Loader
+
+__all__ = ["Loader", "BatchInfo", "Error", "SAMPLE_PADDING", "SAMPLE_SUBSTITUTED"]

@@ -1,0 +1,361 @@
+"""ringfeed.Loader: a ringfeedd stream that iterates like torch.utils.data.DataLoader.
+
+Choices a DataLoader user should know (the README's "From PyTorch" says the same):
+
+* One ``for`` loop is one epoch of this rank's share.  A loop left early
+  (``break``, an exception, Ctrl-C) leaves the loader where it stopped: the
+  next loop goes on with the rest of that epoch, so no sample is lost or
+  repeated.  ``set_epoch(e)`` starts epoch ``e`` from its first batch (as
+  DistributedSampler's does) unless the loader already stands inside epoch
+  ``e`` (after ``load_state_dict``), where it goes on from there.  Without
+  ``set_epoch``, each loop runs the next epoch, each with its own shuffle.
+* ``drop_last=True`` means what it means to both DataLoader and
+  DistributedSampler: no rank gets wrap-around padding (the tail that does
+  not split evenly over the ranks is dropped) and no batch is partial.
+* Images are uint8 views of the daemon's ring: (N, C, H, W) for
+  ``layout="chw"`` (the default), (N, H, W, C) for ``"hwc"``, and for raw
+  tensor datasets the stored shape with a channel axis (Fashion-MNIST:
+  (N, 1, 28, 28), what ``PILToTensor`` gives).  Labels are int64.
+* A batch's ring slot goes back to the daemon when the last tensor or
+  array viewing it is freed; slots go back in order.  A program may hold up
+  to ``depth - 1`` batches at once; asking for more raises ringfeed.Error
+  (ENOBUFS) rather than waiting forever.  ``copy=True`` hands out batches
+  the program owns (one memcpy each) and frees slots at once.
+* The stream is a pure function of (dataset, seed, epoch, rank, world,
+  batch, transform): ``state_dict()`` is that cursor, and
+  ``load_state_dict()`` continues with the next batch exactly.
+"""
+import errno
+import os
+
+from . import _ringfeed
+from ._ringfeed import Error
+
+_RECORD_DTYPE = None  # numpy dtype of libringfeed's struct rf_sample, made on first use
+
+
+def _records_dtype():
+    global _RECORD_DTYPE
+    if _RECORD_DTYPE is None:
+        import numpy as np
+        _RECORD_DTYPE = np.dtype([("index", "<u8"), ("label", "<i4"), ("flags", "<u4")])
+    return _RECORD_DTYPE
+
+
+def _torch_or_none():
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
+def _bad(msg):
+    return Error(errno.EINVAL, msg)
+
+
+class BatchInfo:
+    """What came with a batch besides its pixels and labels.
+
+    ``epoch``, ``seq`` (batch number within the epoch), ``stream_seq``
+    (batch number since the loader attached), ``substituted`` (how many
+    samples replaced bad ones), and per sample ``indices`` (dataset index),
+    ``labels`` and ``flags`` (ringfeed.SAMPLE_PADDING,
+    ringfeed.SAMPLE_SUBSTITUTED) with the masks ``padding`` and
+    ``substitutes``.  Arrays come as the loader's output type.
+    """
+
+    __slots__ = ("_recs", "_torch", "epoch", "seq", "stream_seq", "substituted")
+
+    def __init__(self, recs, epoch, seq, stream_seq, substituted, torch_mod):
+        self._recs = recs
+        self._torch = torch_mod
+        self.epoch = epoch
+        self.seq = seq
+        self.stream_seq = stream_seq
+        self.substituted = substituted
+
+    def __len__(self):
+        return len(self._recs) // 16
+
+    def _field(self, name, dtype):
+        import numpy as np
+        a = np.frombuffer(self._recs, dtype=_records_dtype())[name].astype(dtype)
+        return self._torch.from_numpy(a) if self._torch else a
+
+    @property
+    def indices(self):
+        return self._field("index", "int64")
+
+    @property
+    def labels(self):
+        return self._field("label", "int64")
+
+    @property
+    def flags(self):
+        return self._field("flags", "int32")
+
+    @property
+    def padding(self):
+        return (self.flags & _ringfeed.SAMPLE_PADDING) != 0
+
+    @property
+    def substitutes(self):
+        return (self.flags & _ringfeed.SAMPLE_SUBSTITUTED) != 0
+
+    def __repr__(self):
+        return (f"BatchInfo(epoch={self.epoch}, seq={self.seq}, samples={len(self)}, "
+                f"substituted={self.substituted})")
+
+
+class Loader:
+    """Batches of one dataset from the ringfeedd daemon, for this rank.
+
+    dataset: a name from the daemon's catalogue (``ringfeedctl datasets``).
+    batch_size, shuffle, seed, drop_last: as DataLoader and DistributedSampler.
+    transform: "raw" (tensor datasets as stored), "train" (RandomResizedCrop
+      + RandomHorizontalFlip) or "eval" (Resize + CenterCrop) for JPEGs;
+      size: their output side (daemon's default 224); layout: "chw"/"hwc".
+    rank, world_size: default from RANK/WORLD_SIZE (torchrun), else Open
+      MPI's, else 0 and 1.
+    socket: the daemon's control socket (default: $RINGFEED_SOCKET, then
+      $XDG_RUNTIME_DIR/ringfeed.sock, then /run/ringfeed/ringfeed.sock).
+    depth: ring slots (daemon's default 4): how far the daemon runs ahead,
+      and depth - 1 batches may be held at once.
+    params: more ATTACH keys, a dict or "key=value ..." (e.g. scale, ratio,
+      flip, crop).  name: a label in the daemon's stats.
+    output: "torch" (default when torch imports) or "numpy".
+    copy: hand out owned copies instead of views of the ring.
+    device: "cuda[:N]" copies each batch to that GPU on the current stream
+      (the slot goes back when the copy is done); needs torch with CUDA.
+    timeout: seconds a batch may take before ringfeed.Error(ETIMEDOUT);
+      None waits for as long as it takes (still noticing Ctrl-C).
+    reconnect_timeout: seconds to keep reconnecting to a daemon that went
+      away before failing; the stream resumes exactly where it was.
+    """
+
+    def __init__(self, dataset, batch_size=256, *, transform="raw", size=None, seed=0,
+                 shuffle=True, drop_last=False, rank=None, world_size=None, socket=None,
+                 depth=None, params=None, name=None, output=None, copy=False, device=None,
+                 layout=None, timeout=None, reconnect_timeout=30.0):
+        self._client = None
+        self._torch = None
+        if output is None:
+            self._torch = _torch_or_none()
+            output = "torch" if self._torch else "numpy"
+        elif output == "torch":
+            self._torch = _torch_or_none()
+            if self._torch is None:
+                raise _bad('output="torch" but torch does not import; use output="numpy"')
+        elif output != "numpy":
+            raise _bad(f'output={output!r}: use "torch" or "numpy"')
+        self.output = output
+        self._device = self._check_device(device)
+        self._copy = bool(copy)
+        if timeout is not None and not timeout > 0:
+            raise _bad(f"timeout={timeout!r}: use a number of seconds > 0, or None")
+        self._timeout_ms = -1 if timeout is None else max(1, int(timeout * 1000))
+        if not reconnect_timeout >= 0:
+            raise _bad(f"reconnect_timeout={reconnect_timeout!r}: use seconds >= 0")
+        self._params = self._join_params(params, layout, drop_last)
+        self._opts = dict(
+            dataset=dataset, batch=batch_size, rank=-1 if rank is None else rank,
+            world=-1 if world_size is None else world_size, seed=seed, transform=transform,
+            size=size or 0, depth=depth or 0, shuffle=bool(shuffle),
+            drop_last=bool(drop_last), params=self._params or None, name=name,
+            socket=os.fspath(socket) if socket is not None else None,
+            reconnect_ms=int(reconnect_timeout * 1000), dlpack=self.output == "torch")
+        if self.output == "torch":
+            from torch.utils.dlpack import from_dlpack
+            self._from = from_dlpack
+        else:
+            import numpy as np
+            self._from = np.asarray
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.seed = seed
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.transform = transform
+        self.size = size
+        self.last = None
+        self._target = None
+        self._open(0, 0)
+        self.rank = self._info["rank"]
+        self.world_size = self._info["world"]
+
+    # ---- construction helpers
+    def _check_device(self, device):
+        if device is None:
+            return None
+        text = str(device)
+        if text == "cpu":
+            return None
+        if not text.startswith("cuda"):
+            raise _bad(f'device={device!r}: use None, "cpu" or "cuda[:N]"')
+        if self.output != "torch" or not self._torch.cuda.is_available():
+            raise Error(errno.ENODEV, f"device={device!r} needs torch with a CUDA device; "
+                        "this torch has none (read batches on the host: device=None)")
+        return self._torch.device(text)
+
+    @staticmethod
+    def _join_params(params, layout, drop_last):
+        parts = []
+        if layout is not None:
+            if layout not in ("chw", "hwc"):
+                raise _bad(f'layout={layout!r}: use "chw" or "hwc"')
+            parts.append(f"layout={layout}")
+        if drop_last:
+            parts.append("drop_last_batch=1")
+        if isinstance(params, dict):
+            parts += [f"{k}={v}" for k, v in params.items()]
+        elif params:
+            if not isinstance(params, str) or "\n" in params:
+                raise _bad(f"params={params!r}: use a dict or one line of key=value pairs")
+            parts.append(params)
+        return " ".join(parts)
+
+    def _open(self, epoch, seq):
+        """Attaches anew so that the next batch is (epoch, seq).  Views of
+        batches from the previous stream stay valid until freed."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self._client = _ringfeed.Client(start_epoch=epoch, start_seq=seq, **self._opts)
+        self._info = self._client.info()
+        self._pos = (self._info["next_epoch"], self._info["next_seq"])
+        self._bpe = self._info["batches_per_epoch"]
+        if self._device is not None:
+            shape = self._info["shape"]
+            self._sample_shape = ((self._info["sample_bytes"],)
+                                  if self._info["layout"] == "flat" else tuple(shape))
+
+    def _live(self):
+        if self._client is None:
+            raise Error(errno.EBADF, "the loader is closed")
+        return self._client
+
+    # ---- the DataLoader surface
+    def __len__(self):
+        """Batches per epoch for this rank (no side effects)."""
+        return self._bpe
+
+    def __iter__(self):
+        self._live()
+        target = self._target if self._target is not None else self._pos
+        self._target = None
+        if target != self._pos:
+            self._open(*target)
+        return _Epoch(self, target[0])
+
+    def set_epoch(self, epoch):
+        """The next loop runs epoch `epoch` (from its first batch unless the
+        loader already stands inside it)."""
+        if epoch < 0:
+            raise _bad(f"set_epoch({epoch}): epochs count from 0")
+        at = self._target if self._target is not None else self._pos
+        self._target = at if at[0] == epoch else (epoch, 0)
+
+    def state_dict(self):
+        """The exact cursor: where the next batch is, and the stream it is in."""
+        epoch, seq = self._target if self._target is not None else self._pos
+        return {"epoch": epoch, "seq": seq, **self._identity()}
+
+    def load_state_dict(self, state):
+        """Continues from a state_dict(): the next batch is the one after the
+        last batch delivered when it was taken.  The stream must be the same."""
+        mine = self._identity()
+        wrong = [f"{k}={state.get(k)!r} (this loader: {v!r})"
+                 for k, v in mine.items() if state.get(k) != v]
+        if wrong:
+            raise ValueError("ringfeed: the state_dict is of another stream: " + ", ".join(wrong))
+        epoch, seq = int(state["epoch"]), int(state["seq"])
+        if epoch < 0 or seq < 0 or seq >= self._bpe:
+            raise ValueError(f"ringfeed: state_dict position epoch={epoch} seq={seq} is "
+                             f"outside an epoch of {self._bpe} batches")
+        self._target = (epoch, seq)
+
+    def _identity(self):
+        return {"dataset": self.dataset, "batch_size": self.batch_size, "seed": self.seed,
+                "rank": self.rank, "world_size": self.world_size,
+                "transform": self.transform, "size": self.size, "shuffle": self.shuffle,
+                "drop_last": self.drop_last, "params": self._params}
+
+    def stats(self):
+        """libringfeed's counters: batches, samples, wait_seconds (inside
+        next, waiting), between_seconds (the program's time between
+        batches), reconnects, pinned and pin_note, held, views."""
+        c = self._live()
+        return dict(c.stats(), epoch=self._pos[0], seq=self._pos[1])
+
+    def ring(self):
+        """(base address, bytes) of the ring mapping the views point into."""
+        return self._live().ring()
+
+    def close(self):
+        """Detaches from the daemon; a batch still viewed keeps its memory
+        (and the attachment) until freed."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+
+    def __repr__(self):
+        return (f"ringfeed.Loader({self.dataset!r}, batch_size={self.batch_size}, "
+                f"rank={self.rank}/{self.world_size}, epoch={self._pos[0]}, "
+                f"seq={self._pos[1]}/{self._bpe})")
+
+    # ---- one batch
+    def _next(self):
+        c = self._live()
+        if self._device is not None:
+            return self._next_device(c)
+        images, labels, recs, epoch, seq, sseq, sub = c.next(self._timeout_ms, self._copy)
+        self._advance(recs, epoch, seq, sseq, sub)
+        return self._from(images), self._from(labels)
+
+    def _next_device(self, c):
+        torch = self._torch
+        buf = torch.empty((self.batch_size,) + self._sample_shape, dtype=torch.uint8,
+                          device=self._device)
+        stream = torch.cuda.current_stream(self._device)
+        count, labels, recs, epoch, seq, sseq, sub = c.next_cuda(
+            buf.data_ptr(), stream.cuda_stream, self._timeout_ms)
+        self._advance(recs, epoch, seq, sseq, sub)
+        return buf[:count], self._from(labels).to(self._device, non_blocking=True)
+
+    def _advance(self, recs, epoch, seq, sseq, sub):
+        self.last = BatchInfo(recs, epoch, seq, sseq, sub, self._torch)
+        self._pos = (epoch + 1, 0) if seq + 1 >= self._bpe else (epoch, seq + 1)
+
+
+class _Epoch:
+    """The iterator of one `for` loop: the rest of one epoch."""
+
+    __slots__ = ("_loader", "_epoch")
+
+    def __init__(self, loader, epoch):
+        self._loader = loader
+        self._epoch = epoch
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        pos = self._loader._pos
+        return self._loader._bpe - pos[1] if pos[0] == self._epoch else 0
+
+    def __next__(self):
+        if self._loader._pos[0] != self._epoch:
+            raise StopIteration
+        return self._loader._next()
