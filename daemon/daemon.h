@@ -1,7 +1,7 @@
 /*
  * daemon.h - the state of ringfeedd's main process, shared by its modules.
  *
- * The main process is one libuv loop (DESIGN.md).  It owns:
+ * The main process is one libuv loop (docs/design.md).  It owns:
  *   - the catalogue: the datasets its config names, opened to learn their
  *     shape and size (the main process never decodes a record);
  *   - the pool: worker processes, each with a SOCK_SEQPACKET socketpair;
