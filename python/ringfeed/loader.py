@@ -329,8 +329,9 @@ class Loader:
         buf = torch.empty((self.batch_size,) + self._sample_shape, dtype=torch.uint8,
                           device=self._device)
         stream = torch.cuda.current_stream(self._device)
-        count, labels, recs, epoch, seq, sseq, sub = c.next_cuda(
-            buf.data_ptr(), stream.cuda_stream, self._timeout_ms)
+        with torch.cuda.device(self._device):  # the copy runs on this device's stream
+            count, labels, recs, epoch, seq, sseq, sub = c.next_cuda(
+                buf.data_ptr(), stream.cuda_stream, self._timeout_ms)
         self._advance(recs, epoch, seq, sseq, sub)
         return buf[:count], self._from(labels).to(self._device, non_blocking=True)
 

@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""ringfeed.Loader(device="cuda") on a real GPU: each batch is copied from
+the registered ring straight into a torch CUDA tensor on the current
+stream and its slot goes back when that copy is done.
+
+Checks, over one epoch of Fashion-MNIST's test split: the device batches
+equal what a host loader with the same options reads (byte for byte, and
+labels), the ring was pinned (cudaHostRegister), every batch went through
+rf_cuda_copy_release, and no copy is left pending.
+
+    python_cuda.py [--socket PATH --dataset NAME]
+
+Without --socket it packs the test split and starts its own daemon.  Exit
+77 when torch has no CUDA device (Debian's torch is CPU-only): nothing to
+check here.  Run by scripts/gpu-check and by meson as `python_cuda`.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--socket")
+    ap.add_argument("--dataset", default="fmnist-test")
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("python_cuda: torch does not import: nothing to check (exit 77)")
+        return 77
+    if not torch.cuda.is_available():
+        print("python_cuda: this torch has no CUDA device: nothing to check (exit 77)")
+        return 77
+    import ringfeed
+
+    daemon = None
+    if args.socket is None:
+        sys.path.insert(0, HERE)
+        from conftest import FMNIST, Daemon, pack_tool
+        tmp = tempfile.mkdtemp(prefix="rf-cuda-")
+        subprocess.run([pack_tool(), "idx", "--images", f"{FMNIST}/t10k-images-idx3-ubyte.gz",
+                        "--labels", f"{FMNIST}/t10k-labels-idx1-ubyte.gz", f"{tmp}/test"],
+                       check=True, stdout=subprocess.DEVNULL)
+        daemon = Daemon({args.dataset: f"{tmp}/test"}).start()
+        args.socket = daemon.sock
+    try:
+        opts = dict(batch_size=500, seed=9, socket=args.socket)
+        host = ringfeed.Loader(args.dataset, **opts)
+        dev = ringfeed.Loader(args.dataset, device="cuda", **opts)
+        n = 0
+        for (hx, hy), (dx, dy) in zip(host, dev):
+            assert dx.is_cuda and dy.is_cuda and dx.dtype == torch.uint8, (dx.device, dx.dtype)
+            assert dx.shape == hx.shape, (dx.shape, hx.shape)
+            assert torch.equal(dx.cpu(), hx), f"batch {n}: device pixels differ from the host's"
+            assert torch.equal(dy.cpu(), hy), f"batch {n}: device labels differ"
+            n += 1
+        torch.cuda.synchronize()
+        st = dev.stats()
+        assert n == len(host) == len(dev), (n, len(host))
+        assert st["pinned"], f"the ring was not pinned: {st['pin_note']}"
+        assert st["cuda_copies"] == n, st
+        print(f"python_cuda: {n} batches copied to {torch.cuda.get_device_name()}, equal to the "
+              f"host's; pinned: {st['pin_note']}")
+        return 0
+    finally:
+        if daemon:
+            daemon.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
