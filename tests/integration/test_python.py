@@ -371,3 +371,13 @@ def test_daemon_restart_mid_epoch_is_invisible(daemon_factory, packed_fmnist):
     assert loader.stats()["reconnects"] >= 1
     assert h.hexdigest() == clean["digest"], "the stream across the restart differs"
     assert int(d2.stats()["clients.attaches"]) >= 1
+
+
+def test_install_dir_is_searched_by_the_interpreter():
+    """`meson install` with the default prefix puts the package where this
+    interpreter looks (Debian's dist-packages, not meson's guess)."""
+    script = os.path.join(os.path.dirname(__file__), "../../python/install_dir.py")
+    for prefix in ("/usr/local", "/usr"):
+        r = subprocess.run([sys.executable, script, prefix], capture_output=True, text=True,
+                           check=True)
+        assert r.stdout.strip() in sys.path, (prefix, r.stdout, sys.path)
