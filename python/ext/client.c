@@ -177,26 +177,25 @@ static int64_t now_ms(void)
 }
 
 /*
- * Waits for the next batch into *b: a ready batch with the GIL held (no
- * system call), else in WAIT_SLICE_MS rounds without it, running signal
- * handlers between rounds.  Returns 0, or -1 with an exception set
- * (KeyboardInterrupt, ringfeed.Error).  timeout_ms < 0: no limit.
+ * Waits for the next batch into *b in WAIT_SLICE_MS rounds with the GIL
+ * dropped (a ready batch costs libringfeed no system call, and the round
+ * returns at once), running signal handlers between rounds.  Returns 0,
+ * or -1 with an exception set (KeyboardInterrupt, ringfeed.Error).
+ * timeout_ms < 0: no limit.
  */
 static int wait_next(ext_client *o, struct rf_batch *b, int timeout_ms)
 {
     int64_t t0 = now_ms();
-    int rc = rf_next(o->c, b, 0);
+    int rc;
 
-    while (rc == -ETIMEDOUT) {
+    for (;;) {
         int slice = WAIT_SLICE_MS;
 
         if (timeout_ms >= 0) {
             int64_t left = t0 + timeout_ms - now_ms();
 
-            if (left <= 0)
-                break;
             if (left < slice)
-                slice = (int)left;
+                slice = left > 0 ? (int)left : 0;
         }
         o->in_next = 1;
         Py_BEGIN_ALLOW_THREADS
@@ -204,12 +203,14 @@ static int wait_next(ext_client *o, struct rf_batch *b, int timeout_ms)
         Py_END_ALLOW_THREADS
         o->in_next = 0;
         drain(o); /* views freed by other threads meanwhile */
-        if (rc == -ETIMEDOUT && PyErr_CheckSignals() < 0)
-            return -1;
         if (o->state != EXT_OPEN) {
             ext_raise(-EBADF, "the loader was closed while waiting");
             return -1;
         }
+        if (rc != -ETIMEDOUT || slice < WAIT_SLICE_MS)
+            break;
+        if (PyErr_CheckSignals() < 0)
+            return -1;
     }
     if (rc == -ENOBUFS) {
         ext_raise(rc, "%llu batches are still held (alive as tensors or arrays, or waiting "
@@ -297,10 +298,11 @@ static PyObject *client_next(ext_client *o, PyObject *args, PyObject *kw)
         return NULL;
     n = o->delivered++;
     o->held[n % EXT_HELD_MAX] = b;
-    o->done[n % EXT_HELD_MAX] = 1; /* no view yet: a lease makes it undone */
+    o->done[n % EXT_HELD_MAX] = copy; /* a copy takes no lease: nothing waits */
     batch_shape(&b, shape, &ndim);
     if (copy) {
         size_t bytes = (size_t)b.count * b.sample_bytes;
+        PyObject *t;
 
         img = ext_array_new(NULL, EXT_U8, ndim, shape, NULL);
         if (img && bytes >= COPY_NOGIL_BYTES) {
@@ -312,20 +314,19 @@ static PyObject *client_next(ext_client *o, PyObject *args, PyObject *kw)
         } else if (img) {
             memcpy(img->data, b.data, bytes);
         }
-        PyObject *t = batch_tuple(o, &b, export(o, img));
-        drain(o); /* the copy is made: the slot goes back now */
+        t = batch_tuple(o, &b, export(o, img));
+        drain(o); /* copied: the slot goes back now */
         return t;
     }
-    o->done[n % EXT_HELD_MAX] = 0;
     lease = ext_lease_new(o, n);
     if (!lease) {
         o->done[n % EXT_HELD_MAX] = 1;
         drain(o);
         return NULL;
     }
+    client_check(o);
     img = ext_array_new((void *)b.data, EXT_U8, ndim, shape, (PyObject *)lease);
     Py_DECREF(lease); /* the array holds it now, or it is gone */
-    client_check(o);
     return batch_tuple(o, &b, export(o, img));
 }
 
