@@ -1,10 +1,13 @@
 /*
  * tap.h - the Test Anything Protocol for ringfeed's unit tests.
  *
- * Each test program is its own process (meson runs it with protocol 'tap').
- * It prints one "ok N - name" or "not ok N - name" line per check, then the
- * plan "1..N" at exit via tap_done().  A program that cannot run in this
- * environment (no GPU, no io_uring) calls tap_skip_all(), which exits 77.
+ * Each test program is its own process.  It prints one "ok N - name" or
+ * "not ok N - name" line per check, then the plan "1..N" at exit via
+ * tap_done(), whose return is the exit status; meson reads that status
+ * (protocol 'exitcode': meson 1.0's TAP reader would turn exit 77 into an
+ * error).  A program that cannot run for want of a device (no GPU) calls
+ * tap_skip_all(), which exits 77; one set up wrong calls tap_bail(), a
+ * failure.
  *
  * Checks never abort: a failing check prints what it expected and what it
  * got, and the program goes on so one run shows every failure.
@@ -63,6 +66,23 @@ static void tap_skip_all(const char *fmt, ...)
     printf("\n");
     fflush(stdout);
     exit(77);
+}
+
+/* The test cannot run because it was set up wrong (arguments, a temporary
+ * folder, a socket it must be able to make): that is a failure, never a
+ * skip.  Prints "Bail out!" and the reason, exits 1. */
+__attribute__((noreturn, format(printf, 1, 2), unused))
+static void tap_bail(const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("Bail out! ");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    exit(1);
 }
 
 /* Prints the plan; returns the process exit status. */

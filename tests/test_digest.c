@@ -5,7 +5,6 @@
  * the hex form.  Throughput is printed as a diagnostic, never asserted.
  */
 #include <stdint.h>
-#include <time.h>
 
 #include "digest.h"
 #include "tap.h"
@@ -142,51 +141,10 @@ static void test_ints_and_hex(void)
     TAP_IS_STR(digest_hex(UINT64_MAX, hex), "ffffffffffffffff", "hex of all ones");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void test_speed(void)
-{
-    const size_t size = (size_t)64 << 20;
-    const int passes = 8;
-    uint8_t *buf = malloc(size);
-    uint64_t h = 0;
-    double t0, t1;
-
-    if (!buf) {
-        tap_diag("no memory for the throughput figure");
-        return;
-    }
-    for (size_t i = 0; i < size; i++)
-        buf[i] = (uint8_t)(i * 131 + (i >> 9));
-    h ^= digest_xxh64(buf, size, 0);    /* warm up */
-    t0 = now_s();
-    for (int i = 0; i < passes; i++) {
-        struct digest d;
-
-        digest_init(&d, (uint64_t)i);
-        /* Batch-sized updates, as ringfeed-read feeds it. */
-        for (size_t o = 0; o < size; o += 784 * 256)
-            digest_update(&d, buf + o, size - o < 784 * 256 ? size - o : 784 * 256);
-        h ^= digest_final(&d);
-    }
-    t1 = now_s();
-    tap_diag("digest_update: %.2f GB/s (%d x 64 MiB in 200 KB updates, %016llx)",
-             (double)size * passes / (t1 - t0) / 1e9, passes,
-             (unsigned long long)h);
-    free(buf);
-}
-
 int main(void)
 {
     test_vectors();
     test_splits();
     test_ints_and_hex();
-    test_speed();
     return tap_done();
 }

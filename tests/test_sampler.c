@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "rng.h"
 #include "sampler.h"
@@ -470,30 +469,16 @@ static void test_known_layout(void)
            sampler_is_padding(&s, 0, 0), "n 2 world 8: rank 6 gets padding 0");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define POSITIONS 65536
-
 static void test_large(void)
 {
-    static uint64_t seqs[POSITIONS];
-    static uint32_t slots[POSITIONS];
     struct sampler_params p = {
         .n = 100000000, .seed = UINT64_C(0xfeedface), .epoch = 3, .rank = 5,
         .world = 8, .batch = 256, .shuffle = true,
     };
     struct sampler s, other;
     struct rng_stream st;
-    uint64_t out[256], nb, sink = 0;
+    uint64_t out[256], nb;
     int ok = 1, in_range = 1;
-    const int lookups = 2000000;
-    double t0, t1;
 
     tap_diag("sizeof(struct sampler) = %zu bytes", sizeof(struct sampler));
     TAP_OK(sizeof(struct sampler) <= 128, "a sampler is O(1): at most 128 bytes");
@@ -537,32 +522,6 @@ static void test_large(void)
                (6 + (sampler_samples_per_rank(&s) - 1) * 7 >= SAMPLER_MAX_N),
                "n = 2^62: the last sample is in range");
     }
-
-    /* Speed, for the record: random positions at n = 100M. */
-    p = (struct sampler_params){
-        .n = 100000000, .seed = 7, .epoch = 1, .rank = 3, .world = 8,
-        .batch = 256, .shuffle = true,
-    };
-    sampler_init(&s, &p, NULL);
-    nb = sampler_batches(&s);
-    for (int i = 0; i < POSITIONS; i++) {
-        seqs[i] = rng_u64(&st) % (nb - 1);
-        slots[i] = rng_below(&st, 256);
-        sink += sampler_sample(&s, seqs[i], slots[i]);     /* warm up */
-    }
-    t0 = now_s();
-    for (int i = 0; i < lookups; i++)
-        sink += sampler_sample(&s, seqs[i % POSITIONS], slots[i % POSITIONS]);
-    t1 = now_s();
-    tap_diag("sampler_sample, n = 100M, random positions: %.1f ns per sample "
-             "(%d lookups, checksum %llu)", (t1 - t0) * 1e9 / lookups, lookups,
-             (unsigned long long)(sink & 0xffff));
-    t0 = now_s();
-    for (uint64_t seq = 0; seq < 4000; seq++)
-        sink += sampler_batch(&s, seq, out) ? out[0] : 0;
-    t1 = now_s();
-    tap_diag("sampler_batch, batch 256: %.1f ns per sample",
-             (t1 - t0) * 1e9 / (4000.0 * 256));
 }
 
 int main(void)

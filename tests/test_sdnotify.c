@@ -159,11 +159,11 @@ static void test_check_listen_fd(void)
         struct sockaddr_in in = { .sin_family = AF_INET,
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 
-        if (bind(fd, (struct sockaddr *)&in, sizeof(in)) == 0 && listen(fd, 1) == 0)
-            TAP_IS_INT(sdn_check_listen_fd(fd, got, sizeof(got)), -EAFNOSUPPORT,
-                       "a listening TCP socket");
-        else
-            TAP_OK(1, "# SKIP no loopback to listen on");
+        /* loopback always exists here: a failure to listen is a failure */
+        TAP_OK(bind(fd, (struct sockaddr *)&in, sizeof(in)) == 0 && listen(fd, 1) == 0,
+               "listen on loopback");
+        TAP_IS_INT(sdn_check_listen_fd(fd, got, sizeof(got)), -EAFNOSUPPORT,
+                   "a listening TCP socket");
         close(fd);
     }
 
