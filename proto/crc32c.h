@@ -10,8 +10,9 @@
  *     crc = crc32c(0, a, na);  crc = crc32c(crc, b, nb);
  * equals crc32c(0, a||b, na + nb).
  *
- * On x86-64 the SSE4.2 instruction is used when the CPU has it (checked once
- * at load time); otherwise a slicing-by-8 table (8 KiB) does 8 bytes a step.
+ * crc32c() runs Intel's ISA-L (libisal), which chooses its fastest code for
+ * the CPU at load time; crc32c_sw() is a portable slicing-by-8 table (8 KiB)
+ * that the tests hold it to.
  * Every function is thread-safe and async-signal-safe.
  */
 #ifndef RINGFEED_PROTO_CRC32C_H
@@ -26,10 +27,7 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
 /* The portable slicing-by-8 implementation, whatever the CPU (for tests). */
 uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len);
 
-/* 1 when crc32c() uses the CPU's instruction, 0 when it uses the tables. */
-int crc32c_hw_available(void);
-
-/* "sse4.2" or "slicing-by-8": what crc32c() runs, for logs and stats. */
+/* What crc32c() runs, for logs and stats. */
 const char *crc32c_impl_name(void);
 
 #endif
