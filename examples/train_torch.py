@@ -6,9 +6,16 @@ process or under torchrun with DistributedDataParallel.
     examples/train_torch.py [--loader ringfeed|torch] [--socket PATH]
                             [--train NAME] [--eval NAME] [--epochs E] [--batch B]
                             [--eval-batch B] [--lr X] [--seed S] [--workers N]
-                            [--device auto|cpu|cuda] [--max-steps N] [--json]
+                            [--depth N] [--device auto|cpu|cuda] [--threads N]
+                            [--data-root DIR] [--max-steps N] [--json]
                             [--dump-indices FILE]
     torchrun --standalone --nproc_per_node 2 examples/train_torch.py ...
+    scripts/demo --torch ...      (against a daemon of its own)
+
+(Debian 12's torchrun, torch 1.13 on Python 3.11, fails before starting a
+rank with "AttributeError: 'NoneType' object has no attribute 'get'": it
+cannot parse its own --redirects/--tee default "0".  Add `--redirects 2
+--tee 2`: ranks' stderr is then tee'd to --log_dir, stdout left alone.)
 
 The recipe is ringfeed-train's (examples/train_step.c, kernels/kernels.h):
 the MLP 784-512-256-10 (Linear+ReLU, Linear+ReLU, Linear), inputs x/255
@@ -53,6 +60,12 @@ is split over the ranks too, each sample scored once (ringfeed's padding
 samples are left out; the DataLoader's evaluation takes every w-th sample).
 On the CPU a rank's OpenBLAS gets cores/local ranks threads unless
 OPENBLAS_NUM_THREADS says otherwise (torchrun sets OMP_NUM_THREADS=1).
+
+On the CPU, as ringfeed-train does (kernels/cpu/cpu_backend.c): Debian's
+OpenBLAS, under Debian's torch, falls back to its SSE3 "Prescott" kernels
+on CPUs it does not know (recent Xeons), 2-3x slower at this MLP's GEMMs;
+the script re-selects them for what the CPU can do before the first GEMM,
+unless OPENBLAS_CORETYPE is set.  The header says which core runs.
 
 Output (rank 0): a header (device, BLAS, loaders, model, optimizer), then one
 line per epoch as it ends:
@@ -207,6 +220,7 @@ class Dist:
                                   "torch sees no CUDA device" if torch.version.cuda else
                                   "this torch is built without CUDA") + ")"
         self.pg = None
+        self._keep = []
         if self.world > 1:
             import torch.distributed as dist
             self.backend = "nccl" if self.cuda else "gloo"
@@ -217,25 +231,34 @@ class Dist:
         if self.cuda:
             torch.cuda.synchronize(self.device)
 
+    def _all_reduce(self, t, op=None):
+        """all_reduce, keeping t alive to the end.  A tensor that Python drops
+        while gloo's worker thread still holds it is freed by that thread,
+        which then needs the GIL; if that happens as the process group is
+        destroyed at exit (the main thread holding the GIL and joining the
+        worker), the process hangs.  Keeping every collective's tensor (a few
+        dozen small ones a run) closes that window."""
+        if self.pg:
+            self.pg.all_reduce(t, op=op or self.pg.ReduceOp.SUM)
+            self._keep.append(t)
+        return t
+
     def sum(self, values):
         """Sums a list of floats over the ranks (float64)."""
         t = torch.tensor(values, dtype=torch.float64, device=self.device)
-        if self.pg:
-            self.pg.all_reduce(t)
-        return t.tolist()
+        return self._all_reduce(t).tolist()
 
     def max(self, values):
         t = torch.tensor(values, dtype=torch.float64, device=self.device)
-        if self.pg:
-            self.pg.all_reduce(t, op=self.pg.ReduceOp.MAX)
-        return t.tolist()
+        return self._all_reduce(t, self.pg.ReduceOp.MAX if self.pg else None).tolist()
 
-    def gather(self, obj):
-        if not self.pg:
-            return [obj]
-        out = [None] * self.world
-        self.pg.all_gather_object(out, obj)
-        return out
+    def gather_rows(self, row):
+        """Every rank's list of floats (same length on every rank), as a list
+        of lists indexed by rank: a sum of rows that are zero but for one
+        rank's, so each value arrives exactly."""
+        t = torch.zeros((self.world, len(row)), dtype=torch.float64, device=self.device)
+        t[self.rank] = torch.tensor(row, dtype=torch.float64)
+        return self._all_reduce(t).tolist()
 
     def close(self):
         if self.pg:
@@ -330,8 +353,17 @@ class RingfeedSource:
     def epoch(self, e):
         L = self.loader
         L.set_epoch(e)
-        for images, labels in L:
-            yield images, labels, L.last
+        it = iter(L)
+        box = []
+        while True:
+            try:
+                box.append(next(it))
+            except StopIteration:
+                return
+            # nothing in this frame keeps the batch while the caller holds it
+            # (a local would, until the next batch): its ring slot goes back
+            # as soon as the caller frees the images
+            yield box.pop() + (L.last,)
 
     def stats(self):
         return self.loader.stats()
@@ -352,6 +384,11 @@ class _Indexed(torch.utils.data.Dataset):
     def __getitem__(self, i):
         x, y = self.ds[i]
         return x, y, i
+
+
+def _with_meta(batch, epoch, seq):
+    images, labels, idx = batch
+    return images, labels, _Meta(epoch, seq, idx)
 
 
 class TorchSource:
@@ -391,8 +428,15 @@ class TorchSource:
     def epoch(self, e):
         if self.sampler is not None:
             self.sampler.set_epoch(e)
-        for seq, (images, labels, idx) in enumerate(self.loader):
-            yield images, labels, _Meta(e, seq, idx)
+        it = iter(self.loader)
+        seq = 0
+        while True:
+            try:
+                # as RingfeedSource.epoch: no local keeps the batch
+                yield _with_meta(next(it), e, seq)
+            except StopIteration:
+                return
+            seq += 1
 
     def stats(self):
         return {}
@@ -562,9 +606,8 @@ class Trainer:
             return []
         t = torch.stack(self.step_loss)
         n = torch.tensor(self.step_count, dtype=torch.float64, device=t.device)
-        if self.dist.pg:
-            self.dist.pg.all_reduce(t)
-            self.dist.pg.all_reduce(n)
+        self.dist._all_reduce(t)
+        self.dist._all_reduce(n)
         return (t / n).tolist()
 
     def verdict(self):
@@ -596,15 +639,18 @@ def parse(argv):
                     "by torch's DataLoader; DDP under torchrun.")
     ap.add_argument("--loader", choices=("ringfeed", "torch"), default="ringfeed")
     ap.add_argument("--socket", default=None, help="ringfeedd's socket (default: as libringfeed)")
-    ap.add_argument("--train", default="fmnist-train", help="training dataset (default %(default)s)")
-    ap.add_argument("--eval", default="fmnist-test", help="evaluation dataset (default %(default)s)")
+    ap.add_argument("--train", default="fmnist-train",
+                    help="training dataset (default %(default)s)")
+    ap.add_argument("--eval", default="fmnist-test",
+                    help="evaluation dataset (default %(default)s)")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=128, help="samples per step per rank")
     ap.add_argument("--eval-batch", type=int, default=1000)
     ap.add_argument("--lr", type=float, default=0.05, help="peak lr, cosine-decayed to 0")
     ap.add_argument("--seed", type=int, default=0, help="shuffle and initial weights")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers (--loader torch)")
-    ap.add_argument("--depth", type=int, default=None, help="ringfeed ring slots (daemon's default)")
+    ap.add_argument("--depth", type=int, default=None,
+                    help="ringfeed ring slots (default: the daemon's)")
     ap.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's)")
     ap.add_argument("--data-root", default=os.path.join(ROOT, "data", "torchvision"),
@@ -696,8 +742,10 @@ def main(argv=None):
         w, c = T.verdict()
         acc = epochs[-1]["test_acc"] if epochs else 0.0
         psum, psha = checksum(T.net)
-        ranks = dist.gather({"rank": dist.rank, "param_sum": psum, "param_sha256": psha,
-                             "updates": T.steps})
+        rows = dist.gather_rows([psum, T.steps] + list(bytes.fromhex(psha)))
+        ranks = [{"rank": r, "param_sum": row[0], "updates": int(row[1]),
+                  "param_sha256": bytes(int(b) for b in row[2:]).hex()}
+                 for r, row in enumerate(rows)]
         losses = T.step_losses()
         if a.json:
             if dist.rank == 0:
@@ -717,7 +765,8 @@ def main(argv=None):
             say("")
             if w > c:
                 fix = ("give the daemon more workers (ringfeedctl workers N)"
-                       if a.loader == "ringfeed" else "give the DataLoader more workers (--workers)")
+                       if a.loader == "ringfeed"
+                       else "give the DataLoader more workers (--workers)")
                 say(f"verdict: input-bound: a step waited {w:.3f} ms for data ({share(w, c):.1f}% "
                     f"of it) and computed {c:.3f} ms; {fix}")
             else:
