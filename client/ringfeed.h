@@ -187,6 +187,13 @@ int rf_release(struct rf_client *c, const struct rf_batch *b);
 /* Copies the library's counters into *s. */
 void rf_get_stats(const struct rf_client *c, struct rf_stats *s);
 
+/* 1 when rf_next() would return a batch at once: the client is attached,
+ * holds fewer than depth-1 batches and the next batch is published (since
+ * 0.3).  0 otherwise, also for NULL.  One acquire load: no system call, no
+ * reconnect attempt, nothing changes; a caller that must not block (one
+ * holding a lock) tests it before calling rf_next(c, b, 0). */
+int rf_ready(const struct rf_client *c);
+
 /* Fills *info (since 0.3).  Returns 0, or -ENOTCONN when c never attached
  * (rf_open failed) and -EINVAL when c or info is NULL; *info is then
  * zeroed.  While reconnecting it describes the last ring attached. */

@@ -4,7 +4,7 @@
  * detached this client, or went away.
  *
  * The fast path is one acquire load of the slot's `ready` word: a batch
- * already published costs no system call.  Otherwise the client spins for
+ * already published costs no system call.  rf_ready() is that load alone.  Otherwise the client spins for
  * SPIN_NS with a pause instruction (a batch finishing within microseconds
  * is common when workers keep ahead), then sleeps on the shared futex in
  * rounds of at most NAP_NS.  Between rounds it reads the ring's state and
@@ -102,6 +102,21 @@ static int check_socket(struct rf_client *c)
                    strerror(errno));
         return CLIENT_GONE;
     }
+}
+
+int rf_ready(const struct rf_client *c)
+{
+    const struct ring_hdr *h;
+    const struct ring_slot *s;
+    uint64_t g;
+
+    if (!c || c->state != CLIENT_ATTACHED || !c->conn.hdr || c->ho.n_pend ||
+        (c->depth && c->delivered - c->released >= c->depth - 1))
+        return 0;
+    h = c->conn.hdr;
+    g = c->delivered - c->first;
+    s = ring_slot(c->conn.hdr, (uint32_t)(g % h->depth));
+    return atomic_load_explicit(&s->ready, memory_order_acquire) == ring_ready_word(g);
 }
 
 /*

@@ -173,9 +173,12 @@ static void stream(void)
     TAP_OK(t >= 0.095 && t < 2.0, "  after about 100 ms");
     TAP_IS_INT(rf_next(c, &b, 0), -ETIMEDOUT, "rf_next(0) polls");
 
+    TAP_IS_INT(rf_ready(c), 0, "rf_ready: 0 while the next batch is not published");
+    TAP_IS_INT(rf_ready(NULL), 0, "rf_ready(NULL): 0");
     /* hold depth-1 batches */
     for (uint64_t g = n; g < n + DEPTH - 1; g++)
         fake_publish(g_fleet.rings[0].hdr, g);
+    TAP_IS_INT(rf_ready(c), 1, "rf_ready: 1 once it is");
     all_ok = 1;
     for (int i = 0; i < DEPTH - 1; i++) {
         all_ok &= rf_next(c, &held[i], 1000) == 0;
@@ -185,6 +188,7 @@ static void stream(void)
     }
     TAP_OK(all_ok, "three batches held at once");
     fake_publish(g_fleet.rings[0].hdr, n + DEPTH - 1); /* ready, but may not be taken */
+    TAP_IS_INT(rf_ready(c), 0, "rf_ready: 0 at the limit of held batches");
     TAP_IS_INT(rf_next(c, &b, 1000), -ENOBUFS, "a fourth with depth 4: -ENOBUFS");
     TAP_OK(strstr(rf_last_error(c), "release one first"), "  message says what to do");
     TAP_IS_INT(rf_release(c, &held[1]), -EINVAL, "releasing the second first: -EINVAL");

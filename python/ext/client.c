@@ -177,17 +177,20 @@ static int64_t now_ms(void)
 }
 
 /*
- * Waits for the next batch into *b in WAIT_SLICE_MS rounds with the GIL
- * dropped (a ready batch costs libringfeed no system call, and the round
- * returns at once), running signal handlers between rounds.  Returns 0,
- * or -1 with an exception set (KeyboardInterrupt, ringfeed.Error).
- * timeout_ms < 0: no limit.
+ * Waits for the next batch into *b.  A published one is taken with the
+ * GIL held (rf_ready says rf_next will not block: dropping the GIL there
+ * could hand it to a busy thread for a whole switch interval, 5 ms).
+ * Otherwise WAIT_SLICE_MS rounds with the GIL dropped, running signal
+ * handlers between rounds.  Returns 0, or -1 with an exception set
+ * (KeyboardInterrupt, ringfeed.Error).  timeout_ms < 0: no limit.
  */
 static int wait_next(ext_client *o, struct rf_batch *b, int timeout_ms)
 {
     int64_t t0 = now_ms();
     int rc;
 
+    if (rf_ready(o->c) && rf_next(o->c, b, 0) == 0)
+        return 0;
     for (;;) {
         int slice = WAIT_SLICE_MS;
 

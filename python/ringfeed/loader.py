@@ -180,6 +180,7 @@ class Loader:
         self.size = size
         self.last = None
         self._target = None
+        self.sampler = _Sampler(self)
         self._open(0, 0)
         self.rank = self._info["rank"]
         self.world_size = self._info["world"]
@@ -338,6 +339,20 @@ class Loader:
     def _advance(self, recs, epoch, seq, sseq, sub):
         self.last = BatchInfo(recs, epoch, seq, sseq, sub, self._torch)
         self._pos = (epoch + 1, 0) if seq + 1 >= self._bpe else (epoch, seq + 1)
+
+
+class _Sampler:
+    """loader.sampler: what DDP scripts call on a DataLoader's
+    DistributedSampler (``loader.sampler.set_epoch(e)``), here the loader's
+    own set_epoch; the split itself is the daemon's."""
+
+    __slots__ = ("_loader",)
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def set_epoch(self, epoch):
+        self._loader.set_epoch(epoch)
 
 
 class _Epoch:

@@ -207,6 +207,9 @@ def test_epochs_len_and_leaving_a_loop_early(daemon):
     first = next(iter(loader))
     assert (loader.last.epoch, loader.last.seq) == (5, 0)
     del first
+    loader.sampler.set_epoch(2)   # the DistributedSampler spelling
+    next(iter(loader))
+    assert (loader.last.epoch, loader.last.seq) == (2, 0)
 
 
 RESUME = textwrap.dedent("""
