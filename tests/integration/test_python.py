@@ -24,7 +24,7 @@ import xxhash
 import ringfeed
 from conftest import FMNIST, idx_labels, run_read, wait_for
 
-torch = pytest.importorskip("torch")  # Debian's python3-torch is a test dependency
+import torch  # noqa: E402  Debian's python3-torch is a test dependency (install-deps)
 
 
 @pytest.fixture

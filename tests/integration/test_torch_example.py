@@ -31,7 +31,7 @@ import pytest
 
 from conftest import FMNIST, pack_tool
 
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402  a test dependency (install-deps): missing is a failure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "train_torch.py")
