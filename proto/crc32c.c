@@ -114,6 +114,15 @@ static uint32_t crc32c_serial(uint32_t crc, const unsigned char *p, size_t len)
 }
 #endif
 
+uint32_t crc32c_serial_stream(uint32_t crc, const void *buf, size_t len)
+{
+#if defined(__x86_64__)
+    if (crc_has_sse42)
+        return crc32c_serial(crc, buf, len);
+#endif
+    return crc32c_sw(crc, buf, len);
+}
+
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 {
     const unsigned char *p = buf;

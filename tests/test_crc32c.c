@@ -53,11 +53,12 @@ int main(void)
         for (size_t len = 0; len <= 4096; len += (len < 300 ? 1 : 61)) {
             uint32_t a = crc32c(0, buf + align, len);
             uint32_t b = crc32c_sw(0, buf + align, len);
+            uint32_t c = crc32c_serial_stream(0, buf + align, len);
 
-            if (a != b && mismatches++ < 5)
+            if ((a != b || c != b) && mismatches++ < 5)
                 tap_diag("align %zu len %zu: %08x vs %08x", align, len, a, b);
         }
-    TAP_IS_INT(mismatches, 0, "sw and in-use implementation agree");
+    TAP_IS_INT(mismatches, 0, "tables, serial stream and ISA-L agree");
 
     for (size_t cut = 0; cut <= 300; cut++) {
         uint32_t whole = crc32c(0, buf, 300);
