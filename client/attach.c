@@ -257,7 +257,9 @@ static int map_memfd(int fd, uint64_t size, void **mem, struct rf_err *err)
                           (long long)st.st_size, size);
     if (size < RING_HDR_SIZE || size > SIZE_MAX)
         return rf_err_set(err, -EPROTO, "ring size %" PRIu64 " is out of range", size);
-    p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* MAP_POPULATE: the page tables are built inside rf_open, not by
+     * faults on the training loop's first touch of each batch */
+    p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
         return rf_err_set(err, -errno,
                           "mapping the %" PRIu64 "-byte ring read-write: %s%s", size,

@@ -50,6 +50,9 @@ struct xform_def {
     /* The record decodes straight into the slot, as it is: apply() is not
      * called and the decoded length must equal out->sample_bytes. */
     bool direct;
+    /* What one sample typically costs a worker, in nanoseconds, measured
+     * (STATS' busy time over samples): the scheduler sizes jobs by it. */
+    uint64_t cost_ns;
     /* Output geometry for a dataset and parameters; -EINVAL with a reason
      * when the transform does not fit the dataset's kind. */
     int (*geometry)(const struct dataset *ds, const struct wire_xform *p,

@@ -128,7 +128,9 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
             r = &ws->rings[i];
     if (!r)
         goto fail;
-    mem = mmap(NULL, m->total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* MAP_POPULATE: the page tables are built here, when the ring is
+     * added, not by page faults inside the first batch's jobs */
+    mem = mmap(NULL, m->total_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (mem == MAP_FAILED) {
         log_warn("worker: mmap ring %u: %s", m->ring_id, strerror(errno));
         goto fail;
