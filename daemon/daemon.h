@@ -10,8 +10,9 @@
  *   - the job queue: chunks of batches waiting for a worker;
  *   - the control server: the listening socket and its connections.
  *
- * Invariants kept by the scheduler (sched.c), checked by sched_check() in
- * debug builds:
+ * Invariants kept by the scheduler (sched.c), checked by sched_check()
+ * after every scheduler transition in debug and sanitizer builds
+ * (RINGFEED_CHECKS), where a broken one aborts:
  *   I1. A stream's batches are scheduled in order: next_g only grows, and
  *       next_g <= released + depth (ring.h M1).
  *   I2. Every job is in exactly one place: the queue, or one worker's

@@ -34,6 +34,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "daemon.h"
 #include "log.h"
 #include "ring.h"
@@ -343,6 +344,7 @@ void sched_fill(struct daemon *d)
             st->next_g++;
         }
     }
+    sched_check(d);
 }
 
 /* The stream cannot go on: tell the client through the ring and stop. */
@@ -441,6 +443,7 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m)
         break;
     }
     job_free(j);
+    sched_check(d);
 }
 
 static void quarantine(struct daemon *d, struct stream *st, uint64_t index)
@@ -483,9 +486,11 @@ void sched_job_orphaned(struct daemon *d, struct job *j)
     if (j->crashes > 8) {
         stream_fail(d, st, -EIO, "a job keeps killing workers; see the daemon's log");
         job_free(j);
+        sched_check(d);
         return;
     }
     sched_enqueue(d, j, true);
+    sched_check(d);
 }
 
 /* The client wrote its eventfd: read and check its release counter. */
@@ -765,6 +770,7 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
     st->dead = true;
     st->jobs_live++; /* held by the closing handle */
     uv_close((uv_handle_t *)&st->epoll, on_epoll_closed);
+    sched_check(d);
 }
 
 int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
@@ -809,20 +815,25 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
 
 void sched_check(const struct daemon *d)
 {
-#ifndef NDEBUG
+#if RINGFEED_CHECKS
     uint32_t queued = 0;
 
+#define CHECK_FAIL(...) do { log_error("sched_check: " __VA_ARGS__); abort(); } while (0)
     for (const struct job *j = d->queue_head; j; j = j->next) {
         queued++;
         if (j->worker != -1)
-            log_error("sched_check: queued job %llu has a worker", (unsigned long long)j->job_id);
+            CHECK_FAIL("queued job %llu has a worker", (unsigned long long)j->job_id);
     }
     if (queued != d->queued)
-        log_error("sched_check: queue holds %u jobs, counter says %u", queued, d->queued);
+        CHECK_FAIL("queue holds %u jobs, counter says %u", queued, d->queued);
     for (const struct stream *st = d->streams; st; st = st->next)
         if (!(st->released <= st->published && st->published <= st->next_g &&
               st->next_g <= st->released + st->geom.depth))
-            log_error("sched_check: client %u breaks released <= published <= next_g", st->id);
+            CHECK_FAIL("client %u breaks released %llu <= published %llu <= next_g %llu <= "
+                       "released + depth %u", st->id, (unsigned long long)st->released,
+                       (unsigned long long)st->published, (unsigned long long)st->next_g,
+                       st->geom.depth);
+#undef CHECK_FAIL
 #else
     (void)d;
 #endif
