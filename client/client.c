@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "clock.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
@@ -64,10 +65,7 @@ _Static_assert(RF_LAYOUT_CHW == RING_CHW && RF_LAYOUT_HWC == RING_HWC &&
 
 int64_t client_now_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return (int64_t)clock_mono_ns();
 }
 
 static void client_check(const struct rf_client *c)

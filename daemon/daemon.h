@@ -29,6 +29,8 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "clock.h"
+
 #include "conf.h"
 #include "ctl.h"
 #include "dataset.h"
@@ -130,8 +132,6 @@ struct daemon {
 
     bool stopping;
 };
-
-uint64_t now_ns(void);
 
 /* catalog.c */
 int catalog_open(struct daemon *d);

@@ -22,6 +22,8 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "buf.h"
+
 struct jpg_errmgr {
     struct jpeg_error_mgr pub;
     jmp_buf jb;
@@ -264,20 +266,6 @@ int jpg_start(struct jpg_dec *d, unsigned s, uint32_t *width, uint32_t *height,
     return 0;
 }
 
-static bool grow(void **p, size_t *cap, size_t need)
-{
-    void *q;
-
-    if (need <= *cap)
-        return true;
-    q = realloc(*p, need);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = need;
-    return true;
-}
-
 /* In place, n CMYK pixels (4 bytes) to RGB (3 bytes) as Pillow's
  * convert("RGB"): with nk = 255 - K, R = nk - C * nk / 255 (rounded as
  * Pillow's MULDIV255); Adobe files store every channel inverted. */
@@ -320,8 +308,8 @@ int jpg_read(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t 
     if (xoff != 0 || w != ci->output_width)
         jpeg_crop_scanline(ci, &xoff, &w);
     stride = (size_t)w * bpp;
-    if (!grow((void **)&d->pix, &d->pix_cap, stride * nrows) ||
-        !grow((void **)&d->rows, &d->rows_cap, nrows * sizeof(JSAMPROW))) {
+    if (!buf_grow((void **)&d->pix, &d->pix_cap, stride * nrows) ||
+        !buf_grow((void **)&d->rows, &d->rows_cap, nrows * sizeof(JSAMPROW))) {
         jpg_abort(d);
         return rf_err_set(err, -ENOMEM, "out of memory for a %ux%zu region", w, nrows);
     }

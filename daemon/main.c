@@ -37,14 +37,6 @@
 #include "fileio.h"
 #include "log.h"
 
-uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -271,7 +263,7 @@ int main(int argc, char **argv)
         log_error("cannot find my own binary in /proc/self/exe: %s", strerror(errno));
         return 1;
     }
-    d.start_ns = now_ns();
+    d.start_ns = clock_mono_ns();
     if (catalog_open(&d) < 0)
         return 1;
     uv_loop_init(&loop);

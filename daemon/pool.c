@@ -143,7 +143,7 @@ void pool_dispatch(struct daemon *d)
             j->worker = w->index;
             j->progress = -1;
             if (w->ninflight == 0)
-                w->busy_since = now_ns();
+                w->busy_since = clock_mono_ns();
             w->inflight[w->ninflight++] = j;
             rc = send_job(d, w, j);
             if (rc < 0) {
@@ -260,7 +260,7 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
         memcpy(&m, buf, sizeof(m));
         m.reason[sizeof(m.reason) - 1] = '\0';
         w->c = m.c;
-        w->busy_since = now_ns(); /* its next job, if any, starts now */
+        w->busy_since = clock_mono_ns(); /* its next job, if any, starts now */
         j = take_inflight(w, m.job_id);
         if (!j) {
             worker_kill(w, "reported a job it was not given");
@@ -368,7 +368,7 @@ static void on_handle_closed(uv_handle_t *h)
 static void on_watchdog_timer(uv_timer_t *t)
 {
     struct daemon *d = daemon_of((uv_handle_t *)t);
-    uint64_t limit = (uint64_t)d->cf.watchdog_sec * 1000000000ull, now = now_ns();
+    uint64_t limit = (uint64_t)d->cf.watchdog_sec * 1000000000ull, now = clock_mono_ns();
 
     if (!limit)
         return;
@@ -397,7 +397,7 @@ static void on_worker_exit(uv_process_t *proc, int64_t status, int signal)
     struct worker *w = proc->data;
     struct daemon *d = daemon_of((uv_handle_t *)proc);
     bool asked = w->state == W_RETIRING && w->ninflight == 0;
-    uint64_t age = now_ns() - w->started_ns;
+    uint64_t age = clock_mono_ns() - w->started_ns;
 
     w->exited = true;
     d->pool.alive--;
@@ -514,7 +514,7 @@ static void worker_spawn(struct daemon *d, struct worker *w)
     w->fd = sv[0];
     w->pid = w->proc.pid;
     w->state = W_STARTING;
-    w->started_ns = now_ns();
+    w->started_ns = clock_mono_ns();
     d->pool.alive++;
     d->pool.spawned++;
     uv_poll_init(d->loop, &w->poll, w->fd);

@@ -387,7 +387,7 @@ static void advance_published(struct daemon *d, struct stream *st)
         st->published++;
     }
     if (st->starved_since && st->published > st->released) {
-        st->starved_ns += now_ns() - st->starved_since;
+        st->starved_ns += clock_mono_ns() - st->starved_since;
         st->starved_since = 0;
     }
 }
@@ -519,7 +519,7 @@ void sched_released(struct daemon *d, struct stream *st)
     }
     st->released = r;
     if (r == st->published && !st->starved_since)
-        st->starved_since = now_ns();
+        st->starved_since = clock_mono_ns();
     sched_fill(d);
     pool_dispatch(d);
 }
@@ -692,7 +692,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
     st->epoll_open = true;
     uv_poll_start(&st->epoll, UV_READABLE, on_eventfd);
     d->mem_used += st->geom.total_size;
-    st->attach_ns = now_ns();
+    st->attach_ns = clock_mono_ns();
     st->next = d->streams;
     d->streams = st;
     d->nstreams++;
@@ -776,7 +776,7 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
 int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
     int lines = 0;
-    uint64_t now = now_ns();
+    uint64_t now = clock_mono_ns();
 
     for (struct stream *st = d->streams; st; st = st->next) {
         uint64_t starved = st->starved_ns + (st->starved_since ? now - st->starved_since : 0);
@@ -843,7 +843,7 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
                                        struct sched_client *out)
 {
     const struct stream *st = prev ? prev->next : d->streams;
-    uint64_t now = now_ns();
+    uint64_t now = clock_mono_ns();
 
     if (!st)
         return NULL;

@@ -125,13 +125,11 @@ void service_pool_changed(struct daemon *d)
 
 void service_reloading(struct daemon *d)
 {
-    struct timespec ts;
     char head[128];
 
     (void)d;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     snprintf(head, sizeof(head), "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
-             (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+             (unsigned long long)(clock_mono_ns() / 1000));
     notify(head);
     svc.ready_pending = true;
 }
@@ -155,7 +153,7 @@ static void on_closed_quiet(uv_handle_t *h)
 static void on_stop_tick(uv_timer_t *t)
 {
     struct daemon *d = t->loop->data;
-    uint64_t waited = (now_ns() - svc.stop_started) / 1000000ull;
+    uint64_t waited = (clock_mono_ns() - svc.stop_started) / 1000000ull;
 
     if (d->pool.alive > 0 && waited < STOP_KILL_MS)
         return;
@@ -184,7 +182,7 @@ void service_stopping(struct daemon *d)
     svc.ready_pending = false;
     if (svc.timers_open)
         uv_timer_stop(&svc.status);
-    svc.stop_started = now_ns();
+    svc.stop_started = clock_mono_ns();
     uv_timer_init(d->loop, &svc.stop);
     svc.stop_open = true;
     uv_timer_start(&svc.stop, on_stop_tick, 0, STOP_POLL_MS);

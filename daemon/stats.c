@@ -26,7 +26,7 @@
 #include "daemon.h"
 #include "log.h"
 
-static double uptime_s(struct daemon *d) { return (double)(now_ns() - d->start_ns) / 1e9; }
+static double uptime_s(struct daemon *d) { return (double)(clock_mono_ns() - d->start_ns) / 1e9; }
 
 static struct wire_counters totals(struct daemon *d)
 {

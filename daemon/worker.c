@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
+#include "clock.h"
 #include "daemon.h"
 #include "io.h"
 #include "log.h"
@@ -70,14 +72,6 @@ struct wstate {
     struct { uint32_t ds; uint64_t index; } quarantine[QUARANTINE_MAX];
     uint32_t nquarantine;
 };
-
-static uint64_t clock_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void send_or_die(struct wstate *ws, const void *m, size_t len)
 {
@@ -165,20 +159,6 @@ static void ring_del(struct wstate *ws, uint32_t id)
     memset(r, 0, sizeof(*r));
 }
 
-static bool grow(uint8_t **buf, size_t *cap, size_t need)
-{
-    uint8_t *p;
-
-    if (need <= *cap)
-        return true;
-    p = realloc(*buf, need);
-    if (!p)
-        return false;
-    *buf = p;
-    *cap = need;
-    return true;
-}
-
 /*
  * Makes one sample from dataset index idx into dst: read (when stored is
  * NULL), decode, transform.  Returns 0, or a negative errno with *why.
@@ -218,13 +198,13 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
         *label = (int32_t)loc->label;
         return 0;
     }
-    if (!grow(&ws->decoded, &ws->decoded_cap, loc->decoded_len ? loc->decoded_len : 1)) {
+    if (!buf_grow(&ws->decoded, &ws->decoded_cap, loc->decoded_len ? loc->decoded_len : 1)) {
         *why = BAD_TOO_LARGE;
         return -ENOMEM;
     }
-    t0 = clock_ns();
+    t0 = clock_mono_ns();
     n = dataset_decode(ds, loc, stored, ws->decoded, ws->decoded_cap, ws->dctx, &err);
-    t1 = clock_ns();
+    t1 = clock_mono_ns();
     ws->c.decode_ns += t1 - t0;
     if (n < 0) {
         *why = n == -EBADMSG && strstr(err.msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
@@ -234,7 +214,7 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
     rng_stream_init(&rng, r->p.seed, (uint32_t)epoch, idx);
     n = xf->apply(ds, &r->p.xform, ws->decoded, (size_t)n, &rng, &ws->xc, dst, &r->out, why,
                   &err);
-    t2 = clock_ns();
+    t2 = clock_mono_ns();
     ws->c.transform_ns += t2 - t1;
     /* the stages inside the transform (xform_ctx), for STATS */
     ws->c.image_ns += ws->xc.decode_ns;
@@ -254,7 +234,7 @@ static int read_one(struct wstate *ws, const struct dataset_loc *loc, const uint
 {
     struct io_req req;
 
-    if (!grow(&ws->stage, &ws->stage_cap, loc->stored_len ? loc->stored_len : 1))
+    if (!buf_grow(&ws->stage, &ws->stage_cap, loc->stored_len ? loc->stored_len : 1))
         return -ENOMEM;
     req = (struct io_req){ .fd = loc->fd, .off = loc->offset, .len = loc->stored_len,
                            .buf = ws->stage };
@@ -334,7 +314,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     struct ring_sample *meta;
     uint8_t *data;
     size_t total = 0, off = 0;
-    uint64_t t0 = clock_ns(), t1;
+    uint64_t t0 = clock_mono_ns(), t1;
     uint64_t bit, old;
     bool direct;
 
@@ -362,7 +342,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         if (loc_ok[j])
             total += locs[j].stored_len;
     }
-    if (!grow(&ws->stage, &ws->stage_cap, total ? total : 1)) {
+    if (!buf_grow(&ws->stage, &ws->stage_cap, total ? total : 1)) {
         for (uint32_t j = 0; j < job->count; j++)
             loc_ok[j] = 0;
         total = 0;
@@ -391,7 +371,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
             ws->c.bytes_read += batch[b].done;
         }
     }
-    t1 = clock_ns();
+    t1 = clock_mono_ns();
     ws->c.io_ns += t1 - t0;
 
     /* 2. decode and transform each sample into its place in the slot */
@@ -436,7 +416,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         meta[at].label = label;
     }
     if (direct)
-        ws->c.decode_ns += clock_ns() - t1;
+        ws->c.decode_ns += clock_mono_ns() - t1;
     ws->c.samples += job->count;
 
     /* 3. mark the chunk; the worker completing the mask publishes (ring.h W1, W2) */
@@ -454,7 +434,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     }
 out:
     ws->c.jobs++;
-    ws->c.busy_ns += clock_ns() - t0;
+    ws->c.busy_ns += clock_mono_ns() - t0;
     done.c = ws->c;
     send_or_die(ws, &done, sizeof(done));
 }

@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
+#include "clock.h"
 #include "jpeg.h"
 #include "resize.h"
 #include "ring.h"
@@ -54,14 +56,6 @@ static enum wire_bad why_of(int code)
         if (bad_of[i].code == code)
             return bad_of[i].why;
     return BAD_DECODE;
-}
-
-static uint64_t clock_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 struct xfi_crop xfi_rrc_params(uint32_t width, uint32_t height, double scale_lo,
@@ -197,21 +191,7 @@ void xform_image_ctx_free(struct xform_image_ctx *ic)
     free(ic);
 }
 
-static bool grow(void **p, size_t *cap, size_t need)
-{
-    void *q;
-
-    if (need <= *cap)
-        return true;
-    q = realloc(*p, need);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = need;
-    return true;
-}
-
-/* As grow, for the resampler's scratch: 32-byte aligned, contents lost. */
+/* As buf_grow, for the resampler's scratch: 32-byte aligned, contents lost. */
 static bool grow_aligned(void **p, size_t *cap, size_t need)
 {
     void *q;
@@ -243,7 +223,7 @@ static struct xform_image_ctx *image_ctx(struct xform_ctx *ctx, uint32_t size)
         }
         ctx->image = ic;
     }
-    if (!grow((void **)&ic->img, &ic->img_cap, 3ull * size * size))
+    if (!buf_grow((void **)&ic->img, &ic->img_cap, 3ull * size * size))
         return NULL;
     return ic;
 }
@@ -258,7 +238,7 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
     double k = s / 8.0;
     uint32_t sw, sh;
     struct jpg_roi roi;
-    uint64_t t0 = clock_ns(), t1;
+    uint64_t t0 = clock_mono_ns(), t1;
     int32_t lx0, lx1, ly0, ly1;
     int rc;
 
@@ -281,14 +261,14 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
                   (uint32_t)ic->ay.hi, &roi, err);
     if (rc < 0)
         goto out;
-    t1 = clock_ns();
+    t1 = clock_mono_ns();
     ctx->decode_ns += t1 - t0;
     rs_resize(roi.pix, roi.stride, (int32_t)roi.x0, (int32_t)roi.y0, &ic->ax, &ic->ay,
               ic->scratch, planes);
-    ctx->resize_ns += clock_ns() - t1;
+    ctx->resize_ns += clock_mono_ns() - t1;
     return 0;
 out:
-    ctx->decode_ns += clock_ns() - t0;
+    ctx->decode_ns += clock_mono_ns() - t0;
     return rc;
 }
 
@@ -300,7 +280,7 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
     struct xform_image_ctx *ic = image_ctx(ctx, p->size);
     struct jpg_header hdr;
     struct xfi_plan pl;
-    uint64_t t0 = clock_ns(), t1;
+    uint64_t t0 = clock_mono_ns(), t1;
     int rc;
 
     if (!ic) {
@@ -308,7 +288,7 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
         return rf_err_set(err, -ENOMEM, "out of memory for the image transforms");
     }
     rc = jpg_open(ic->dec, rec, rec_len, &lim, &hdr, err);
-    ctx->decode_ns += clock_ns() - t0;
+    ctx->decode_ns += clock_mono_ns() - t0;
     if (rc < 0) {
         *why = why_of(rc);
         return rc;
@@ -328,9 +308,9 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
         return rc;
     }
     if (p->layout == RING_HWC) {
-        t1 = clock_ns();
+        t1 = clock_mono_ns();
         rs_interleave(ic->img, (size_t)p->size * p->size, dst);
-        ctx->write_ns += clock_ns() - t1;
+        ctx->write_ns += clock_mono_ns() - t1;
     }
     return 0;
 }

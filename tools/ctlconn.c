@@ -9,15 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "client.h" /* client_socket_path(): the same defaults as libringfeed */
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 int ctlconn_open(struct ctlconn *cc, const char *socket_path, struct rf_err *err)
 {
@@ -75,7 +68,7 @@ int ctlconn_request(struct ctlconn *cc, const char *line, struct ctl_reply *rep,
                     struct rf_err *err)
 {
     struct pollfd pfd = {.fd = cc->fd, .events = POLLIN};
-    int64_t deadline = now_ns() + (int64_t)CTLCONN_TIMEOUT_MS * 1000000;
+    int64_t deadline = ((int64_t)clock_mono_ns()) + (int64_t)CTLCONN_TIMEOUT_MS * 1000000;
     size_t used;
     int rc;
 
@@ -84,7 +77,7 @@ int ctlconn_request(struct ctlconn *cc, const char *line, struct ctl_reply *rep,
         return rc;
     cc->len = 0;
     for (;;) {
-        int64_t left = deadline - now_ns();
+        int64_t left = deadline - ((int64_t)clock_mono_ns());
         ssize_t n;
 
         if (cc->len > 0) {

@@ -9,6 +9,7 @@
  * This file holds main, the subcommand table and the helpers the
  * subcommands share (pack.h); each subcommand lives in its own file.
  */
+#include "clock.h"
 #include "pack.h"
 
 #include <errno.h>
@@ -161,10 +162,7 @@ int pack_parse_int(const char *s, long min, long max, long *out)
 
 double pack_now(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)clock_mono_ns() * 1e-9;
 }
 
 int pack_interrupted(struct dataset_writer *w)

@@ -62,6 +62,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ctlconn.h"
 #include "digest.h"
 #include "jsonw.h"
@@ -84,14 +85,6 @@ struct run {
     double seconds, wait_s, first_ms;
     struct digest dg;
 };
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void usage(FILE *f)
 {
@@ -353,7 +346,7 @@ int main(int argc, char **argv)
     }
     digest_init(&r.dg, 0);
 
-    t_open = now_ns();
+    t_open = ((int64_t)clock_mono_ns());
     rc = rf_open(&o, &c);
     if (rc < 0) {
         fprintf(stderr, "%s: %s\n", prog, rf_last_error(c));
@@ -377,15 +370,15 @@ int main(int argc, char **argv)
         struct epoch_rec *e;
         double waited;
 
-        t0 = now_ns();
+        t0 = ((int64_t)clock_mono_ns());
         rc = rf_next(c, &b, 0);
-        t1 = now_ns();
+        t1 = ((int64_t)clock_mono_ns());
         if (rc == 0) {
             r.ready_ns = grow(r.ready_ns, &r.cap_ready, r.nready, sizeof(*r.ready_ns));
             r.ready_ns[r.nready++] = t1 - t0;
         } else if (rc == -ETIMEDOUT) {
             rc = rf_next(c, &b, -1);
-            t1 = now_ns();
+            t1 = ((int64_t)clock_mono_ns());
         }
         if (rc < 0) {
             fprintf(stderr, "%s: batch %" PRIu64 " of %" PRIu64 ": %s\n", prog, n, total,
@@ -422,7 +415,7 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    t1 = now_ns();
+    t1 = ((int64_t)clock_mono_ns());
     if (r.nepochs)
         r.epochs[r.nepochs - 1].seconds = (double)(t1 - t_mark) / 1e9;
     r.seconds = (double)(t1 - t_open) / 1e9;
