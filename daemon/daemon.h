@@ -252,7 +252,4 @@ int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len);
 /* per-stream lines, called by stats.c; defined in sched.c */
 int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len);
 
-/* worker.c: the worker process's main; never returns. */
-__attribute__((noreturn)) void worker_main(int argc, char **argv);
-
 #endif

@@ -36,6 +36,7 @@
 #include "daemon.h"
 #include "fileio.h"
 #include "log.h"
+#include "worker.h"
 
 static void usage(FILE *f)
 {

@@ -1,6 +1,6 @@
 /*
  * test_jpeg_roi.c - the workers' region-of-interest JPEG decoder
- * (daemon/jpeg.c) on JPEGs made here with libjpeg:
+ * (daemon/worker/jpeg.c) on JPEGs made here with libjpeg:
  *   - a region decoded at scale s/8 covers what was asked, holds exactly
  *     its rows, and its pixels are the full decode's at that scale
  *     (4:4:4, 4:2:2, 4:2:0, gray, progressive, restart markers);

@@ -1,5 +1,5 @@
 /*
- * test_resize.c - the resampler (daemon/resize.c) against a straightforward
+ * test_resize.c - the resampler (daemon/worker/resize.c) against a straightforward
  * reference: Pillow's antialiased bilinear filter written out directly, in
  * double precision, one output pixel at a time as a 2-D weighted sum.
  *

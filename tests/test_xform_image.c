@@ -1,5 +1,5 @@
 /*
- * test_xform_image.c - the train and eval transforms (daemon/xform_image.c):
+ * test_xform_image.c - the train and eval transforms (daemon/worker/xform_image.c):
  *   - RandomResizedCrop's parameters against a C port of torchvision's
  *     RandomResizedCrop.get_params (0.14, written out below as it reads in
  *     Python) fed the same draws, over many image sizes and parameters;

@@ -1,6 +1,6 @@
 /*
  * fuzz_jpeg.c - the workers' JPEG path on arbitrary bytes: the marker-level
- * scan counter (daemon/jpeg_scan.c), then the train and eval transforms
+ * scan counter (daemon/worker/jpeg_scan.c), then the train and eval transforms
  * (header, caps, region decode at a DCT scale, resampling, layout) as a
  * worker runs them.  Any input must come back as a sample or a bad sample
  * with a reason: no crash, no leak, no sanitizer report.

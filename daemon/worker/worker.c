@@ -35,10 +35,14 @@
 
 #include "buf.h"
 #include "clock.h"
-#include "daemon.h"
+#include "dataset.h"
 #include "io.h"
 #include "log.h"
 #include "ring.h"
+#include "sampler.h"
+#include "transform.h"
+#include "wire.h"
+#include "worker.h"
 
 #define MAX_DATASETS 64
 #define MAX_RINGS 256
