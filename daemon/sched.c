@@ -84,7 +84,6 @@ struct stream {
     uint64_t next_g, published, released;
     uint64_t slot_g[RING_MAX_DEPTH];
     uint32_t slot_count[RING_MAX_DEPTH];
-    uint64_t *slot_idx;             /* depth x batch planned dataset indices */
     uint8_t knows[POOL_MAX / 8];
 
     /* stats */
@@ -133,7 +132,12 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
     m->seed = st->a.seed;
     m->dataset_samples = st->n;
     m->dataset_id = st->dataset_id;
+    m->rank = st->a.rank;
+    m->world = st->a.world;
+    m->batch = st->a.batch;
     m->shuffle = st->a.shuffle;
+    m->drop_last = st->a.drop_last;
+    m->drop_last_batch = st->a.drop_last_batch;
     m->max_bad = st->d->cf.max_bad_samples > UINT32_MAX ? UINT32_MAX
                                                         : (uint32_t)st->d->cf.max_bad_samples;
     m->xform = st->xp;
@@ -178,34 +182,23 @@ static int make_sampler(const struct stream *st, uint64_t epoch, struct sampler 
 size_t sched_job_message(const struct job *j, struct wire_job *m)
 {
     const struct stream *st = j->st;
-    const uint64_t *idx = st->slot_idx + (uint64_t)j->slot * st->a.batch;
     uint64_t epoch, seq;
 
     batch_pos(st, j->g, &epoch, &seq);
-    m->type = WIRE_JOB;
-    m->ring_id = st->id;
-    m->job_id = j->job_id;
-    m->stream_seq = j->g;
-    m->epoch = epoch;
-    m->slot = j->slot;
-    m->chunk = j->chunk;
-    m->first = j->first;
-    m->count = j->count;
-    m->careful = j->crashes > 0;
-    m->pad = 0;
-    for (uint32_t i = 0; i < j->count; i++) {
-        uint32_t at = j->first + i;
-        uint64_t k = seq * st->a.batch + at;
-        /* its position in the padded epoch order (sampler.h, step 2);
-         * positions past the dataset's end are the padding */
-        uint64_t p = (uint64_t)st->a.rank + k * st->a.world;
-
-        m->samples[i].index = idx[at];
-        m->samples[i].pos = p % st->n;
-        m->samples[i].flags = p >= st->n ? RING_SAMPLE_PADDING : 0;
-        m->samples[i].pad = 0;
-    }
-    return offsetof(struct wire_job, samples) + j->count * sizeof(struct wire_sample);
+    *m = (struct wire_job){
+        .type = WIRE_JOB,
+        .ring_id = st->id,
+        .job_id = j->job_id,
+        .stream_seq = j->g,
+        .epoch = epoch,
+        .seq = seq,
+        .slot = j->slot,
+        .chunk = j->chunk,
+        .first = j->first,
+        .count = j->count,
+        .careful = j->crashes > 0,
+    };
+    return sizeof(*m);
 }
 
 void sched_enqueue(struct daemon *d, struct job *j, bool front)
@@ -264,7 +257,6 @@ static void drop_queued(struct daemon *d, struct stream *st)
 
 static void stream_free(struct stream *st)
 {
-    free(st->slot_idx);
     free(st);
 }
 
@@ -290,8 +282,8 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
     batch_pos(st, g, &epoch, &seq);
     if (make_sampler(st, epoch, &s) < 0)
         return -EINVAL;
-    /* the whole batch's plan, once: jobs copy their part from here */
-    count = sampler_batch(&s, seq, st->slot_idx + (uint64_t)slot_i * st->a.batch);
+    /* how many samples; which ones, the workers work out (wire.h) */
+    count = sampler_batch_count(&s, seq);
     per = (count + RING_MAX_CHUNKS - 1) / RING_MAX_CHUNKS;
     if (per < JOB_WORK_NS / st->cost_ns)
         per = (uint32_t)(JOB_WORK_NS / st->cost_ns);
@@ -474,10 +466,12 @@ void sched_job_orphaned(struct daemon *d, struct job *j)
      * dies twice on the same sample quarantines that sample: random kills
      * (an operator, the OOM killer) do not land twice on one sample. */
     if (j->crashes > 0 && j->progress >= 0 && j->progress == j->suspect) {
-        struct wire_job m;
+        uint64_t epoch, seq;
+        struct sampler s;
 
-        sched_job_message(j, &m);
-        quarantine(d, st, m.samples[j->progress].index);
+        batch_pos(st, j->g, &epoch, &seq);
+        if (make_sampler(st, epoch, &s) == 0)
+            quarantine(d, st, sampler_sample(&s, seq, j->first + (uint32_t)j->progress));
         j->suspect = -1;
     } else if (j->progress >= 0) {
         j->suspect = j->progress;
@@ -676,11 +670,6 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
                         (unsigned long long)d->mem_used, d->nstreams);
         goto fail;
     }
-    st->slot_idx = calloc((size_t)st->geom.depth * st->a.batch, sizeof(*st->slot_idx));
-    if (!st->slot_idx) {
-        rc = rf_err_set(err, -ENOMEM, "out of memory for the batch plans");
-        goto fail;
-    }
     st->id = ++d->next_stream_id;
     rc = make_ring(d, st, err);
     if (rc < 0)
@@ -706,7 +695,6 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
 fail_ring:
     unmake_ring(d, st);
 fail:
-    free(st->slot_idx);
     free(st);
     return rc;
 }

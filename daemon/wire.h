@@ -13,10 +13,13 @@
  *   WIRE_QUARANTINE
  *   WIRE_RETIRE
  *
- * A job is a chunk of one batch: samples [first, first + count) of the batch
- * in ring slot `slot`.  The main process plans every sample (dataset index
- * and its position in the epoch's order) so workers hold no plan state; a
- * worker that dies loses nothing, and its jobs are sent again elsewhere.
+ * A job is a chunk of one batch: samples [first, first + count) of batch
+ * `seq` of epoch `epoch`, in ring slot `slot`.  It names no sample: the
+ * worker runs the stream's sampler itself (its parameters come in
+ * WIRE_RING_ADD; proto/sampler.h is a pure function), so the main process
+ * stays off the per-sample path and a job is one small message whatever its
+ * size.  Workers still hold no state a crash could lose: a dead worker's
+ * jobs are sent again elsewhere and plan the same samples.
  */
 #ifndef RINGFEED_DAEMON_WIRE_H
 #define RINGFEED_DAEMON_WIRE_H
@@ -66,9 +69,10 @@ struct wire_ring_add {
     uint64_t seed;
     uint64_t dataset_samples;
     uint32_t dataset_id;  /* index in the catalogue the worker was started with */
-    uint32_t shuffle;
     uint32_t max_bad;     /* consecutive bad samples before the stream fails */
-    uint32_t pad;
+    /* the sampler's parameters besides seed, n and the epoch (the job's) */
+    uint32_t rank, world, batch;
+    uint8_t shuffle, drop_last, drop_last_batch, pad;
     struct wire_xform xform;
 };
 
@@ -77,26 +81,19 @@ struct wire_ring_del {
     uint32_t ring_id;
 };
 
-struct wire_sample {
-    uint64_t index;       /* dataset index planned */
-    uint64_t pos;         /* its position in the epoch's order */
-    uint32_t flags;       /* RING_SAMPLE_PADDING */
-    uint32_t pad;
-};
-
 struct wire_job {
     uint32_t type;
     uint32_t ring_id;
     uint64_t job_id;
     uint64_t stream_seq;  /* batch g */
     uint64_t epoch;
+    uint64_t seq;         /* the batch within its epoch */
     uint32_t slot;
     uint32_t chunk;       /* bit in chunks_done */
     uint32_t first;       /* first sample of the chunk within the batch */
     uint32_t count;
     uint32_t careful;     /* report WIRE_PROGRESS before each sample */
     uint32_t pad;
-    struct wire_sample samples[WIRE_JOB_MAX];
 };
 
 /* Worker counters, cumulative since the worker started. */

@@ -199,6 +199,13 @@ uint64_t sampler_sample(const struct sampler *s, uint64_t seq, uint32_t j)
     return sampler_perm_at(&s->perm, p);
 }
 
+uint64_t sampler_position(const struct sampler *s, uint64_t seq, uint32_t j)
+{
+    if (j >= sampler_batch_count(s, seq))
+        return SAMPLER_NONE;
+    return position(s, seq, j);
+}
+
 bool sampler_is_padding(const struct sampler *s, uint64_t seq, uint32_t j)
 {
     if (j >= sampler_batch_count(s, seq))

@@ -140,6 +140,14 @@ uint32_t sampler_batch_count(const struct sampler *s, uint64_t seq);
 uint64_t sampler_sample(const struct sampler *s, uint64_t seq, uint32_t j);
 
 /*
+ * The position of sample j of batch seq in the epoch's padded order (step 2
+ * above): rank + (seq * batch + j) * world.  Positions >= n are the
+ * padding, which repeats position p mod n.  SAMPLER_NONE when seq or j is
+ * out of range.  Substitutes for a bad sample are searched from here.
+ */
+uint64_t sampler_position(const struct sampler *s, uint64_t seq, uint32_t j);
+
+/*
  * Whether sample j of batch seq is wrap-around padding (the padding rule
  * above: its position is >= n).  False when out of range.
  */

@@ -8,7 +8,9 @@
  * with its socket to the main process on fd 3 (wire.h).  It is a plain
  * blocking loop: receive a message, act, answer.  It holds no state that a
  * crash could lose: rings are mapped again by whoever runs the job next, and
- * the plan of every sample comes in the job.
+ * it plans a job's samples itself with the stream's sampler (a pure
+ * function of the parameters WIRE_RING_ADD brought and the job's epoch,
+ * batch and range), so whoever runs a job plans the same samples.
  *
  * It dies with its parent: PR_SET_PDEATHSIG, and a check right after it
  * that the parent is still the one that started it (the parent may have
@@ -307,13 +309,41 @@ static void prefetch_record(const struct io_req *r)
         __builtin_prefetch((const char *)r->data + off, 0, 3);
 }
 
+/* Plans the job: the dataset index of each of its samples, by the stream's
+ * sampler for the job's epoch.  -EINVAL when the job lies outside that
+ * epoch's batches (a main process that broke the protocol). */
+static int plan_job(const struct wring *r, const struct wire_job *job, struct sampler *s,
+                    uint64_t *plan)
+{
+    struct sampler_params sp = {
+        .n = r->p.dataset_samples,
+        .seed = r->p.seed,
+        .epoch = (uint32_t)job->epoch,
+        .rank = r->p.rank,
+        .world = r->p.world,
+        .batch = r->p.batch,
+        .shuffle = r->p.shuffle != 0,
+        .drop_last = r->p.drop_last != 0,
+        .drop_last_batch = r->p.drop_last_batch != 0,
+    };
+
+    if (sampler_init(s, &sp, NULL) < 0 ||
+        (uint64_t)job->first + job->count > sampler_batch_count(s, job->seq))
+        return -EINVAL;
+    for (uint32_t j = 0; j < job->count; j++)
+        plan[j] = sampler_sample(s, job->seq, job->first + j);
+    return 0;
+}
+
 static void run_job(struct wstate *ws, const struct wire_job *job)
 {
     struct wire_done done = { .type = WIRE_DONE, .job_id = job->job_id, .ring_id = job->ring_id };
     struct wring *r = ring_find(ws, job->ring_id);
     struct io_req reqs[WIRE_JOB_MAX];
     struct dataset_loc locs[WIRE_JOB_MAX];
+    uint64_t plan[WIRE_JOB_MAX];
     int loc_ok[WIRE_JOB_MAX];
+    struct sampler smp;
     struct ring_slot *slot;
     struct ring_sample *meta;
     uint8_t *data;
@@ -333,6 +363,15 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         snprintf(done.reason, sizeof(done.reason), "job out of the ring's bounds");
         goto out;
     }
+    /* the job's samples: the stream's sampler for the job's epoch (wire.h) */
+    if (plan_job(r, job, &smp, plan) < 0) {
+        done.status = WIRE_NO_RING;
+        snprintf(done.reason, sizeof(done.reason),
+                 "job of epoch %llu batch %llu samples %u..%u is outside the stream's plan",
+                 (unsigned long long)job->epoch, (unsigned long long)job->seq, job->first,
+                 job->first + job->count);
+        goto out;
+    }
     /* placed by the checked geometry, never by the shared header */
     slot = (struct ring_slot *)((char *)r->mem + RING_HDR_SIZE +
                                 (uint64_t)job->slot * r->g.slot_stride);
@@ -341,8 +380,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
 
     /* 1. locate every record and read them all in one submission */
     for (uint32_t j = 0; j < job->count; j++) {
-        loc_ok[j] = dataset_locate(ws->ds[r->p.dataset_id], job->samples[j].index,
-                                   &locs[j], NULL) == 0;
+        loc_ok[j] = dataset_locate(ws->ds[r->p.dataset_id], plan[j], &locs[j], NULL) == 0;
         if (loc_ok[j])
             total += locs[j].stored_len;
     }
@@ -383,7 +421,6 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     for (uint32_t j = 0; j < PREFETCH_AHEAD && j < job->count; j++)
         prefetch_record(&reqs[j]);
     for (uint32_t j = 0; j < job->count; j++) {
-        const struct wire_sample *ws_s = &job->samples[j];
         uint32_t at = job->first + j;
         uint8_t *dst = data + (uint64_t)at * r->g.sample_bytes;
         enum wire_bad why = BAD_READ;
@@ -395,19 +432,20 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
 
             send_or_die(ws, &p, sizeof(p));
         }
-        meta[at].index = ws_s->index;
-        meta[at].flags = ws_s->flags;
+        meta[at].index = plan[j];
+        meta[at].flags = sampler_is_padding(&smp, job->seq, at) ? RING_SAMPLE_PADDING : 0;
         if (j + PREFETCH_AHEAD < job->count)
             prefetch_record(&reqs[j + PREFETCH_AHEAD]);
         if (loc_ok[j] && reqs[j].result == 0)
-            rc = make_sample(ws, r, job->epoch, ws_s->index, &locs[j], reqs[j].data, dst,
+            rc = make_sample(ws, r, job->epoch, plan[j], &locs[j], reqs[j].data, dst,
                              &label, &why);
         if (rc < 0) {
-            uint64_t idx = ws_s->index;
+            uint64_t idx = plan[j];
 
             ws->c.bad[why]++;
-            rc = substitute(ws, r, job->epoch, ws_s->pos, dst, &idx, &label, done.reason,
-                            sizeof(done.reason));
+            rc = substitute(ws, r, job->epoch,
+                            sampler_position(&smp, job->seq, at) % r->p.dataset_samples, dst,
+                            &idx, &label, done.reason, sizeof(done.reason));
             if (rc < 0) {
                 done.status = WIRE_STREAM_FAILED;
                 goto out;
@@ -575,10 +613,7 @@ void worker_main(int argc, char **argv)
             break;
         }
         case WIRE_JOB:
-            if ((size_t)n < offsetof(struct wire_job, samples) ||
-                buf.job.count > WIRE_JOB_MAX ||
-                (size_t)n != offsetof(struct wire_job, samples) +
-                                 buf.job.count * sizeof(struct wire_sample))
+            if ((size_t)n != sizeof(struct wire_job) || buf.job.count > WIRE_JOB_MAX)
                 _exit(7);
             run_job(&ws, &buf.job);
             break;
