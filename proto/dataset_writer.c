@@ -104,6 +104,8 @@ static int check_opts(const struct dataset_writer_opts *o,
         return rf_err_set(err, -EINVAL, "unknown dataset kind %d", o->kind);
     if (!codec_name(o->codec))
         return rf_err_set(err, -EINVAL, "unknown codec %u", o->codec);
+    if (o->classes && !o->class_names)
+        return rf_err_set(err, -EINVAL, "%u classes but no class names", o->classes);
     if (o->kind == DATASET_TENSOR) {
         *tensor_bytes = dataset_tensor_bytes(o->dtype, o->shape, o->ndim);
         if (*tensor_bytes == 0)

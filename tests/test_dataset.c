@@ -403,6 +403,19 @@ static void writer_rules(void)
                "zstd level 99 is refused");
     o.level = 0;
     o.codec = DATASET_CODEC_NONE;
+    {
+        /* regression: classes without names made the writer read NULL */
+        const char *const *names = o.class_names;
+        uint32_t classes = o.classes;
+
+        o.classes = 3;
+        o.class_names = NULL;
+        TAP_IS_INT(dataset_writer_create(path, &o, &w, &e), -EINVAL,
+                   "classes without names are refused");
+        TAP_OK(strstr(e.msg, "no class names") != NULL, "  message says so");
+        o.classes = classes;
+        o.class_names = names;
+    }
     TAP_IS_INT(dataset_writer_create(path, &o, &w, &e), 0, "create");
     TAP_IS_INT(dataset_writer_train_dict(w, rec, &one, 1, 0, &e), -EINVAL,
                "a dictionary needs zstd");

@@ -1,0 +1,428 @@
+/*
+ * test_sched.c - the scheduler (daemon/sched.c) alone, driven by synthetic
+ * events: no worker processes, no sockets.  The test plays the pool (it
+ * takes jobs off the queue itself), the workers (it writes each job's
+ * samples the way daemon/worker/worker.c plans them, sets the chunk bit and
+ * publishes) and the client (it checks each published batch and releases
+ * it through the ring's `released` word and the eventfd).
+ *
+ * Checked: every published batch holds exactly the sampler's samples, in
+ * order, once; released <= published <= next_g <= released + depth after
+ * every event (ring.h M1, daemon.h I1) and the queue's count (I2); a job
+ * orphaned by a dead worker runs again at the front of the queue, carefully,
+ * unless its chunk was already written (then the batch is published, not
+ * rerun); a careful run that dies twice on the same sample quarantines
+ * exactly that sample; a detach with jobs in flight frees everything.
+ *
+ * The pool, the server and the catalogue are stubs below, recording what
+ * the scheduler asked of them.  sched_check() aborts on a broken invariant
+ * in builds with RINGFEED_CHECKS (the ASan build), and this test checks the
+ * same figures itself in every build.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "dataset_writer.h"
+#include "ring.h"
+#include "sampler.h"
+#include "tap.h"
+
+#define N 4000
+
+/* ---- stubs: what the scheduler calls in the pool, server and catalogue */
+
+static uint64_t g_quarantined[8];
+static unsigned g_nquarantined;
+static char g_kicked[256];
+
+void pool_dispatch(struct daemon *d)
+{
+    (void)d; /* the test takes jobs off the queue itself */
+}
+
+void pool_forget_ring(struct daemon *d, struct stream *st)
+{
+    (void)d;
+    (void)st;
+}
+
+void pool_quarantine(struct daemon *d, uint32_t dataset_id, uint64_t index)
+{
+    (void)d;
+    (void)dataset_id;
+    if (g_nquarantined < 8)
+        g_quarantined[g_nquarantined++] = index;
+}
+
+void server_kick(void *conn, const char *why)
+{
+    (void)conn;
+    snprintf(g_kicked, sizeof(g_kicked), "%s", why);
+}
+
+int catalog_find(const struct daemon *d, const char *name)
+{
+    for (uint32_t i = 0; i < d->ncat; i++)
+        if (strcmp(d->cat[i].name, name) == 0)
+            return (int)i;
+    return -ENOENT;
+}
+
+void catalog_names(const struct daemon *d, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", d->ncat ? d->cat[0].name : "");
+}
+
+/* ---- the pieces the test plays */
+
+struct client {
+    struct stream *st;
+    struct ctl_attach a;
+    struct sched_info si;
+    uint8_t *mem;
+    uint64_t consumed;   /* batches checked and released */
+    int bad;             /* batches that differ from the sampler's */
+};
+
+static struct daemon g_d;
+static struct catalog_entry g_cat[1];
+
+static int make_dataset(const char *dir)
+{
+    static const char *const names[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+    struct dataset_writer_opts o = {
+        .kind = DATASET_TENSOR, .dtype = DATASET_DTYPE_U8, .ndim = 2, .shape = {4, 4},
+        .codec = 0, .classes = 10, .class_names = names,
+    };
+    struct dataset_writer *w;
+    struct rf_err e;
+    uint8_t rec[16];
+
+    if (dataset_writer_create(dir, &o, &w, &e) < 0) {
+        tap_diag("create: %s", e.msg);
+        return -1;
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        memset(rec, (int)(i & 0xff), sizeof(rec));
+        if (dataset_writer_add(w, rec, sizeof(rec), i % 10, &e) < 0) {
+            dataset_writer_abort(w);
+            return -1;
+        }
+    }
+    return dataset_writer_finish(w, NULL, &e);
+}
+
+static struct ring_slot *slot_of(const struct client *c, uint64_t g)
+{
+    uint64_t stride = ((const struct ring_hdr *)c->mem)->slot_stride;
+
+    return (struct ring_slot *)(c->mem + RING_HDR_SIZE + (g % c->si.depth) * stride);
+}
+
+static void sampler_of(const struct client *c, uint64_t epoch, struct sampler *s)
+{
+    struct sampler_params p = {
+        .n = N, .seed = c->a.seed, .epoch = (uint32_t)epoch, .rank = c->a.rank,
+        .world = c->a.world, .batch = c->a.batch, .shuffle = c->a.shuffle,
+        .drop_last = c->a.drop_last, .drop_last_batch = c->a.drop_last_batch,
+    };
+
+    sampler_init(s, &p, NULL);
+}
+
+static int attach(struct client *c, uint32_t batch, uint32_t depth, uint32_t rank,
+                  uint32_t world)
+{
+    struct rf_err err;
+
+    memset(c, 0, sizeof(*c));
+    ctl_attach_defaults(&c->a);
+    strcpy(c->a.dataset, "t");
+    c->a.batch = batch;
+    c->a.depth = depth;
+    c->a.rank = rank;
+    c->a.world = world;
+    c->a.seed = 77;
+    if (sched_attach(&g_d, &c->a, &c->st, &err) < 0) {
+        tap_diag("attach: %s", err.msg);
+        return -1;
+    }
+    sched_info(c->st, &c->si);
+    c->mem = mmap(NULL, c->si.size, PROT_READ | PROT_WRITE, MAP_SHARED, c->si.memfd, 0);
+    if (c->mem == MAP_FAILED)
+        return -1;
+    sched_start(&g_d, c->st, c);
+    return 0;
+}
+
+/* The invariants, from what the scheduler exposes: the queue's count
+ * (I2), and for the client released == what it consumed, released <=
+ * published <= next_g <= released + depth (I1, ring.h M1). */
+static int g_broken;
+
+static void check_invariants(const struct client *c)
+{
+    struct sched_client sc;
+    uint32_t queued = 0;
+
+    for (const struct job *j = g_d.queue_head; j; j = j->next)
+        queued += 1;
+    if (queued != g_d.queued)
+        g_broken++;
+    for (const struct stream *st = sched_client_next(&g_d, NULL, &sc); st;
+         st = sched_client_next(&g_d, st, &sc)) {
+        if (st != c->st)
+            continue;
+        /* ready = published - released, inflight = next_g - published */
+        if (sc.ready + sc.inflight > c->si.depth)
+            g_broken++;
+    }
+}
+
+/* Plays a worker: writes job j's samples as worker.c plans them, sets its
+ * chunk bit, publishes when the mask completes.  Returns whether it
+ * published; with report, tells the scheduler it is done. */
+static int work(struct client *c, struct job *j, int report)
+{
+    struct wire_job m;
+    struct wire_done done = {.type = WIRE_DONE};
+    struct ring_slot *s;
+    struct ring_sample *rs;
+    struct sampler smp;
+    uint64_t bit, old, all;
+
+    sched_job_message(j, &m);
+    s = slot_of(c, m.stream_seq);
+    rs = ring_samples(s);
+    sampler_of(c, m.epoch, &smp);
+    for (uint32_t k = 0; k < m.count; k++) {
+        rs[m.first + k].index = sampler_sample(&smp, m.seq, m.first + k);
+        rs[m.first + k].label = (int32_t)(rs[m.first + k].index % 10);
+    }
+    bit = 1ull << m.chunk;
+    old = atomic_fetch_or(&s->chunks_done, bit);
+    all = s->chunks >= 64 ? ~0ull : (1ull << s->chunks) - 1;
+    done.published = (old | bit) == all && old != all;
+    if (done.published)
+        atomic_store(&s->ready, ring_ready_word(m.stream_seq));
+    done.job_id = m.job_id;
+    if (report)
+        sched_job_done(&g_d, j, &done);
+    return done.published;
+}
+
+/* Plays the client: checks every published batch it has not consumed, in
+ * order, against the sampler, and releases it. */
+static void consume(struct client *c)
+{
+    struct ring_hdr *h = (struct ring_hdr *)c->mem;
+
+    for (;;) {
+        struct ring_slot *s = slot_of(c, c->consumed);
+        struct sampler smp;
+        uint64_t want[2048], one = 1;
+        uint32_t count;
+
+        if (atomic_load(&s->ready) != ring_ready_word(c->consumed))
+            return;
+        sampler_of(c, s->epoch, &smp);
+        count = sampler_batch(&smp, s->seq, want);
+        if (s->stream_seq != c->consumed || s->count != count)
+            c->bad++;
+        for (uint32_t k = 0; k < s->count && k < count; k++)
+            if (ring_samples(s)[k].index != want[k])
+                c->bad++;
+        c->consumed++;
+        atomic_store(&h->released, c->consumed);
+        if (write(c->si.efd, &one, sizeof(one)) != sizeof(one))
+            c->bad++;
+        sched_released(&g_d, c->st);
+        check_invariants(c);
+    }
+}
+
+/* Runs the queue dry, consuming as batches appear, for `batches` batches. */
+static void run(struct client *c, uint64_t batches)
+{
+    struct job *j;
+
+    while (c->consumed < batches && (j = sched_dequeue(&g_d))) {
+        j->worker = 0;
+        work(c, j, 1);
+        check_invariants(c);
+        consume(c);
+    }
+}
+
+static void detach(struct client *c)
+{
+    sched_detach(&g_d, c->st, "test done", 0);
+    munmap(c->mem, c->si.size);
+    uv_run(g_d.loop, UV_RUN_NOWAIT); /* the stream is freed once its handle closes */
+}
+
+static void straight(void)
+{
+    struct client c;
+
+    if (attach(&c, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    TAP_IS_INT(c.si.bpe, (N + 63) / 64, "batches per epoch");
+    TAP_IS_INT(g_d.queued, 4, "depth 4: four batches planned at once (raw: a job each)");
+    run(&c, 3 * c.si.bpe);
+    TAP_IS_INT(c.consumed, 3 * c.si.bpe, "three epochs published and released");
+    TAP_IS_INT(c.bad, 0, "every batch holds exactly the sampler's samples");
+    TAP_IS_INT(g_broken, 0, "invariants hold after every event");
+    detach(&c);
+    TAP_IS_INT(g_d.nstreams, 0, "detached");
+}
+
+static void ranks_and_chunks(void)
+{
+    struct client c;
+
+    /* raw jobs hold >= 500 us of work at 0.9 us a sample (sched.c
+     * JOB_WORK_NS): 555, 555 and 390 samples for a batch of 1500; rank 1 of 3 */
+    if (attach(&c, 1500, 3, 1, 3) < 0)
+        return (void)tap_ok(0, "attach");
+    TAP_IS_INT(g_d.queued, 3 * 3, "a 1500-sample raw batch is three jobs");
+    TAP_IS_INT(g_d.queue_head->count, 555, "  of 555 samples first");
+    run(&c, 2 * c.si.bpe);
+    TAP_IS_INT(c.bad, 0, "rank 1 of 3, two chunks a batch: the sampler's samples");
+    detach(&c);
+}
+
+static void crashes(void)
+{
+    struct client c;
+    struct job *j, *k;
+
+    if (attach(&c, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    /* a worker dies holding a job: it runs again first, carefully */
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    sched_job_orphaned(&g_d, j);
+    k = g_d.queue_head;
+    TAP_OK(k == j && j->crashes == 1 && j->worker == -1, "orphaned job back at the front");
+    {
+        struct wire_job m;
+
+        sched_job_message(j, &m);
+        TAP_IS_INT(m.careful, 1, "  and runs carefully");
+    }
+    /* a worker dies after writing its chunk: published, not run again */
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    TAP_OK(work(&c, j, 0), "chunk written and published before the death");
+    {
+        uint64_t id = j->job_id;
+        int again = 0;
+
+        sched_job_orphaned(&g_d, j);
+        for (const struct job *q = g_d.queue_head; q; q = q->next)
+            again |= q->job_id == id;
+        TAP_OK(!again, "a written chunk is not queued again");
+    }
+    consume(&c);
+    TAP_IS_INT(c.consumed, 1, "  its batch reaches the client once");
+
+    /* the same sample kills a careful run twice: quarantined, that sample */
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    j->progress = -1;
+    sched_job_orphaned(&g_d, j);          /* first death: now careful */
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    j->progress = 5;
+    sched_job_orphaned(&g_d, j);          /* careful run dies at sample 5 */
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    j->progress = 5;
+    g_nquarantined = 0;
+    sched_job_orphaned(&g_d, j);          /* and again at sample 5 */
+    {
+        struct sampler smp;
+        struct wire_job m;
+
+        sched_job_message(j, &m);
+        sampler_of(&c, m.epoch, &smp);
+        TAP_OK(g_nquarantined == 1 &&
+                   g_quarantined[0] == sampler_sample(&smp, m.seq, m.first + 5),
+               "twice at one sample: exactly that sample quarantined");
+    }
+    run(&c, 2 * c.si.bpe);
+    TAP_IS_INT(c.bad, 0, "after the crashes every batch is still the sampler's");
+    TAP_IS_INT(g_broken, 0, "  and the invariants held throughout");
+
+    /* detach with jobs in flight: they are freed when they come back */
+    j = sched_dequeue(&g_d);
+    k = sched_dequeue(&g_d);
+    j->worker = k->worker = 0;
+    sched_detach(&g_d, c.st, "gone", 0);
+    work(&c, j, 1);
+    sched_job_orphaned(&g_d, k);
+    TAP_IS_INT(g_d.queued, 0, "a detached stream's jobs leave the queue");
+    munmap(c.mem, c.si.size);
+    uv_run(g_d.loop, UV_RUN_NOWAIT);
+    TAP_IS_INT(g_d.nstreams, 0, "detached with jobs in flight");
+}
+
+static void hostile_release(void)
+{
+    struct client c;
+    struct ring_hdr *h;
+    uint64_t one = 1;
+
+    if (attach(&c, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    h = (struct ring_hdr *)c.mem;
+    g_kicked[0] = '\0';
+    atomic_store(&h->released, 1000); /* more than was ever published */
+    if (write(c.si.efd, &one, sizeof(one)) != sizeof(one))
+        tap_diag("eventfd write failed");
+    sched_released(&g_d, c.st);
+    TAP_OK(strstr(g_kicked, "release counter 1000") != NULL,
+           "a forged release counter kicks the client");
+    TAP_IS_INT(g_d.queued, 4, "  and schedules nothing for it");
+    detach(&c);
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/rf-test-sched-XXXXXX", path[64];
+    struct rf_err err;
+
+    if (!mkdtemp(dir))
+        tap_bail("cannot create a temporary folder");
+    snprintf(path, sizeof(path), "%s/ds", dir);
+    if (make_dataset(path) < 0 || dataset_open(path, &g_cat[0].ds, &err) < 0)
+        tap_bail("cannot make the test dataset in %s", path);
+    strcpy(g_cat[0].name, "t");
+    g_d.loop = uv_default_loop();
+    conf_defaults(&g_d.cf);
+    g_d.cf.memory_budget = 1ull << 30; /* the daemon derives it from RAM at start */
+    g_d.cat = g_cat;
+    g_d.ncat = 1;
+    straight();
+    ranks_and_chunks();
+    crashes();
+    hostile_release();
+    dataset_close(g_cat[0].ds);
+    uv_loop_close(g_d.loop);
+    {
+        char cmd[128];
+
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        if (system(cmd) != 0)
+            tap_diag("could not remove %s", dir);
+    }
+    return tap_done();
+}
