@@ -65,10 +65,16 @@ struct catalog_entry {
     bool retired;              /* a reload removed it; clients still read it */
 };
 
+/* A pool position's worker.  The moves (pool.c, worker_to): EMPTY ->
+ * STARTING (spawned) -> READY (said hello) -> RETIRING (asked to finish,
+ * or being killed) -> EMPTY (both handles closed, every job given back);
+ * STARTING and READY may also go straight to EMPTY when the process dies. */
+enum worker_state { W_EMPTY = 0, W_STARTING, W_READY, W_RETIRING, W_STATES };
+
 struct worker {
     int32_t index;             /* position in the pool's array */
     uint32_t generation;       /* bumped each spawn in this position */
-    enum { W_EMPTY = 0, W_STARTING, W_READY, W_RETIRING } state;
+    enum worker_state state;   /* changed only by pool.c's worker_to() */
     uv_process_t proc;
     uv_poll_t poll;
     int fd;                    /* main's end of the socketpair */

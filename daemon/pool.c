@@ -15,6 +15,7 @@
  * the scheduler, which runs them again elsewhere, and the pool respawns a
  * worker after a backoff that doubles while workers keep dying young.
  */
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +30,37 @@
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
 #define YOUNG_NS (2ull * 1000000000ull) /* a death before this age is "young" */
+
+
+/* The moves a worker's state may make (daemon.h, enum worker_state). */
+static const bool worker_moves[W_STATES][W_STATES] = {
+    [W_EMPTY][W_STARTING] = true,
+    [W_STARTING][W_READY] = true,
+    [W_STARTING][W_RETIRING] = true,
+    [W_STARTING][W_EMPTY] = true,
+    [W_READY][W_RETIRING] = true,
+    [W_READY][W_EMPTY] = true,
+    [W_RETIRING][W_EMPTY] = true,
+};
+
+/* A worker's invariants, after every move (debug builds). */
+static void worker_check(const struct worker *w)
+{
+    assert(w->state < W_STATES);
+    assert(w->ninflight <= WORKER_INFLIGHT);
+    assert(w->state != W_EMPTY || (w->ninflight == 0 && !w->proc_open && !w->poll_open));
+    assert(w->state == W_EMPTY || w->proc_open);
+    assert(w->state != W_READY || w->fd >= 0);
+    (void)w;
+}
+
+/* The one place a worker's state changes. */
+static void worker_to(struct worker *w, enum worker_state to)
+{
+    assert(worker_moves[w->state][to]);
+    w->state = to;
+    worker_check(w);
+}
 
 static void worker_spawn(struct daemon *d, struct worker *w);
 static void worker_reap(struct daemon *d, struct worker *w);
@@ -152,7 +184,7 @@ void pool_dispatch(struct daemon *d)
                 snprintf(why, sizeof(why), "sending a job failed: %s", strerror(-rc));
                 worker_kill(w, why);
                 /* the job stays in its in-flight list; the exit requeues it */
-                w->state = W_RETIRING;
+                worker_to(w, W_RETIRING);
                 continue;
             }
             progress = true;
@@ -243,7 +275,7 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
                 worker_kill(w, "cannot send it the quarantine list");
                 return;
             }
-        w->state = W_READY;
+        worker_to(w, W_READY);
         log_debug("worker %d (pid %d) ready, io %s", w->index, (int)w->pid, w->io_backend);
         pool_dispatch(d);
         service_pool_changed(d);
@@ -345,11 +377,11 @@ static void on_handle_closed(uv_handle_t *h)
         /* worker_reap gave every job back; nothing may be lost here */
         while (w->ninflight > 0)
             sched_job_orphaned(d, w->inflight[--w->ninflight]);
-        memset(w, 0, sizeof(*w));
+        worker_to(w, W_EMPTY);
+        memset(w, 0, sizeof(*w)); /* W_EMPTY is 0 */
         w->index = idx;
         w->generation = gen;
         w->fd = -1;
-        w->state = W_EMPTY;
         if (!d->stopping) {
             pool_resize(d, d->pool.target);
         } else if (d->pool.alive == 0 &&
@@ -503,7 +535,7 @@ static void worker_spawn(struct daemon *d, struct worker *w)
         w->fd = -1;
         w->proc_open = true;
         w->exited = true;
-        w->state = W_STARTING;
+        worker_to(w, W_STARTING);
         uv_close((uv_handle_t *)&w->proc, on_handle_closed);
         d->pool.backoff_ms = d->pool.backoff_ms ? d->pool.backoff_ms * 2 : 100;
         if (d->pool.backoff_ms > BACKOFF_MAX_MS)
@@ -513,7 +545,7 @@ static void worker_spawn(struct daemon *d, struct worker *w)
     w->proc_open = true;
     w->fd = sv[0];
     w->pid = w->proc.pid;
-    w->state = W_STARTING;
+    worker_to(w, W_STARTING);
     w->started_ns = clock_mono_ns();
     d->pool.alive++;
     d->pool.spawned++;
@@ -546,7 +578,7 @@ int pool_resize(struct daemon *d, uint32_t n)
 
         if ((w->state != W_STARTING && w->state != W_READY) || w->exited)
             continue;
-        w->state = W_RETIRING;
+        worker_to(w, W_RETIRING);
         live--;
         if (w->ninflight == 0) {
             struct wire_retire r = { .type = WIRE_RETIRE };
@@ -619,7 +651,7 @@ void pool_roll(struct daemon *d)
 
         if ((w->state != W_STARTING && w->state != W_READY) || w->exited)
             continue;
-        w->state = W_RETIRING;
+        worker_to(w, W_RETIRING);
         n++;
         if (w->ninflight == 0) {
             struct wire_retire r = { .type = WIRE_RETIRE };
