@@ -61,6 +61,24 @@ void catalog_close(struct daemon *d)
     free(d->cat);
     d->cat = NULL;
     d->ncat = 0;
+    free(d->quarantine.items);
+    d->quarantine.items = NULL;
+    d->quarantine.n = 0;
+}
+
+int catalog_quarantine_add(struct daemon *d, uint32_t dataset_id, uint64_t index)
+{
+    struct wire_quarantine *q;
+
+    d->quarantine.total++;
+    q = realloc(d->quarantine.items, (d->quarantine.n + 1) * sizeof(*q));
+    if (!q)
+        return -ENOMEM;
+    d->quarantine.items = q;
+    q[d->quarantine.n++] = (struct wire_quarantine){
+        .type = WIRE_QUARANTINE, .dataset_id = dataset_id, .index = index,
+    };
+    return 0;
 }
 
 bool catalog_offers(const struct daemon *d, uint32_t i)
@@ -120,10 +138,10 @@ static void make_hole(struct daemon *d, uint32_t i)
     uint32_t kept = 0;
 
     dataset_close(d->cat[i].ds);
-    for (uint32_t q = 0; q < d->nquarantine; q++)
-        if (d->quarantine[q].dataset_id != i)
-            d->quarantine[kept++] = d->quarantine[q];
-    d->nquarantine = kept;
+    for (uint32_t q = 0; q < d->quarantine.n; q++)
+        if (d->quarantine.items[q].dataset_id != i)
+            d->quarantine.items[kept++] = d->quarantine.items[q];
+    d->quarantine.n = kept;
     memset(&d->cat[i], 0, sizeof(d->cat[i]));
     snprintf(d->cat[i].name, sizeof(d->cat[i].name), "-"); /* workers read "-=" */
 }

@@ -297,7 +297,6 @@ int main(int argc, char **argv)
     if (rc < 0)
         log_debug("loop closed with handles open: %s", uv_strerror(rc));
     catalog_close(&d);
-    free(d.quarantine);
     service_exit();
     log_info("stopped");
     return 0;

@@ -162,9 +162,9 @@ void pool_dispatch(struct daemon *d)
 
     /* round-robin over ready workers, one job each per pass, so jobs spread
      * across the pool before any worker gets a second one */
-    while (d->queue_head && progress) {
+    while (d->sched.queue_head && progress) {
         progress = false;
-        for (unsigned i = 0; i < POOL_MAX && d->queue_head; i++) {
+        for (unsigned i = 0; i < POOL_MAX && d->sched.queue_head; i++) {
             struct worker *w = &p->w[i];
             struct job *j;
             int rc;
@@ -211,13 +211,10 @@ void pool_quarantine(struct daemon *d, uint32_t dataset_id, uint64_t index)
 {
     struct wire_quarantine m = { .type = WIRE_QUARANTINE, .dataset_id = dataset_id,
                                  .index = index };
-    struct wire_quarantine *q;
 
-    q = realloc(d->quarantine, (d->nquarantine + 1) * sizeof(*q));
-    if (q) {
-        d->quarantine = q;
-        d->quarantine[d->nquarantine++] = m;
-    }
+    if (catalog_quarantine_add(d, dataset_id, index) < 0)
+        log_error("out of memory keeping quarantined sample %llu for workers started later",
+                  (unsigned long long)index);
     for (unsigned i = 0; i < POOL_MAX; i++) {
         struct worker *w = &d->pool.w[i];
 
@@ -270,8 +267,8 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
             log_warn("worker %d reads with %s: %s", w->index, w->io_backend, m.reason);
         snprintf(d->pool.io_backend, sizeof(d->pool.io_backend), "%s", w->io_backend);
         snprintf(d->pool.io_reason, sizeof(d->pool.io_reason), "%s", w->io_reason);
-        for (uint32_t i = 0; i < d->nquarantine; i++)
-            if (send_msg(w, &d->quarantine[i], sizeof(d->quarantine[i]), -1) < 0) {
+        for (uint32_t i = 0; i < d->quarantine.n; i++)
+            if (send_msg(w, &d->quarantine.items[i], sizeof(d->quarantine.items[i]), -1) < 0) {
                 worker_kill(w, "cannot send it the quarantine list");
                 return;
             }

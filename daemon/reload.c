@@ -92,10 +92,10 @@ static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, s
     }
     if (nc->memory_budget != old->memory_budget) {
         note(changes, cap, "memory-budget");
-        if (d->mem_used > nc->memory_budget)
+        if (d->sched.mem_used > nc->memory_budget)
             log_warn("reload: rings in use (%llu bytes) exceed the new memory-budget %llu: "
                      "attached clients keep their rings, new attaches wait for room",
-                     (unsigned long long)d->mem_used, (unsigned long long)nc->memory_budget);
+                     (unsigned long long)d->sched.mem_used, (unsigned long long)nc->memory_budget);
     }
     if (nc->watchdog_sec != old->watchdog_sec)
         note(changes, cap, "watchdog-sec");

@@ -119,7 +119,7 @@ void sched_worker_learns(struct stream *st, int32_t w, bool knows)
 
 void sched_worker_gone(struct daemon *d, int32_t w)
 {
-    for (struct stream *st = d->streams; st; st = st->next)
+    for (struct stream *st = d->sched.streams; st; st = st->next)
         sched_worker_learns(st, w, false);
 }
 
@@ -205,51 +205,51 @@ void sched_enqueue(struct daemon *d, struct job *j, bool front)
 {
     j->worker = -1;
     if (front) {
-        j->next = d->queue_head;
-        d->queue_head = j;
-        if (!d->queue_tail)
-            d->queue_tail = j;
+        j->next = d->sched.queue_head;
+        d->sched.queue_head = j;
+        if (!d->sched.queue_tail)
+            d->sched.queue_tail = j;
     } else {
         j->next = NULL;
-        if (d->queue_tail)
-            d->queue_tail->next = j;
+        if (d->sched.queue_tail)
+            d->sched.queue_tail->next = j;
         else
-            d->queue_head = j;
-        d->queue_tail = j;
+            d->sched.queue_head = j;
+        d->sched.queue_tail = j;
     }
-    d->queued++;
+    d->sched.queued++;
 }
 
 struct job *sched_dequeue(struct daemon *d)
 {
-    struct job *j = d->queue_head;
+    struct job *j = d->sched.queue_head;
 
     if (!j)
         return NULL;
-    d->queue_head = j->next;
-    if (!d->queue_head)
-        d->queue_tail = NULL;
+    d->sched.queue_head = j->next;
+    if (!d->sched.queue_head)
+        d->sched.queue_tail = NULL;
     j->next = NULL;
-    d->queued--;
+    d->sched.queued--;
     return j;
 }
 
 /* Takes every queued job of st out of the queue and frees it. */
 static void drop_queued(struct daemon *d, struct stream *st)
 {
-    struct job **pp = &d->queue_head;
+    struct job **pp = &d->sched.queue_head;
 
-    d->queue_tail = NULL;
+    d->sched.queue_tail = NULL;
     while (*pp) {
         struct job *j = *pp;
 
         if (j->st == st) {
             *pp = j->next;
-            d->queued--;
+            d->sched.queued--;
             st->jobs_live--;
             free(j);
         } else {
-            d->queue_tail = j;
+            d->sched.queue_tail = j;
             pp = &j->next;
         }
     }
@@ -308,7 +308,7 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
         if (!j)
             return -ENOMEM;
         j->st = st;
-        j->job_id = ++d->next_job_id;
+        j->job_id = ++d->sched.next_job_id;
         j->g = g;
         j->slot = slot_i;
         j->chunk = c;
@@ -324,7 +324,7 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
 
 void sched_fill(struct daemon *d)
 {
-    for (struct stream *st = d->streams; st; st = st->next) {
+    for (struct stream *st = d->sched.streams; st; st = st->next) {
         if (st->failed || d->stopping)
             continue;
         while (st->next_g < st->released + st->geom.depth) {
@@ -443,7 +443,6 @@ static void quarantine(struct daemon *d, struct stream *st, uint64_t index)
     log_error("dataset %s: sample %llu killed workers twice at the same point; "
               "quarantined as bad",
               d->cat[st->dataset_id].name, (unsigned long long)index);
-    d->quarantined++;
     pool_quarantine(d, st->dataset_id, index);
 }
 
@@ -554,7 +553,7 @@ static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
      * some 90 ms of allocation, which otherwise lands on the first batch). */
     st->locked = mlock(st->mem, st->geom.total_size) == 0;
     if (st->locked)
-        d->mem_locked += st->geom.total_size;
+        d->sched.mem_locked += st->geom.total_size;
     else if (fallocate(st->memfd, 0, 0, (off_t)st->geom.total_size) == -1)
         log_debug("client %u: fallocate of the ring: %s (pages come on first touch)", st->id,
                   strerror(errno));
@@ -581,7 +580,7 @@ static void unmake_ring(struct daemon *d, struct stream *st)
 {
     if (st->mem) {
         if (st->locked)
-            d->mem_locked -= st->geom.total_size;
+            d->sched.mem_locked -= st->geom.total_size;
         munmap(st->mem, st->geom.total_size);
         st->mem = NULL;
     }
@@ -659,7 +658,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
     rc = ring_geometry(a->depth, a->batch, st->out.sample_bytes, &st->geom, err);
     if (rc < 0)
         goto fail;
-    if (d->mem_used + st->geom.total_size > d->cf.memory_budget) {
+    if (d->sched.mem_used + st->geom.total_size > d->cf.memory_budget) {
         rc = rf_err_set(err, -ENOMEM,
                         "attach needs %llu bytes (depth %u x %llu-byte slots + header); "
                         "budget %llu, in use %llu by %u client(s): lower depth or batch, "
@@ -667,10 +666,10 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
                         (unsigned long long)st->geom.total_size, st->geom.depth,
                         (unsigned long long)st->geom.slot_stride,
                         (unsigned long long)d->cf.memory_budget,
-                        (unsigned long long)d->mem_used, d->nstreams);
+                        (unsigned long long)d->sched.mem_used, d->sched.nstreams);
         goto fail;
     }
-    st->id = ++d->next_stream_id;
+    st->id = ++d->sched.next_stream_id;
     rc = make_ring(d, st, err);
     if (rc < 0)
         goto fail_ring;
@@ -680,11 +679,11 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
     st->epoll.data = st;
     st->epoll_open = true;
     uv_poll_start(&st->epoll, UV_READABLE, on_eventfd);
-    d->mem_used += st->geom.total_size;
+    d->sched.mem_used += st->geom.total_size;
     st->attach_ns = clock_mono_ns();
-    st->next = d->streams;
-    d->streams = st;
-    d->nstreams++;
+    st->next = d->sched.streams;
+    d->sched.streams = st;
+    d->sched.nstreams++;
     d->attaches++;
     log_info("client %u attached: dataset %s batch %u rank %u/%u depth %u, ring %llu bytes%s",
              st->id, a->dataset, a->batch, a->rank, a->world, a->depth,
@@ -730,13 +729,13 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
 {
     struct ring_hdr *h = st->mem;
 
-    for (struct stream **pp = &d->streams; *pp; pp = &(*pp)->next) {
+    for (struct stream **pp = &d->sched.streams; *pp; pp = &(*pp)->next) {
         if (*pp == st) {
             *pp = st->next;
             break;
         }
     }
-    d->nstreams--;
+    d->sched.nstreams--;
     d->detaches++;
     log_info("client %u detached: %s", st->id, why);
     drop_queued(d, st);
@@ -750,7 +749,7 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
         for (uint32_t i = 0; i < st->geom.depth; i++)
             ring_futex_wake(&stream_slot(st, i)->ready);
     }
-    d->mem_used -= st->geom.total_size;
+    d->sched.mem_used -= st->geom.total_size;
     unmake_ring(d, st);
     st->conn = NULL;
     /* the struct lives on until the poll handle is closed and no job of it
@@ -766,7 +765,7 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
     int lines = 0;
     uint64_t now = clock_mono_ns();
 
-    for (struct stream *st = d->streams; st; st = st->next) {
+    for (struct stream *st = d->sched.streams; st; st = st->next) {
         uint64_t starved = st->starved_ns + (st->starved_since ? now - st->starved_since : 0);
         const char *names[] = {
             "dataset", "name", "rank", "world", "batch", "depth", "batches", "samples",
@@ -807,14 +806,14 @@ void sched_check(const struct daemon *d)
     uint32_t queued = 0;
 
 #define CHECK_FAIL(...) do { log_error("sched_check: " __VA_ARGS__); abort(); } while (0)
-    for (const struct job *j = d->queue_head; j; j = j->next) {
+    for (const struct job *j = d->sched.queue_head; j; j = j->next) {
         queued++;
         if (j->worker != -1)
             CHECK_FAIL("queued job %llu has a worker", (unsigned long long)j->job_id);
     }
-    if (queued != d->queued)
-        CHECK_FAIL("queue holds %u jobs, counter says %u", queued, d->queued);
-    for (const struct stream *st = d->streams; st; st = st->next)
+    if (queued != d->sched.queued)
+        CHECK_FAIL("queue holds %u jobs, counter says %u", queued, d->sched.queued);
+    for (const struct stream *st = d->sched.streams; st; st = st->next)
         if (!(st->released <= st->published && st->published <= st->next_g &&
               st->next_g <= st->released + st->geom.depth))
             CHECK_FAIL("client %u breaks released %llu <= published %llu <= next_g %llu <= "
@@ -830,7 +829,7 @@ void sched_check(const struct daemon *d)
 const struct stream *sched_client_next(const struct daemon *d, const struct stream *prev,
                                        struct sched_client *out)
 {
-    const struct stream *st = prev ? prev->next : d->streams;
+    const struct stream *st = prev ? prev->next : d->sched.streams;
     uint64_t now = clock_mono_ns();
 
     if (!st)

@@ -56,7 +56,7 @@ static double bad_total(struct daemon *d)
     X("workers.retired", "counter", "Workers retired on request", d->pool.retired)       \
     X("workers.watchdog_kills", "counter", "Workers killed for a job past watchdog-sec",  \
       d->pool.watchdog_kills)                                                            \
-    X("clients.attached", "gauge", "Clients attached now", d->nstreams)                  \
+    X("clients.attached", "gauge", "Clients attached now", d->sched.nstreams)                  \
     X("clients.attaches", "counter", "Attaches accepted", d->attaches)                   \
     X("clients.detaches", "counter", "Clients detached", d->detaches)                    \
     X("clients.refused", "counter", "Attaches refused", d->attach_refused)               \
@@ -71,7 +71,7 @@ static double bad_total(struct daemon *d)
       d->reload_failures)                                                                \
     X("datasets", "gauge", "Datasets offered to clients", catalog_offered(d))           \
     X("requests.errors", "counter", "Requests answered with ERR", d->bad_requests)       \
-    X("jobs.queued", "gauge", "Jobs waiting for a worker", d->queued)                    \
+    X("jobs.queued", "gauge", "Jobs waiting for a worker", d->sched.queued)                    \
     X("total.batches", "counter", "Batches published", d->batches)                       \
     X("total.samples", "counter", "Samples published", d->samples)                       \
     X("total.jobs", "counter", "Jobs run by workers", totals(d).jobs)                    \
@@ -105,9 +105,9 @@ static double bad_total(struct daemon *d)
     X("errors.substituted", "counter", "Samples replaced by the next good one",          \
       totals(d).substituted)                                                             \
     X("errors.quarantined", "counter", "Samples quarantined for killing workers",        \
-      d->quarantined)                                                                    \
-    X("memory.rings_bytes", "gauge", "Bytes of client rings", d->mem_used)               \
-    X("memory.locked_bytes", "gauge", "Bytes of rings locked in RAM", d->mem_locked)     \
+      d->quarantine.total)                                                                    \
+    X("memory.rings_bytes", "gauge", "Bytes of client rings", d->sched.mem_used)               \
+    X("memory.locked_bytes", "gauge", "Bytes of rings locked in RAM", d->sched.mem_locked)     \
     X("memory.budget_bytes", "gauge", "The memory budget for rings", d->cf.memory_budget)
 
 static int put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
@@ -370,8 +370,8 @@ int stats_status_line(struct daemon *d, char *buf, size_t cap)
     return snprintf(buf, cap,
                     "ringfeedd %s: workers=%u/%u clients=%u datasets=%u batches=%llu "
                     "rings=%llu io=%s uptime=%.0fs%s",
-                    RINGFEED_VERSION, d->pool.alive, d->pool.target, d->nstreams,
+                    RINGFEED_VERSION, d->pool.alive, d->pool.target, d->sched.nstreams,
                     catalog_offered(d),
-                    (unsigned long long)d->batches, (unsigned long long)d->mem_used,
+                    (unsigned long long)d->batches, (unsigned long long)d->sched.mem_used,
                     d->pool.io_backend, uptime_s(d), d->stopping ? " stopping" : "");
 }

@@ -172,9 +172,9 @@ static void check_invariants(const struct client *c)
     struct sched_client sc;
     uint32_t queued = 0;
 
-    for (const struct job *j = g_d.queue_head; j; j = j->next)
+    for (const struct job *j = g_d.sched.queue_head; j; j = j->next)
         queued += 1;
-    if (queued != g_d.queued)
+    if (queued != g_d.sched.queued)
         g_broken++;
     for (const struct stream *st = sched_client_next(&g_d, NULL, &sc); st;
          st = sched_client_next(&g_d, st, &sc)) {
@@ -275,13 +275,13 @@ static void straight(void)
     if (attach(&c, 64, 4, 0, 1) < 0)
         return (void)tap_ok(0, "attach");
     TAP_IS_INT(c.si.bpe, (N + 63) / 64, "batches per epoch");
-    TAP_IS_INT(g_d.queued, 4, "depth 4: four batches planned at once (raw: a job each)");
+    TAP_IS_INT(g_d.sched.queued, 4, "depth 4: four batches planned at once (raw: a job each)");
     run(&c, 3 * c.si.bpe);
     TAP_IS_INT(c.consumed, 3 * c.si.bpe, "three epochs published and released");
     TAP_IS_INT(c.bad, 0, "every batch holds exactly the sampler's samples");
     TAP_IS_INT(g_broken, 0, "invariants hold after every event");
     detach(&c);
-    TAP_IS_INT(g_d.nstreams, 0, "detached");
+    TAP_IS_INT(g_d.sched.nstreams, 0, "detached");
 }
 
 static void ranks_and_chunks(void)
@@ -292,8 +292,8 @@ static void ranks_and_chunks(void)
      * JOB_WORK_NS): 555, 555 and 390 samples for a batch of 1500; rank 1 of 3 */
     if (attach(&c, 1500, 3, 1, 3) < 0)
         return (void)tap_ok(0, "attach");
-    TAP_IS_INT(g_d.queued, 3 * 3, "a 1500-sample raw batch is three jobs");
-    TAP_IS_INT(g_d.queue_head->count, 555, "  of 555 samples first");
+    TAP_IS_INT(g_d.sched.queued, 3 * 3, "a 1500-sample raw batch is three jobs");
+    TAP_IS_INT(g_d.sched.queue_head->count, 555, "  of 555 samples first");
     run(&c, 2 * c.si.bpe);
     TAP_IS_INT(c.bad, 0, "rank 1 of 3, two chunks a batch: the sampler's samples");
     detach(&c);
@@ -310,7 +310,7 @@ static void crashes(void)
     j = sched_dequeue(&g_d);
     j->worker = 0;
     sched_job_orphaned(&g_d, j);
-    k = g_d.queue_head;
+    k = g_d.sched.queue_head;
     TAP_OK(k == j && j->crashes == 1 && j->worker == -1, "orphaned job back at the front");
     {
         struct wire_job m;
@@ -327,7 +327,7 @@ static void crashes(void)
         int again = 0;
 
         sched_job_orphaned(&g_d, j);
-        for (const struct job *q = g_d.queue_head; q; q = q->next)
+        for (const struct job *q = g_d.sched.queue_head; q; q = q->next)
             again |= q->job_id == id;
         TAP_OK(!again, "a written chunk is not queued again");
     }
@@ -369,10 +369,10 @@ static void crashes(void)
     sched_detach(&g_d, c.st, "gone", 0);
     work(&c, j, 1);
     sched_job_orphaned(&g_d, k);
-    TAP_IS_INT(g_d.queued, 0, "a detached stream's jobs leave the queue");
+    TAP_IS_INT(g_d.sched.queued, 0, "a detached stream's jobs leave the queue");
     munmap(c.mem, c.si.size);
     uv_run(g_d.loop, UV_RUN_NOWAIT);
-    TAP_IS_INT(g_d.nstreams, 0, "detached with jobs in flight");
+    TAP_IS_INT(g_d.sched.nstreams, 0, "detached with jobs in flight");
 }
 
 static void hostile_release(void)
@@ -391,7 +391,7 @@ static void hostile_release(void)
     sched_released(&g_d, c.st);
     TAP_OK(strstr(g_kicked, "release counter 1000") != NULL,
            "a forged release counter kicks the client");
-    TAP_IS_INT(g_d.queued, 4, "  and schedules nothing for it");
+    TAP_IS_INT(g_d.sched.queued, 4, "  and schedules nothing for it");
     detach(&c);
 }
 

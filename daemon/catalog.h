@@ -1,0 +1,54 @@
+/*
+ * catalog.h - the catalogue (catalog.c): the datasets the config names, opened to
+ * learn their shape and size, and the quarantine list of bad samples.
+ */
+#ifndef RINGFEED_DAEMON_CATALOG_H
+#define RINGFEED_DAEMON_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "wire.h"
+
+struct daemon;
+struct dataset;
+struct conf;
+struct rf_err;
+
+struct catalog_entry {
+    char name[65];
+    char dir[4096];
+    struct dataset *ds;        /* NULL: a hole (catalog.c) */
+    bool retired;              /* a reload removed it; clients still read it */
+};
+
+
+/* Samples quarantined for killing workers (owned by catalog.c): every
+ * worker is told at start and when one is added; a dataset turned into a
+ * hole forgets its own. */
+struct quarantine {
+    struct wire_quarantine *items;
+    uint32_t n;
+    uint64_t total;            /* quarantined since start (STATS) */
+};
+
+int catalog_open(struct daemon *d);
+void catalog_close(struct daemon *d);
+int catalog_find(const struct daemon *d, const char *name);
+/* The names, space separated, for error messages. */
+void catalog_names(const struct daemon *d, char *buf, size_t cap);
+/* Is entry i offered to ATTACH (open, not removed by a reload)? */
+bool catalog_offers(const struct daemon *d, uint32_t i);
+uint32_t catalog_offered(const struct daemon *d);
+/* Applies a reloaded config's datasets (see catalog.c); *added says the
+ * workers must restart to learn new ones.  On error nothing changed. */
+int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err);
+/* Closes removed datasets no client reads any more. */
+void catalog_sweep(struct daemon *d);
+
+
+/* Adds a sample to the quarantine list; returns 0 or -ENOMEM (then it is
+ * still counted, and still sent to the live workers by pool.c). */
+int catalog_quarantine_add(struct daemon *d, uint32_t dataset_id, uint64_t index);
+
+#endif

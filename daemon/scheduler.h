@@ -1,0 +1,99 @@
+/*
+ * scheduler.h - the scheduler (sched.c): streams, their rings and
+ * batches, and the job queue.  Invariants I1-I3 are in daemon.h's
+ * comment; sched_check() holds them after every transition in checking
+ * builds.  (Not named sched.h: on the include path that would shadow the
+ * system's <sched.h>, which <pthread.h> includes.)
+ */
+#ifndef RINGFEED_DAEMON_SCHEDULER_H
+#define RINGFEED_DAEMON_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "wire.h"
+
+struct daemon;
+struct stream;
+struct ctl_attach;
+struct rf_err;
+
+/* One chunk of one batch, waiting or in flight. */
+struct job {
+    struct job *next;          /* queue link */
+    struct stream *st;
+    uint64_t job_id;
+    uint64_t g;
+    uint32_t slot, chunk, first, count;
+    uint32_t crashes;          /* workers that died running it */
+    int32_t worker;            /* pool index running it, -1 when queued */
+    int32_t progress;          /* last WIRE_PROGRESS sample, -1 none */
+    int32_t suspect;           /* sample a careful run died on, -1 none */
+};
+
+
+/* The scheduler's state inside struct daemon (only sched.c changes it;
+ * pool.c takes jobs through sched_dequeue, stats.c reads the figures). */
+struct sched_state {
+    struct stream *streams;    /* list of attached clients */
+    uint32_t nstreams;
+    uint32_t next_stream_id;
+    uint64_t next_job_id;
+    struct job *queue_head, *queue_tail;
+    uint32_t queued;
+    uint64_t mem_used;         /* bytes of rings (I3) */
+    uint64_t mem_locked;       /* of them, mlocked */
+};
+
+int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **out,
+                 struct rf_err *err);
+/* Ends a client's stream; the ring says why and gives code (negative errno,
+ * see server.c) so the client knows whether to reconnect. */
+void sched_detach(struct daemon *d, struct stream *st, const char *why, int code);
+/* The eventfd said the client released batches. */
+void sched_released(struct daemon *d, struct stream *st);
+/* Schedules every batch the rings have room for. */
+void sched_fill(struct daemon *d);
+void sched_enqueue(struct daemon *d, struct job *j, bool front);
+struct job *sched_dequeue(struct daemon *d);
+/* A worker reported a job done. */
+void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m);
+/* A worker died with these jobs: run them again (or quarantine). */
+void sched_job_orphaned(struct daemon *d, struct job *j);
+/* Builds the worker message for a job. */
+size_t sched_job_message(const struct job *j, struct wire_job *m);
+/* Fills the RING_ADD message for a stream (the memfd goes alongside). */
+void sched_ring_message(const struct stream *st, struct wire_ring_add *m);
+int sched_ring_fd(const struct stream *st);
+uint32_t sched_ring_id(const struct stream *st);
+bool sched_worker_knows(const struct stream *st, int32_t worker);
+void sched_worker_learns(struct stream *st, int32_t worker, bool knows);
+/* A worker exited: no stream's ring is mapped there any more. */
+void sched_worker_gone(struct daemon *d, int32_t worker);
+void sched_check(const struct daemon *d);
+/* Starts producing once the client has the ring's fds. */
+void sched_start(struct daemon *d, struct stream *st, void *conn);
+struct sched_info {
+    int memfd, efd;
+    uint64_t size, bpe;
+    uint32_t id, depth;
+};
+void sched_info(const struct stream *st, struct sched_info *si);
+/* What METRICS and the catalogue read of one attached client. */
+struct sched_client {
+    uint32_t id, dataset_id;
+    const char *dataset, *name;    /* name: "" when the client gave none */
+    uint32_t rank, world, batch, depth;
+    uint64_t batches, samples, waited_ns, ready, inflight, ring_bytes;
+    bool locked, failed;
+};
+/* The attached clients in turn: prev NULL gives the first; returns NULL
+ * past the last.  *out describes the one returned. */
+const struct stream *sched_client_next(const struct daemon *d, const struct stream *prev,
+                                       struct sched_client *out);
+
+
+/* per-stream lines, called by stats.c */
+int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len);
+
+#endif
