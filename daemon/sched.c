@@ -78,8 +78,6 @@ struct stream {
     int memfd, efd;
     void *mem;
     bool locked;
-    uv_poll_t epoll;
-    bool epoll_open;
 
     uint64_t next_g, published, released;
     uint64_t slot_g[RING_MAX_DEPTH];
@@ -517,16 +515,6 @@ void sched_released(struct daemon *d, struct stream *st)
     pool_dispatch(d);
 }
 
-static void on_eventfd(uv_poll_t *h, int status, int events)
-{
-    struct stream *st = h->data;
-
-    (void)events;
-    if (status < 0)
-        return;
-    sched_released(st->d, st);
-}
-
 static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
 {
     struct ring_hdr *h;
@@ -675,10 +663,6 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
         goto fail_ring;
     for (uint32_t i = 0; i < RING_MAX_DEPTH; i++)
         st->slot_g[i] = NO_BATCH;
-    uv_poll_init(d->loop, &st->epoll, st->efd);
-    st->epoll.data = st;
-    st->epoll_open = true;
-    uv_poll_start(&st->epoll, UV_READABLE, on_eventfd);
     d->sched.mem_used += st->geom.total_size;
     st->attach_ns = clock_mono_ns();
     st->next = d->sched.streams;
@@ -716,15 +700,6 @@ void sched_info(const struct stream *st, struct sched_info *si)
     si->depth = st->geom.depth;
 }
 
-static void on_epoll_closed(uv_handle_t *h)
-{
-    struct stream *st = h->data;
-
-    st->epoll_open = false;
-    if (--st->jobs_live == 0) /* the reference sched_detach took */
-        stream_free(st);
-}
-
 void sched_detach(struct daemon *d, struct stream *st, const char *why, int code)
 {
     struct ring_hdr *h = st->mem;
@@ -752,11 +727,11 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
     d->sched.mem_used -= st->geom.total_size;
     unmake_ring(d, st);
     st->conn = NULL;
-    /* the struct lives on until the poll handle is closed and no job of it
-     * is in flight */
+    /* the struct lives on while a job of it is in flight (job_free frees
+     * it with the last); the caller stopped watching its eventfd first */
     st->dead = true;
-    st->jobs_live++; /* held by the closing handle */
-    uv_close((uv_handle_t *)&st->epoll, on_epoll_closed);
+    if (st->jobs_live == 0)
+        stream_free(st);
     sched_check(d);
 }
 

@@ -66,6 +66,9 @@ struct conn {
     char *out;              /* the reply being written */
     uv_write_t wreq;
     struct stream *st;      /* attached stream, or NULL */
+    uv_poll_t epoll;        /* its eventfd: the client released batches */
+    bool epoll_open;
+    int closing;            /* handles (pipe, epoll) whose close is pending */
     char kick_reason[200];
 };
 
@@ -82,9 +85,22 @@ static void on_conn_closed(uv_handle_t *h)
 {
     struct conn *c = h->data;
 
+    if (--c->closing > 0)
+        return;
     c->d->conn_open--;
     free(c->out);
     free(c);
+}
+
+/* The client wrote its eventfd: it released batches. */
+static void on_eventfd(uv_poll_t *h, int status, int events)
+{
+    struct conn *c = h->data;
+
+    (void)events;
+    if (status < 0 || !c->st)
+        return;
+    sched_released(c->d, c->st);
 }
 
 /*
@@ -98,11 +114,19 @@ static void conn_close_code(struct conn *c, const char *why, int code)
     if (c->state == C_CLOSING)
         return;
     c->state = C_CLOSING;
+    if (c->epoll_open) {
+        /* no more release callbacks: the stream and its eventfd go next */
+        uv_poll_stop(&c->epoll);
+        c->closing++;
+        uv_close((uv_handle_t *)&c->epoll, on_conn_closed);
+        c->epoll_open = false;
+    }
     if (c->st) {
         sched_detach(c->d, c->st, why, code);
         c->st = NULL;
         catalog_sweep(c->d); /* a dataset a reload removed may be unused now */
     }
+    c->closing++;
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
 
@@ -404,6 +428,19 @@ static void do_attach(struct conn *c, const struct ctl_req *req)
         conn_close(c, "could not send the ring to the client");
         return;
     }
+    {
+        struct sched_info si;
+
+        sched_info(st, &si);
+        if (uv_poll_init(c->d->loop, &c->epoll, si.efd) == 0) {
+            c->epoll.data = c;
+            c->epoll_open = true;
+            uv_poll_start(&c->epoll, UV_READABLE, on_eventfd);
+        } else {
+            conn_close(c, "cannot watch the ring's eventfd");
+            return;
+        }
+    }
     sched_start(c->d, st, c);
 }
 
@@ -551,6 +588,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->pipe.data = c;
     if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
         d->conn_open++;
+        c->closing = 1;
         uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
         return;
     }
