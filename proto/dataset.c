@@ -433,6 +433,17 @@ static uint32_t find_shard(const struct dataset *ds, uint64_t s)
     return lo;
 }
 
+void dataset_prefetch(const struct dataset *ds, uint64_t sample)
+{
+    const struct ds_shard *sh;
+
+    if (sample >= ds->m.samples)
+        return;
+    sh = &ds->shards[find_shard(ds, sample)];
+    if (sh->usable)
+        __builtin_prefetch(sh->index + (sample - sh->first) * SHARD_ENTRY_SIZE, 0, 3);
+}
+
 int dataset_locate(const struct dataset *ds, uint64_t sample,
                    struct dataset_loc *loc, struct rf_err *err)
 {

@@ -124,6 +124,11 @@ const char *dataset_class_name(const struct dataset *ds, uint32_t i);
 int dataset_shard_info(const struct dataset *ds, uint32_t i,
                        struct dataset_shard_info *info);
 
+/* Asks the CPU to fetch sample's index entry, for a dataset_locate soon
+ * after: entries of a shuffled epoch are each a cache miss.  No effect on
+ * anything else; a sample out of range is ignored. */
+void dataset_prefetch(const struct dataset *ds, uint64_t sample);
+
 /*
  * Fills *loc for sample number `sample` after checking its index entry
  * (shard.h, invariant 4).  Returns 0; -ERANGE for a sample past the end;

@@ -378,8 +378,14 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     meta = ring_samples(slot);
     data = (uint8_t *)slot + r->g.meta_size;
 
-    /* 1. locate every record and read them all in one submission */
+    /* 1. locate every record and read them all in one submission (each
+     * index entry is fetched PREFETCH_AHEAD * 2 samples ahead: in a
+     * shuffled epoch every one is a cache miss) */
+    for (uint32_t j = 0; j < PREFETCH_AHEAD * 2 && j < job->count; j++)
+        dataset_prefetch(ws->ds[r->p.dataset_id], plan[j]);
     for (uint32_t j = 0; j < job->count; j++) {
+        if (j + PREFETCH_AHEAD * 2 < job->count)
+            dataset_prefetch(ws->ds[r->p.dataset_id], plan[j + PREFETCH_AHEAD * 2]);
         loc_ok[j] = dataset_locate(ws->ds[r->p.dataset_id], plan[j], &locs[j], NULL) == 0;
         if (loc_ok[j])
             total += locs[j].stored_len;
