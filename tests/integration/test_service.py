@@ -173,10 +173,14 @@ class Svc:
             if self.proc.poll() is not None:
                 raise AssertionError(f"exited {self.proc.returncode}:\n{self.read_log()}")
             try:
-                return int(stats(sock).get("workers.alive", 0)) >= workers
+                st = stats(sock)
             except OSError:
                 return False
-        wait_for(up, "the daemon to answer")
+            # alive counts workers still starting; up means they said hello
+            ready = sum(1 for k, v in st.items()
+                        if k.startswith("workers.") and k.endswith(".state") and v == "ready")
+            return int(st.get("workers.alive", 0)) >= workers and ready >= workers
+        wait_for(up, "the daemon and its workers to be up")
 
     def wait_exit(self, timeout=WAIT):
         try:
