@@ -224,6 +224,12 @@ static int wait_next(ext_client *o, struct rf_batch *b, int timeout_ms)
                   o->info.depth - 1);
         return -1;
     }
+    if (rc == -ETIMEDOUT) {
+        ext_raise(rc, "no batch within the loader's timeout of %d ms (the daemon is slow, "
+                  "stopped or reconnecting; the loader can be asked again): %s",
+                  timeout_ms, rf_last_error(o->c));
+        return -1;
+    }
     if (rc < 0) {
         ext_raise(rc, "%s", rf_last_error(o->c));
         return -1;
@@ -362,8 +368,10 @@ static PyObject *client_next_cuda(ext_client *o, PyObject *args, PyObject *kw)
         return NULL;
     count = PyLong_FromUnsignedLong(b.count);
     t = batch_tuple(o, &b, count); /* before the hand-off: b is not ours after it */
-    if (!t)
+    if (!t) {
+        rf_release(o->c, &b); /* out of memory: the batch must not stay held */
         return NULL;
+    }
     rc = rf_cuda_copy_release(o->c, &b, (void *)(uintptr_t)dst, (void *)(uintptr_t)stream);
     if (rc < 0) {
         PyObject *e = ext_raise(rc, "%s", rf_last_error(o->c));

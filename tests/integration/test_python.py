@@ -357,6 +357,26 @@ def test_ctrl_c_interrupts_a_wait(daemon):
     assert seqs == list(range(4, 10))
 
 
+def test_timeout_raises_and_the_loader_goes_on(daemon):
+    loader = ringfeed.Loader("test", batch_size=1000, socket=daemon.sock, depth=3, name="tmo",
+                             timeout=0.3)
+    it = iter(loader)
+    next(it)
+    wait_for(lambda: client_released(daemon, "tmo") == 1, "the first release")
+    wait_for(lambda: int(next(v for k, v in daemon.stats().items()
+                              if k.endswith(".batches"))) == 4, "batches 1-3 published")
+    os.killpg(daemon.proc.pid, signal.SIGSTOP)
+    try:
+        for _ in range(3):
+            next(it)
+        with pytest.raises(ringfeed.Error) as e:
+            next(it)      # batch 4 does not come within 0.3 s
+        assert e.value.errno == errno.ETIMEDOUT and "300 ms" in str(e.value), e.value
+    finally:
+        os.killpg(daemon.proc.pid, signal.SIGCONT)
+    assert [loader.last.seq for _ in it] == list(range(4, 10))
+
+
 def test_daemon_restart_mid_epoch_is_invisible(daemon_factory, packed_fmnist):
     ds = {"train": packed_fmnist["train"]}
     d = daemon_factory(ds, workers=2)
