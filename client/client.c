@@ -432,6 +432,10 @@ static int release_live(struct rf_client *c, uint64_t g)
     ssize_t n;
 
     atomic_store_explicit(&c->conn.hdr->released, g + 1, memory_order_release);
+    /* the daemon reads `released` by itself unless it asked (ring.h C3, M4) */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!atomic_load_explicit(&c->conn.hdr->want_release, memory_order_relaxed))
+        return 0;
     for (;;) {
         n = write(c->conn.efd, &one, sizeof(one));
         if (n == (ssize_t)sizeof(one))

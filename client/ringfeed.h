@@ -69,7 +69,8 @@ struct rf_options {
     uint64_t start_seq;      /* batch start_seq of epoch start_epoch; 0, 0 */
     const char *transform;   /* "raw" (default), "train" or "eval" */
     uint32_t size;           /* output side for train/eval; 0: daemon's 224 */
-    uint32_t depth;          /* ring slots; 0: daemon's default (4) */
+    uint32_t depth;          /* ring slots; 0: the daemon's default (4, or up
+                                to 16 while the ring stays within 16 MiB) */
     int shuffle;             /* 1: shuffle every epoch (default); 0: in order */
     int drop_last;           /* 1: drop the tail instead of padding ranks; 0 */
     const char *params;      /* more ATTACH key=value pairs, space separated

@@ -165,6 +165,12 @@ int client_wait(struct rf_client *c, int64_t deadline_ns)
         if (deadline_ns >= 0 && now >= deadline_ns)
             return -ETIMEDOUT;
         nap = deadline_ns < 0 || deadline_ns - now > NAP_NS ? NAP_NS : deadline_ns - now;
-        ring_futex_wait(&s->ready, seen, nap);
+        /* announce the sleep, then look once more (ring.h C2) */
+        atomic_store_explicit(&c->conn.hdr->sleeping, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        seen = atomic_load_explicit(&s->ready, memory_order_acquire);
+        if (seen != want)
+            ring_futex_wait(&s->ready, seen, nap);
+        atomic_store_explicit(&c->conn.hdr->sleeping, 0, memory_order_relaxed);
     }
 }

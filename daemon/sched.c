@@ -78,6 +78,8 @@ struct stream {
     int memfd, efd;
     void *mem;
     bool locked;
+    uint32_t version;               /* the ring layout the client speaks */
+    bool want_release;              /* what the ring's want_release says (M4) */
 
     uint64_t next_g, published, released;
     uint64_t slot_g[RING_MAX_DEPTH];
@@ -136,6 +138,7 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
     m->shuffle = st->a.shuffle;
     m->drop_last = st->a.drop_last;
     m->drop_last_batch = st->a.drop_last_batch;
+    m->wake_always = st->version < 2;
     m->max_bad = st->d->cf.max_bad_samples > UINT32_MAX ? UINT32_MAX
                                                         : (uint32_t)st->d->cf.max_bad_samples;
     m->xform = st->xp;
@@ -320,22 +323,29 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
     return 0;
 }
 
+/* Plans every batch the stream's ring has room for (M1). */
+static void fill_stream(struct daemon *d, struct stream *st)
+{
+    if (st->failed || d->stopping)
+        return;
+    while (st->next_g < st->released + st->geom.depth) {
+        if (plan_batch(d, st, st->next_g) < 0) {
+            log_error("client %u: cannot plan batch %llu", st->id,
+                      (unsigned long long)st->next_g);
+            break;
+        }
+        st->next_g++;
+    }
+}
+
 void sched_fill(struct daemon *d)
 {
-    for (struct stream *st = d->sched.streams; st; st = st->next) {
-        if (st->failed || d->stopping)
-            continue;
-        while (st->next_g < st->released + st->geom.depth) {
-            if (plan_batch(d, st, st->next_g) < 0) {
-                log_error("client %u: cannot plan batch %llu", st->id,
-                          (unsigned long long)st->next_g);
-                break;
-            }
-            st->next_g++;
-        }
-    }
+    for (struct stream *st = d->sched.streams; st; st = st->next)
+        fill_stream(d, st);
     sched_check(d);
 }
+
+static bool take_release(struct daemon *d, struct stream *st);
 
 /* The stream cannot go on: tell the client through the ring and stop. */
 static void stream_fail(struct daemon *d, struct stream *st, int code, const char *why)
@@ -433,7 +443,7 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m)
         break;
     }
     job_free(j);
-    sched_check(d);
+    take_release(d, st);
 }
 
 static void quarantine(struct daemon *d, struct stream *st, uint64_t index)
@@ -457,6 +467,7 @@ void sched_job_orphaned(struct daemon *d, struct job *j)
         if (published)
             advance_published(d, st);
         job_free(j);
+        take_release(d, st);
         return;
     }
     /* Run it again, carefully (reporting each sample).  A careful run that
@@ -484,35 +495,68 @@ void sched_job_orphaned(struct daemon *d, struct job *j)
     sched_check(d);
 }
 
+/*
+ * Reads and checks the client's release counter (ring.h M3), plans what it
+ * makes room for, and says through want_release whether the client must
+ * write the eventfd after its next release (M4): only when no job of the
+ * stream is queued or in flight, since each job's DONE brings us back here.
+ * Returns false when the client was disconnected for a bad counter (st may
+ * be gone then).
+ */
+static bool take_release(struct daemon *d, struct stream *st)
+{
+    struct ring_hdr *h = st->mem;
+
+    for (;;) {
+        uint64_t r = atomic_load_explicit(&h->released, memory_order_acquire);
+        bool want;
+
+        if (r != st->released) {
+            if (r > st->published)
+                advance_published(d, st);
+            if (r < st->released || r > st->published) {
+                char why[200];
+
+                snprintf(why, sizeof(why),
+                         "client wrote release counter %llu into its ring; valid now: %llu..%llu",
+                         (unsigned long long)r, (unsigned long long)st->released,
+                         (unsigned long long)st->published);
+                d->clients_killed++;
+                server_kick(st->conn, why);
+                return false;
+            }
+            st->released = r;
+            if (r == st->published && !st->starved_since)
+                st->starved_since = clock_mono_ns();
+            fill_stream(d, st);
+        }
+        want = st->jobs_live == 0 && !st->failed && !d->stopping;
+        if (want != st->want_release) {
+            st->want_release = want;
+            atomic_store_explicit(&h->want_release, want, memory_order_relaxed);
+        }
+        if (!want)
+            break;
+        /* a release that raced the store: seen now, or its eventfd comes */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&h->released, memory_order_acquire) == st->released)
+            break;
+    }
+    sched_check(d);
+    return true;
+}
+
 /* The client wrote its eventfd: read and check its release counter. */
 void sched_released(struct daemon *d, struct stream *st)
 {
-    struct ring_hdr *h = st->mem;
-    uint64_t value, r;
+    uint64_t value;
     ssize_t n;
 
     do {
         n = read(st->efd, &value, sizeof(value));
     } while (n == -1 && errno == EINTR);
-    r = atomic_load_explicit(&h->released, memory_order_acquire);
-    if (r > st->published)
-        advance_published(d, st);
-    if (r < st->released || r > st->published) {
-        char why[200];
-
-        snprintf(why, sizeof(why),
-                 "client wrote release counter %llu into its ring; valid now: %llu..%llu",
-                 (unsigned long long)r, (unsigned long long)st->released,
-                 (unsigned long long)st->published);
-        d->clients_killed++;
-        server_kick(st->conn, why);
-        return;
-    }
-    st->released = r;
-    if (r == st->published && !st->starved_since)
-        st->starved_since = clock_mono_ns();
-    sched_fill(d);
-    pool_dispatch(d);
+    if (take_release(d, st))
+        pool_dispatch(d);
 }
 
 static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
@@ -548,6 +592,7 @@ static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
 
     ring_init(st->mem, &st->geom);
     h = st->mem;
+    h->version = st->version;
     h->dtype = RING_U8;
     h->layout = st->out.layout;
     memcpy(h->shape, st->out.shape, sizeof(h->shape));
@@ -579,6 +624,31 @@ static void unmake_ring(struct daemon *d, struct stream *st)
     st->memfd = st->efd = -1;
 }
 
+/*
+ * The depth a client gets when it names none: AUTO_DEPTH_MIN slots, and more
+ * (up to AUTO_DEPTH_MAX) while the ring stays within AUTO_RING_BYTES.  Small
+ * batches need the deeper ring: each batch is one job of some 50 us, and
+ * with 4 slots the workers wait on the round trip through the client
+ * (bench/loader-fmnist raw, batch 256: depth 4 -> 16 took 1.4-1.7 to
+ * 1.8-2.4 M samples/s), while a ring of large crops (38 MB a slot at
+ * 224 x 224 x 256) stays at 4, as deep as its decode needs.
+ */
+#define AUTO_DEPTH_MIN 4u
+#define AUTO_DEPTH_MAX 16u
+#define AUTO_RING_BYTES (16ull << 20)
+
+static uint32_t auto_depth(uint32_t batch, uint64_t sample_bytes)
+{
+    struct ring_geom g;
+    struct rf_err err;
+    uint64_t n;
+
+    if (ring_geometry(AUTO_DEPTH_MIN, batch, sample_bytes, &g, &err) < 0)
+        return AUTO_DEPTH_MIN; /* ring_geometry says why with the real depth */
+    n = AUTO_RING_BYTES / g.slot_stride;
+    return n < AUTO_DEPTH_MIN ? AUTO_DEPTH_MIN : n > AUTO_DEPTH_MAX ? AUTO_DEPTH_MAX : (uint32_t)n;
+}
+
 int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **out,
                  struct rf_err *err)
 {
@@ -589,10 +659,10 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
     int ds, xi, rc;
 
     *out = NULL;
-    if (a->version != 0 && a->version != RING_VERSION)
+    if (a->version != 0 && (a->version < RING_VERSION_MIN || a->version > RING_VERSION))
         return rf_err_set(err, -EPROTO,
-                          "client speaks ring layout version %u, this daemon version %u",
-                          a->version, RING_VERSION);
+                          "client speaks ring layout version %u, this daemon versions %u to %u",
+                          a->version, RING_VERSION_MIN, RING_VERSION);
     ds = catalog_find(d, a->dataset);
     if (ds < 0) {
         char names[1024];
@@ -611,6 +681,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
     st->d = d;
     st->memfd = st->efd = -1;
     st->a = *a;
+    st->version = a->version ? a->version : RING_VERSION;
     st->dataset_id = (uint32_t)ds;
     st->xform_id = (uint32_t)xi;
     st->n = dataset_info(d->cat[ds].ds)->samples;
@@ -643,7 +714,8 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
     /* a start sequence past the epoch's end starts in a later epoch */
     st->start_epoch += st->start_seq / st->bpe;
     st->start_seq %= st->bpe;
-    rc = ring_geometry(a->depth, a->batch, st->out.sample_bytes, &st->geom, err);
+    rc = ring_geometry(a->depth ? a->depth : auto_depth(a->batch, st->out.sample_bytes),
+                       a->batch, st->out.sample_bytes, &st->geom, err);
     if (rc < 0)
         goto fail;
     if (d->sched.mem_used + st->geom.total_size > d->cf.memory_budget) {
@@ -670,7 +742,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
     d->sched.nstreams++;
     d->attaches++;
     log_info("client %u attached: dataset %s batch %u rank %u/%u depth %u, ring %llu bytes%s",
-             st->id, a->dataset, a->batch, a->rank, a->world, a->depth,
+             st->id, a->dataset, a->batch, a->rank, a->world, st->geom.depth,
              (unsigned long long)st->geom.total_size, st->locked ? " (locked)" : "");
     *out = st;
     return 0;

@@ -72,7 +72,8 @@ struct wire_ring_add {
     uint32_t max_bad;     /* consecutive bad samples before the stream fails */
     /* the sampler's parameters besides seed, n and the epoch (the job's) */
     uint32_t rank, world, batch;
-    uint8_t shuffle, drop_last, drop_last_batch, pad;
+    uint8_t shuffle, drop_last, drop_last_batch;
+    uint8_t wake_always;  /* a version-1 client: FUTEX_WAKE every publish (ring.h W2) */
     struct wire_xform xform;
 };
 

@@ -50,7 +50,8 @@
  *     epoch=E           u32 start epoch, default 0
  *     seq=N             u64 start sequence within the epoch, default 0
  *     transform=T       raw|train|eval, default raw
- *     depth=D           ring slots, 2..64, default 4
+ *     depth=D           ring slots, 2..64; default: the daemon picks 4..16 by
+ *                       slot size (a ring within 16 MiB)
  *     size=S            output side of JPEG transforms, 8..4096, default 224
  *     layout=L          chw|hwc, default chw
  *     scale=LO,HI       0 < LO <= HI <= 1, default 0.08,1

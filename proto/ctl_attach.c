@@ -56,7 +56,8 @@ static const struct key keys[] = {
     U("epoch", K_U32, epoch, 0, UINT32_MAX),
     U("seq", K_U64, seq, 0, UINT64_MAX),
     W("transform", transform, transforms),
-    U("depth", K_U32, depth, CTL_ATTACH_DEPTH_MIN, CTL_ATTACH_DEPTH_MAX),
+    {"depth", K_U32, F(depth), CTL_ATTACH_DEPTH_MIN, CTL_ATTACH_DEPTH_MAX, 0, 0, false, true,
+     NULL, 0},
     U("size", K_U32, size, 8, 4096),
     W("layout", layout, layouts),
     D("scale", K_PAIR, scale, 0, 1, true),
@@ -86,7 +87,7 @@ void ctl_attach_defaults(struct ctl_attach *a)
     a->epoch = 0;
     a->seq = 0;
     a->transform = CTL_TRANSFORM_RAW;
-    a->depth = 4;
+    a->depth = 0; /* the daemon picks (sched.c, auto_depth) */
     a->size = 224;
     a->layout = CTL_LAYOUT_CHW;
     a->scale[0] = 0.08;

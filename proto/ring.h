@@ -39,18 +39,30 @@
  *       (seq, epoch, count, chunks) with plain stores, then stores
  *       chunks_done = 0 and ready = 0 with release semantics.  The jobs it
  *       then sends to workers over a socket carry the happens-before edge.
- *   M3. It reads `released` with an acquire load after the eventfd fires,
- *       and trusts nothing it reads: released must not go backwards and must
- *       not pass the number of batches published; otherwise the client is
- *       disconnected.
+ *   M3. It reads `released` with an acquire load after the eventfd fires
+ *       and after each DONE of the stream's jobs, and trusts nothing it
+ *       reads: released must not go backwards and must not pass the number
+ *       of batches published; otherwise the client is disconnected.
+ *   M4. While a job of the stream is queued or in flight, its DONE brings
+ *       the main process back to read `released`, so it stores
+ *       want_release = 0 and the client's releases cost no system call.
+ *       With none (every admitted batch is published, so the ring is full)
+ *       it stores want_release = 1, issues a seq_cst fence and reads
+ *       `released` once more, so a release that raced the store is seen
+ *       either here or through the eventfd (C3's fence pairs with this).
+ *       A version-1 client ignores want_release and writes the eventfd on
+ *       every release, which is as before.
  *
  *  Worker (filling chunk k of batch g):
  *   W1. It writes the chunk's pixels and per-sample records (plain stores),
  *       then does atomic_fetch_or(&chunks_done, 1 << k, acq_rel).
  *   W2. The worker whose fetch_or completes the mask (old | bit == all, and
- *       old != all) stores ready = ring_ready_word(g) with release semantics
- *       and calls FUTEX_WAKE (shared futex: no FUTEX_PRIVATE_FLAG) on it.
- *       Exactly one worker does this, so a batch is published once.
+ *       old != all) stores ready = ring_ready_word(g) with release semantics.
+ *       Exactly one worker does this, so a batch is published once.  It then
+ *       issues a seq_cst fence and calls FUTEX_WAKE (shared futex: no
+ *       FUTEX_PRIVATE_FLAG) on `ready` only if `sleeping` is set: a client
+ *       that is busy or spinning costs the worker no system call.  For a
+ *       version-1 client (which never sets `sleeping`) it always wakes.
  *   W3. A job re-run after its worker died sets the same bit again: the
  *       mask is idempotent, and the main process only re-runs jobs whose bit
  *       is not yet set, so a published slot is never written again.
@@ -59,10 +71,15 @@
  *   C1. It loads ready with acquire semantics; when it equals
  *       ring_ready_word(g) every store of every chunk of batch g is visible.
  *       It then checks the slot's seq fields against g before trusting them.
- *   C2. While ready differs, it spins briefly, then FUTEX_WAITs on ready
- *       with the value it saw and a timeout (never an unbounded wait).
+ *   C2. While ready differs, it spins briefly, then stores sleeping = 1,
+ *       issues a seq_cst fence, loads ready again and, if it still differs,
+ *       FUTEX_WAITs on it with the value it saw and a timeout (never an
+ *       unbounded wait); it stores sleeping = 0 when it wakes.  The fences
+ *       pair (W2): either the worker sees `sleeping` and wakes the client,
+ *       or the client sees `ready` and does not sleep.
  *   C3. When done with batch g it stores released = g + 1 with release
- *       semantics, then writes 1 to the eventfd to tell the daemon.
+ *       semantics, issues a seq_cst fence, and writes 1 to the eventfd if
+ *       want_release is set (M4).
  *
  * The daemon treats everything in the mapping as untrusted input from the
  * client: it reads `released` only, validates it, and never uses a value
@@ -79,7 +96,8 @@
 #include "err.h"
 
 #define RING_MAGIC 0x31474e4952465200ull /* "\0RFRING1" read little endian */
-#define RING_VERSION 1u
+#define RING_VERSION 2u       /* the layout this build writes and speaks */
+#define RING_VERSION_MIN 1u   /* the oldest a client may ask for (see M4, W2) */
 #define RING_HDR_SIZE 4096u
 #define RING_PAGE 4096u
 #define RING_MAX_DEPTH 64u
@@ -133,6 +151,13 @@ struct ring_hdr {
 
     /* written by the client: untrusted */
     _Alignas(64) _Atomic uint64_t released; /* batches released so far */
+    _Atomic uint32_t sleeping;              /* version 2: nonzero while the
+                                               client sleeps in FUTEX_WAIT (C2) */
+
+    /* written by the daemon, version 2: nonzero when the daemon wants the
+     * eventfd after each release (M4); otherwise it reads `released` when
+     * a worker reports, and a release costs the client no system call */
+    _Alignas(64) _Atomic uint32_t want_release;
 };
 
 /* One slot's header.  Lives at the start of each slot. */

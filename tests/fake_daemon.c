@@ -196,6 +196,8 @@ int fake_ring_make(struct fake_ring *r, uint32_t depth, uint32_t batch,
     }
     r->size = g.total_size;
     ring_init(r->hdr, &g);
+    /* like a daemon with nothing in flight: the eventfd after each release */
+    atomic_store(&r->hdr->want_release, 1);
     r->hdr->dtype = RING_U8;
     r->hdr->layout = RING_CHW;
     r->hdr->shape[0] = 1;
@@ -292,7 +294,10 @@ void fake_publish(struct ring_hdr *h, uint64_t g)
         /* W2: the chunk that completes the mask publishes */
         if ((old | (1ull << k)) == 3 && old != 3) {
             atomic_store_explicit(&s->ready, ring_ready_word(g), memory_order_release);
-            ring_futex_wake(&s->ready);
+            /* only a client that said it sleeps is woken, as a worker does */
+            atomic_thread_fence(memory_order_seq_cst);
+            if (atomic_load_explicit(&h->sleeping, memory_order_relaxed))
+                ring_futex_wake(&s->ready);
         }
     }
 }

@@ -293,7 +293,7 @@ int main(void)
     run(C_GOOD, "good ring", 0, "");
     TAP_OK(strncmp(g_sent, "ATTACH dataset=fm batch=8 ", 26) == 0,
            "ATTACH line starts with the dataset and batch");
-    TAP_OK(strstr(g_sent, " flip=0.25") && strstr(g_sent, " version=1") &&
+    TAP_OK(strstr(g_sent, " flip=0.25") && strstr(g_sent, " version=2") &&
                g_sent[strlen(g_sent) - 1] == '\n',
            "ATTACH line carries params and the ring version");
     tap_diag("sent: %.*s", (int)strcspn(g_sent, "\n"), g_sent);
@@ -302,7 +302,12 @@ int main(void)
     run(C_NOSEALSEAL, "memfd without F_SEAL_SEAL", -EPROTO, "lacks seals: F_SEAL_SEAL;");
     run(C_SIZE_MISMATCH, "memfd smaller than size=", -EPROTO, "but the reply says size=");
     run(C_TINY, "memfd smaller than a ring header", -EPROTO, "ring size 100 is out of range");
-    run(C_VERSION, "ring of another layout version", -EPROTO, "ring layout version 2");
+    {
+        char want[64];
+
+        snprintf(want, sizeof(want), "ring layout version %u", RING_VERSION + 1);
+        run(C_VERSION, "ring of another layout version", -EPROTO, want);
+    }
     run(C_MAGIC, "not a ring", -EPROTO, "not a ringfeed ring");
     run(C_EXTRA_FD, "three descriptors", -EPROTO, "sent 3 descriptors");
     run(C_NO_FDS, "no descriptors", -EPROTO, "sent 0 descriptors");

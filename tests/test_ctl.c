@@ -397,7 +397,7 @@ static void test_attach_defaults(void)
     TAP_IS_INT(a->epoch, 0, "epoch default 0");
     TAP_IS_INT(a->seq, 0, "seq default 0");
     TAP_IS_INT(a->transform, CTL_TRANSFORM_RAW, "transform default raw");
-    TAP_IS_INT(a->depth, 4, "depth default 4");
+    TAP_IS_INT(a->depth, 0, "depth default 0: the daemon picks by ring size");
     TAP_IS_INT(a->size, 224, "size default 224");
     TAP_IS_INT(a->layout, CTL_LAYOUT_CHW, "layout default chw");
     TAP_OK(a->scale[0] == 0.08 && a->scale[1] == 1.0, "scale default 0.08,1");

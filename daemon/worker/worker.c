@@ -312,6 +312,17 @@ static void prefetch_record(const struct io_req *r)
 /* Plans the job: the dataset index of each of its samples, by the stream's
  * sampler for the job's epoch.  -EINVAL when the job lies outside that
  * epoch's batches (a main process that broke the protocol). */
+/* Wakes the client if it sleeps on the slot (ring.h W2): the fence pairs
+ * with the client's between storing `sleeping` and loading `ready`. */
+static void wake_client(const struct wring *r, struct ring_slot *slot)
+{
+    struct ring_hdr *h = r->mem;
+
+    atomic_thread_fence(memory_order_seq_cst);
+    if (r->p.wake_always || atomic_load_explicit(&h->sleeping, memory_order_relaxed))
+        ring_futex_wake(&slot->ready);
+}
+
 static int plan_job(const struct wring *r, const struct wire_job *job, struct sampler *s,
                     uint64_t *plan)
 {
@@ -476,7 +487,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         if ((old | bit) == all && old != all) {
             atomic_store_explicit(&slot->ready, ring_ready_word(job->stream_seq),
                                   memory_order_release);
-            ring_futex_wake(&slot->ready);
+            wake_client(r, slot);
             done.published = 1;
         }
     }

@@ -120,8 +120,9 @@ class Loader:
       MPI's, else 0 and 1.
     socket: the daemon's control socket (default: $RINGFEED_SOCKET, then
       $XDG_RUNTIME_DIR/ringfeed.sock, then /run/ringfeed/ringfeed.sock).
-    depth: ring slots (daemon's default 4): how far the daemon runs ahead,
-      and depth - 1 batches may be held at once.
+    depth: ring slots (the daemon's default: 4, or up to 16 for small
+      batches): how far the daemon runs ahead, and depth - 1 batches may be
+      held at once.
     params: more ATTACH keys, a dict or "key=value ..." (e.g. scale, ratio,
       flip, crop).  name: a label in the daemon's stats.
     output: "torch" (default when torch imports) or "numpy".
