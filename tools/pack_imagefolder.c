@@ -22,6 +22,17 @@
  *   - An empty class (no image packed) is kept, with a warning, so labels
  *     still match torchvision's class list; torchvision's ImageFolder
  *     refuses such a tree (allow_empty=False), and so does --strict.
+ *   - A folder that loops back (a link to `.`, `..`, SRC_DIR or any folder
+ *     above it) is reported and not entered.  os.walk(followlinks=True)
+ *     would walk it until paths grow too long, exponentially with two such
+ *     links, and would file the images above it under this class.  Loops
+ *     are found by (st_dev, st_ino): the scan keeps those of SRC_DIR and of
+ *     every folder on the path from it to the folder being listed.  Links
+ *     that lead elsewhere, out of the tree too, are followed, as often as
+ *     they are met, as torchvision does.
+ * The scan checks pack_stop between entries, so SIGINT/SIGTERM end it at
+ * once, before anything is written; its warnings are capped (the first
+ * SCAN_WARN_MAX in full, then a count).
  * Records are the files' bytes as they are (codec none: JPEG is already
  * compressed).
  */
@@ -30,6 +41,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +55,7 @@
 #include "pack.h"
 
 #define MAX_DEPTH 32
+#define SCAN_WARN_MAX 20      /* scan warnings shown; the rest are counted */
 
 static const char usage_text[] =
     "usage: ringfeed-pack imagefolder SRC_DIR OUT_DIR [options]\n"
@@ -69,6 +82,13 @@ struct item {
     uint32_t label;
 };
 
+/* A folder on the path being scanned: where it is, and its name. */
+struct dir_id {
+    dev_t dev;
+    ino_t ino;
+    const char *path;
+};
+
 struct scan {
     const char *src;
     char **classes;
@@ -77,12 +97,47 @@ struct scan {
     struct item *items;
     size_t nitems, cap;
     uint64_t ignored;         /* files without an image extension */
+    uint64_t loops;           /* folders not entered: they loop back */
+    uint64_t warnings;        /* scan warnings, shown or not */
+    /* up[0] is SRC_DIR, up[1] the class folder, up[depth - 1] the folder
+     * being listed; paths borrowed from collect_dirs' callers */
+    struct dir_id up[MAX_DEPTH + 2];
+    int depth;
     int failed;
 };
 
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * A warning from the scan: the first SCAN_WARN_MAX go to stderr, the rest
+ * are only counted (scan_tree says how many), so a pathological tree cannot
+ * flood the log.
+ */
+__attribute__((format(printf, 2, 3)))
+static void scan_warn(struct scan *s, const char *fmt, ...)
+{
+    char msg[8192];
+    va_list ap;
+
+    if (s->warnings++ >= SCAN_WARN_MAX)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    pack_warn("%s", msg);
+}
+
+/* path as messages name it: relative to SRC_DIR, or as given when outside. */
+static const char *rel_path(const struct scan *s, const char *path)
+{
+    size_t n = strlen(s->src);
+
+    if (strncmp(path, s->src, n) == 0 && path[n] == '/')
+        return path + n + 1;
+    return path;
 }
 
 static int has_img_ext(const char *name)
@@ -105,7 +160,10 @@ static char *join(const char *a, const char *b)
     return asprintf(&p, "%s/%s", a, b) < 0 ? NULL : p;
 }
 
-/* Names in dir other than . and .., sorted bytewise; NULL on error. */
+/*
+ * Names in dir other than . and .., sorted bytewise; NULL on error.  Stops
+ * early, with what it has, once pack_stop is set: callers check it.
+ */
 static char **list_dir(const char *dir, size_t *n)
 {
     DIR *d = opendir(dir);
@@ -116,7 +174,7 @@ static char **list_dir(const char *dir, size_t *n)
     *n = 0;
     if (!d)
         return NULL;
-    while ((de = readdir(d)) != NULL) {
+    while (!pack_stop && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         if (*n == cap) {
@@ -151,46 +209,73 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Appends dir and every folder below it (following symlinks) to *dirs. */
-static void collect_dirs(struct scan *s, const char *dir, int depth,
-                         char ***dirs, size_t *n, size_t *cap)
+/*
+ * Appends dir (st: its stat, links followed) and every folder below it,
+ * following symlinks, to *dirs, which owns the copies.  A folder whose
+ * (device, inode) is already on s->up, the path from SRC_DIR down, loops
+ * back: it is counted in s->loops, reported, and not entered.  Returns 0,
+ * or -1 when out of memory (s->failed set) or stopped by pack_stop.
+ */
+static int collect_dirs(struct scan *s, const char *dir, const struct stat *st,
+                        char ***dirs, size_t *n, size_t *cap)
 {
     char **names;
     size_t k;
+    int rc = 0;
 
-    if (depth > MAX_DEPTH) {
-        pack_warn("%s: more than %d folders deep (a symlink loop?): not "
-                  "descending further", dir, MAX_DEPTH);
-        return;
+    for (int i = 0; i < s->depth; i++) {
+        struct stat lst;
+
+        if (s->up[i].dev != st->st_dev || s->up[i].ino != st->st_ino)
+            continue;
+        s->loops++;
+        scan_warn(s, "skipped %s%s: loops back to %s%s",
+                  lstat(dir, &lst) == 0 && S_ISLNK(lst.st_mode) ? "link " : "",
+                  rel_path(s, dir), rel_path(s, s->up[i].path),
+                  i == 0 ? " (SRC_DIR)" : "");
+        return 0;
+    }
+    if (s->depth > MAX_DEPTH + 1) {
+        scan_warn(s, "%s: more than %d folders deep: not descending further",
+                  rel_path(s, dir), MAX_DEPTH);
+        return 0;
     }
     if (*n == *cap) {
         char **p = realloc(*dirs, (*cap = *cap ? 2 * *cap : 16) * sizeof(**dirs));
 
         if (!p) {
             s->failed = 1;
-            return;
+            return -1;
         }
         *dirs = p;
     }
     (*dirs)[*n] = strdup(dir);
     if (!(*dirs)[*n]) {
         s->failed = 1;
-        return;
+        return -1;
     }
     (*n)++;
     names = list_dir(dir, &k);
     if (!names) {
-        pack_warn("%s: cannot list: %s", dir, strerror(errno));
-        return;
+        scan_warn(s, "%s: cannot list: %s", rel_path(s, dir), strerror(errno));
+        return 0;
     }
-    for (size_t i = 0; i < k; i++) {
+    s->up[s->depth++] = (struct dir_id){st->st_dev, st->st_ino, dir};
+    for (size_t i = 0; i < k && rc == 0; i++) {
         char *p = join(dir, names[i]);
+        struct stat cst;
 
-        if (p && is_dir(p))
-            collect_dirs(s, p, depth + 1, dirs, n, cap);
+        if (pack_stop)
+            rc = -1;
+        else if (!p)
+            s->failed = 1, rc = -1;
+        else if (stat(p, &cst) == 0 && S_ISDIR(cst.st_mode))
+            rc = collect_dirs(s, p, &cst, dirs, n, cap);
         free(p);
     }
+    s->depth--;
     free_list(names, k);
+    return pack_stop ? -1 : rc;
 }
 
 static int add_item(struct scan *s, char *path, uint32_t label)
@@ -208,17 +293,25 @@ static int add_item(struct scan *s, char *path, uint32_t label)
     return 0;
 }
 
-/* The class list and every candidate file, in torchvision's order. */
+/*
+ * The class list and every candidate file, in torchvision's order.  Returns
+ * 0, or -1 on a failure (reported) or once pack_stop is set.
+ */
 static int scan_tree(struct scan *s)
 {
+    struct stat st;
     char **top;
     size_t ntop;
+    int rc;
 
     top = list_dir(s->src, &ntop);
-    if (!top) {
+    if (!top || stat(s->src, &st) < 0) {
         pack_warn("%s: cannot list: %s", s->src, strerror(errno));
+        free_list(top, ntop);
         return -1;
     }
+    s->up[0] = (struct dir_id){st.st_dev, st.st_ino, s->src};
+    s->depth = 1;
     s->classes = calloc(ntop ? ntop : 1, sizeof(char *));
     s->candidates = calloc(ntop ? ntop : 1, sizeof(uint64_t));
     if (!s->classes || !s->candidates) {
@@ -233,20 +326,24 @@ static int scan_tree(struct scan *s)
         free(p);
     }
     free_list(top, ntop);
-    for (uint32_t c = 0; c < s->nclasses; c++) {
+    for (uint32_t c = 0; c < s->nclasses && !pack_stop && !s->failed; c++) {
         char *cdir = join(s->src, s->classes[c]), **dirs = NULL;
         size_t ndirs = 0, dcap = 0;
 
-        if (!cdir)
-            return -1;
-        collect_dirs(s, cdir, 0, &dirs, &ndirs, &dcap);
+        if (!cdir) {
+            s->failed = 1;
+            break;
+        }
+        if (stat(cdir, &st) == 0 && S_ISDIR(st.st_mode))
+            collect_dirs(s, cdir, &st, &dirs, &ndirs, &dcap);
         free(cdir);
-        qsort(dirs, ndirs, sizeof(*dirs), cmp_str);
-        for (size_t d = 0; d < ndirs; d++) {
+        if (ndirs)
+            qsort(dirs, ndirs, sizeof(*dirs), cmp_str);
+        for (size_t d = 0; d < ndirs && !pack_stop; d++) {
             size_t k;
             char **names = list_dir(dirs[d], &k);
 
-            for (size_t i = 0; names && i < k; i++) {
+            for (size_t i = 0; names && i < k && !pack_stop; i++) {
                 char *p = join(dirs[d], names[i]);
 
                 if (!p || is_dir(p)) {
@@ -268,7 +365,11 @@ static int scan_tree(struct scan *s)
         }
         free_list(dirs, ndirs);
     }
-    return s->failed ? -1 : 0;
+    rc = s->failed || pack_stop ? -1 : 0;
+    if (s->warnings > SCAN_WARN_MAX)
+        pack_warn("%" PRIu64 " more scan warnings not shown",
+                  s->warnings - SCAN_WARN_MAX);
+    return rc;
 }
 
 static void free_scan(struct scan *s)
@@ -404,15 +505,20 @@ int pack_imagefolder_main(int argc, char **argv)
         return PACK_EXIT_FAIL;
     }
     skip = strlen(s.src) + 1; /* paths in messages: relative to SRC_DIR */
-    if (scan_tree(&s) < 0)
+    if (scan_tree(&s) < 0) {
+        if (pack_stop)
+            pack_warn("stopped while scanning %s: nothing written",
+                      s.src);
         goto out;
+    }
     if (s.nclasses == 0) {
         pack_warn("%s: no class folders in it (expected SRC_DIR/<class>/"
                   "<image>.jpg)", s.src);
         goto out;
     }
     fprintf(stderr, "found %zu image files in %u classes (%" PRIu64 " other "
-            "files ignored)\n", s.nitems, s.nclasses, s.ignored);
+            "files ignored, %" PRIu64 " looping folder links skipped)\n",
+            s.nitems, s.nclasses, s.ignored, s.loops);
     for (uint32_t c = 0; strict && c < s.nclasses; c++)
         if (s.candidates[c] == 0) {
             pack_warn("class '%s' (label %u) has no images: --strict refuses "
@@ -488,6 +594,8 @@ int pack_imagefolder_main(int argc, char **argv)
            skipped);
     printf("  ignored  %" PRIu64 " files without an image extension\n",
            s.ignored);
+    printf("  loops    %" PRIu64 " folder links skipped (they lead back to a "
+           "folder above them)\n", s.loops);
     rc = PACK_EXIT_OK;
 out:
     /* a signal that comes after the rename changes nothing */

@@ -543,3 +543,121 @@ def test_progress_lines_in_a_log(packed):
     lines = [x for x in r.stderr.splitlines() if x.startswith("verifying:")]
     assert len(lines) == 10 and lines[-1].startswith("verifying: 10000/10000 (100%)")
     assert "\r" not in r.stderr
+
+
+def nature_jpgs():
+    return sorted(os.path.join(NATURE, f) for f in os.listdir(NATURE)
+                  if f.endswith(".jpg"))
+
+
+def class_counts(out, tmp_path):
+    counts = {}
+    for label, _ in dump(out, tmp_path):
+        counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
+def test_imagefolder_symlink_loops_are_skipped(tmp_path):
+    """`a/up -> ..` and `a/me -> .` once walked 2^32 paths, filing b's
+    images under a; now each is reported once and not entered."""
+    jpgs = nature_jpgs()
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    (src / "b").mkdir()
+    shutil.copy(jpgs[0], src / "a" / "1.jpg")
+    shutil.copy(jpgs[1], src / "a" / "2.jpg")
+    shutil.copy(jpgs[2], src / "b" / "3.jpg")
+    os.symlink("..", src / "a" / "up")
+    os.symlink(".", src / "a" / "me")
+    out = tmp_path / "out"
+    r = pack("imagefolder", src, out, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"skipped link a/up: loops back to {src} (SRC_DIR)" in r.stderr
+    assert "skipped link a/me: loops back to a\n" in r.stderr
+    assert r.stderr.count("loops back") == 2
+    assert len(r.stderr) < 4096
+    assert "loops    2 folder links skipped" in r.stdout
+    assert "packed 3 records" in r.stdout
+    assert class_counts(out, tmp_path) == {0: 2, 1: 1}
+
+
+def test_imagefolder_loop_warnings_are_capped(tmp_path):
+    jpgs = nature_jpgs()
+    src = tmp_path / "src"
+    for c in range(30):
+        (src / f"c{c:02d}").mkdir(parents=True)
+        shutil.copy(jpgs[0], src / f"c{c:02d}" / "x.jpg")
+        os.symlink(".", src / f"c{c:02d}" / "me")
+    r = pack("imagefolder", src, tmp_path / "out", timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr.count("loops back") == 20
+    assert "skipped link c19/me: loops back to c19" in r.stderr
+    assert "10 more scan warnings not shown" in r.stderr
+    assert "loops    30 folder links skipped" in r.stdout
+
+
+def test_imagefolder_follows_links_out_of_the_tree(tmp_path):
+    """Links to folders and files outside SRC_DIR are followed, as
+    torchvision's os.walk(followlinks=True) does, twice when linked twice."""
+    jpgs = nature_jpgs()
+    ext = tmp_path / "elsewhere"
+    (ext / "sub").mkdir(parents=True)
+    shutil.copy(jpgs[0], ext / "e1.jpg")
+    shutil.copy(jpgs[1], ext / "e2.jpg")
+    shutil.copy(jpgs[2], ext / "sub" / "s.jpg")
+    src = tmp_path / "src"
+    (src / "cat").mkdir(parents=True)
+    shutil.copy(jpgs[3], src / "cat" / "c.jpg")
+    os.symlink(ext, src / "ext")                    # a class that is a link
+    os.symlink(ext / "sub", src / "cat" / "more")   # a folder link in a class
+    os.symlink(ext / "sub", src / "cat" / "more2")  # the same folder again
+    os.symlink(ext / "e1.jpg", src / "cat" / "f.jpg")  # a file link
+    out = tmp_path / "out"
+    r = pack("imagefolder", src, out, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "loops back" not in r.stderr
+    assert "loops    0 folder links skipped" in r.stdout
+
+    classes, want = torchvision_samples(src)
+    assert classes == ["cat", "ext"]
+    got = dump(out, tmp_path)
+    assert [lab for lab, _ in got] == [lab for _, lab in want]
+    assert [lab for lab, _ in got] == [0, 0, 0, 0, 1, 1, 1]
+    for (_, data), (path, _) in zip(got, want):
+        assert data == open(path, "rb").read(), path
+
+
+def test_imagefolder_scan_stops_on_sigterm(tmp_path):
+    """A tree with no loop but 2^40 paths (d0/{x,y} -> d1, d1/{x,y} -> d2,
+    ...) keeps the scan busy; SIGTERM must end it at once, nothing written."""
+    jpgs = nature_jpgs()
+    ext = tmp_path / "chain"
+    for i in range(41):
+        (ext / f"d{i}").mkdir(parents=True)
+    for i in range(40):
+        os.symlink(ext / f"d{i + 1}", ext / f"d{i}" / "x")
+        os.symlink(ext / f"d{i + 1}", ext / f"d{i}" / "y")
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    shutil.copy(jpgs[0], src / "a" / "1.jpg")
+    os.symlink(ext / "d0", src / "a" / "deep")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([PACK, "imagefolder", src, out], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    assert proc.poll() is None, proc.communicate()
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        stdout, stderr = proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the scan did not stop within 5 s of SIGTERM")
+    assert time.monotonic() - t0 < 5
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "interrupted by signal 15" in stderr
+    assert "while scanning" in stderr
+    assert len(stderr) < 16384   # warnings capped, not a flood
+    assert not os.path.exists(out)
+    assert sorted(os.listdir(tmp_path)) == ["chain", "src"]
