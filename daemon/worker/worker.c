@@ -22,6 +22,13 @@
  * permutation, wrapping), so every rank still gets full, equal batches; the
  * replacement depends only on the plan and the data, never on the worker.
  * After max_bad bad samples in a row the stream fails (WIRE_STREAM_FAILED).
+ * Every bad sample is counted by reason (STATS errors.bad.*); the log names
+ * them under the rule at BADLOG_FULL below: the first ones of a dataset in
+ * full (dataset, shard, record, byte offset, reason), then summaries.
+ *
+ * Exit.  RETIRE, the main process gone, or SIGTERM (the daemon stopping)
+ * end the worker between jobs, after it has written its pending bad-sample
+ * summaries; SIGKILL (the watchdog, a crash) ends it at once.
  */
 #include <errno.h>
 #include <signal.h>
@@ -37,6 +44,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "ctl.h"
 #include "dataset.h"
 #include "io.h"
 #include "log.h"
@@ -47,8 +55,52 @@
 #include "worker.h"
 
 #define MAX_DATASETS 64
-#define MAX_RINGS 256
+#define MAX_RINGS WIRE_MAX_RINGS
 #define QUARANTINE_MAX 4096
+
+/*
+ * The bad-sample log rule, per worker and per dataset (a quarter-damaged
+ * shard once wrote 110k lines, 21 MB, in 0.86 s):
+ *   - the first BADLOG_FULL (20) bad samples get a line each, naming the
+ *     dataset, the sample, the reason (the STATS name) and, from the
+ *     reader's message, the shard file, record and byte offset (of the
+ *     record, or of its index entry when that is what is damaged);
+ *   - after that they are only counted, by reason, and a summary line
+ *     gives the counts since the previous line at most once per
+ *     BADLOG_INTERVAL_NS (10 s): written by the first bad sample or job end
+ *     after the interval, and whatever the interval when a ring of the
+ *     dataset is removed or the worker exits, so no count is lost from the
+ *     log (SIGKILL aside; STATS has them all in any case);
+ *   - a dataset with no bad sample for a whole interval starts over: its
+ *     next BADLOG_FULL are logged in full again, so a new incident is named.
+ * So a worker writes at most BADLOG_FULL lines per dataset and interval of
+ * quiet, plus one summary per interval and one per ring removed.
+ */
+#define BADLOG_FULL 20
+#define BADLOG_INTERVAL_NS (10ull * 1000000000ull)
+
+struct badlog {
+    uint32_t full;           /* full lines since the last quiet interval */
+    uint64_t last_line_ns;   /* when the last line (full or summary) went */
+    uint64_t last_bad_ns;    /* when the last bad sample came */
+    uint64_t pending;        /* counted since the last line, not yet logged */
+    uint64_t n[BAD_KIND_COUNT]; /* pending by reason */
+};
+
+/* The reasons as STATS names them (errors.bad.<name>, daemon/stats.c). */
+static const char *const bad_names[] = {
+    [BAD_READ] = "read",
+    [BAD_CHECKSUM] = "checksum",
+    [BAD_DECODE] = "decode",
+    [BAD_SHAPE] = "shape",
+    [BAD_TOO_LARGE] = "too_large",
+    [BAD_QUARANTINED] = "quarantined",
+};
+_Static_assert(sizeof(bad_names) / sizeof(bad_names[0]) == BAD_KIND_COUNT,
+               "a name for every enum wire_bad reason");
+
+/* Set by SIGTERM; the job loop exits when it sees it (between jobs). */
+static volatile sig_atomic_t term_asked;
 
 struct wring {
     uint32_t id;
@@ -64,6 +116,8 @@ struct wring {
 struct wstate {
     int fd;
     struct dataset *ds[MAX_DATASETS];
+    char ds_name[MAX_DATASETS][CTL_DATASET_NAME_MAX + 1]; /* from --dataset */
+    struct badlog badlog[MAX_DATASETS];
     uint32_t nds;
     struct dataset_dctx *dctx;
     struct io io;
@@ -104,6 +158,97 @@ static bool quarantined(const struct wstate *ws, uint32_t ds, uint64_t index)
         if (ws->quarantine[i].ds == ds && ws->quarantine[i].index == index)
             return true;
     return false;
+}
+
+/*
+ * Writes dataset ds's summary line when it has counts pending: how many bad
+ * samples since its last line, over how long, and by reason.
+ */
+static void badlog_flush(struct wstate *ws, uint32_t ds, uint64_t now)
+{
+    struct badlog *b = &ws->badlog[ds];
+    char by[BAD_KIND_COUNT * 40]; /* "quarantined 18446744073709551615, " fits 40 */
+    size_t len = 0;
+
+    if (!b->pending)
+        return;
+    by[0] = '\0';
+    for (unsigned k = 0; k < BAD_KIND_COUNT; k++) {
+        int n = 0;
+
+        if (b->n[k] && len < sizeof(by))
+            n = snprintf(by + len, sizeof(by) - len, "%s%s %llu", len ? ", " : "", bad_names[k],
+                         (unsigned long long)b->n[k]);
+        if (n > 0)
+            len += (size_t)n;
+        b->n[k] = 0;
+    }
+    log_warn("worker: dataset %s: %llu more bad sample%s in the last %.3g s (%s); see "
+             "ringfeedctl stats (errors.bad.*), and ringfeed-pack verify %s for every damaged "
+             "record", ws->ds_name[ds], (unsigned long long)b->pending, b->pending == 1 ? "" : "s",
+             (double)(now - b->last_line_ns) / 1e9, by, dataset_dir(ws->ds[ds]));
+    b->pending = 0;
+    b->last_line_ns = now;
+}
+
+/* Writes every summary that is due (all = false) or pending (all = true). */
+static void badlog_flush_all(struct wstate *ws, bool all)
+{
+    uint64_t now = 0;
+
+    for (uint32_t i = 0; i < ws->nds; i++) {
+        if (!ws->badlog[i].pending)
+            continue;
+        if (!now)
+            now = clock_mono_ns(); /* read only when something is pending */
+        if (all || now - ws->badlog[i].last_line_ns >= BADLOG_INTERVAL_NS)
+            badlog_flush(ws, i, now);
+    }
+}
+
+/*
+ * Counts a bad sample of dataset ds (sample idx, reason why) in STATS and
+ * logs it under the rule at BADLOG_FULL: in full with msg (the reader's
+ * message: shard, record, byte offset, what is wrong), or in a summary.
+ */
+static void bad_sample(struct wstate *ws, uint32_t ds, uint64_t idx, enum wire_bad why,
+                       const char *msg)
+{
+    struct badlog *b = &ws->badlog[ds];
+    uint64_t now = clock_mono_ns();
+
+    ws->c.bad[why]++;
+    if (b->full && now - b->last_bad_ns >= BADLOG_INTERVAL_NS) {
+        badlog_flush(ws, ds, now); /* a quiet interval: start over */
+        b->full = 0;
+    }
+    b->last_bad_ns = now;
+    if (b->full < BADLOG_FULL) {
+        b->full++;
+        b->last_line_ns = now;
+        log_warn("worker: dataset %s: bad sample %llu (%s), skipped: %s%s", ws->ds_name[ds],
+                 (unsigned long long)idx, bad_names[why], msg,
+                 b->full < BADLOG_FULL ? ""
+                 : "; this worker counts the next ones and sums them up at most every 10 s");
+        return;
+    }
+    b->pending++;
+    b->n[why]++;
+    if (now - b->last_line_ns >= BADLOG_INTERVAL_NS)
+        badlog_flush(ws, ds, now);
+}
+
+/* Leaves the worker, its pending summaries written first. */
+__attribute__((noreturn)) static void worker_exit(struct wstate *ws, int status)
+{
+    badlog_flush_all(ws, true);
+    _exit(status);
+}
+
+static void on_sigterm(int sig)
+{
+    (void)sig;
+    term_asked = 1;
 }
 
 static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
@@ -161,28 +306,32 @@ static void ring_del(struct wstate *ws, uint32_t id)
 
     if (!r)
         return;
+    if (r->p.dataset_id < ws->nds)
+        badlog_flush(ws, r->p.dataset_id, clock_mono_ns());
     munmap(r->mem, r->size);
     memset(r, 0, sizeof(*r));
 }
 
 /*
- * Makes one sample from dataset index idx into dst: read (when stored is
- * NULL), decode, transform.  Returns 0, or a negative errno with *why.
+ * Makes one sample from dataset index idx, whose stored bytes are at stored,
+ * into dst: decode, transform.  Returns 0, or a negative errno with *why and
+ * err naming the shard, record and byte offset, and what is wrong.
  */
 static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint64_t idx,
                        const struct dataset_loc *loc, const uint8_t *stored,
-                       uint8_t *dst, int32_t *label, enum wire_bad *why)
+                       uint8_t *dst, int32_t *label, enum wire_bad *why, struct rf_err *err)
 {
     struct dataset *ds = ws->ds[r->p.dataset_id];
     const struct xform_def *xf = xform_get(r->p.xform.id);
     struct rng_stream rng;
-    struct rf_err err;
     uint64_t t0, t1, t2;
     int n;
 
     if (quarantined(ws, r->p.dataset_id, idx)) {
         *why = BAD_QUARANTINED;
-        return -EBADMSG;
+        return rf_err_set(err, -EBADMSG, "%s: record %llu at byte %llu: quarantined: it killed "
+                          "workers before", loc->shard_path, (unsigned long long)loc->record,
+                          (unsigned long long)loc->offset);
     }
     if (xf->direct) {
         /* the record is the sample: decode straight into the slot (timed
@@ -190,15 +339,14 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
          * sample were 4% of the daemon's cycles) */
         if (loc->decoded_len != r->out.sample_bytes) {
             *why = BAD_SHAPE;
-            log_warn("worker: %s: record %llu: %u bytes, the shape needs %llu", loc->shard_path,
-                     (unsigned long long)loc->record, loc->decoded_len,
-                     (unsigned long long)r->out.sample_bytes);
-            return -EBADMSG;
+            return rf_err_set(err, -EBADMSG, "%s: record %llu at byte %llu: %u bytes, the shape "
+                              "needs %llu", loc->shard_path, (unsigned long long)loc->record,
+                              (unsigned long long)loc->offset, loc->decoded_len,
+                              (unsigned long long)r->out.sample_bytes);
         }
-        n = dataset_decode(ds, loc, stored, dst, r->out.sample_bytes, ws->dctx, &err);
+        n = dataset_decode(ds, loc, stored, dst, r->out.sample_bytes, ws->dctx, err);
         if (n < 0) {
-            *why = strstr(err.msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
-            log_warn("worker: sample %llu: %s", (unsigned long long)idx, err.msg);
+            *why = strstr(err->msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
             return n;
         }
         *label = (int32_t)loc->label;
@@ -206,20 +354,21 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
     }
     if (!buf_grow(&ws->decoded, &ws->decoded_cap, loc->decoded_len ? loc->decoded_len : 1)) {
         *why = BAD_TOO_LARGE;
-        return -ENOMEM;
+        return rf_err_set(err, -ENOMEM, "%s: record %llu at byte %llu: no memory to decode its "
+                          "%u bytes", loc->shard_path, (unsigned long long)loc->record,
+                          (unsigned long long)loc->offset, loc->decoded_len);
     }
     t0 = clock_mono_ns();
-    n = dataset_decode(ds, loc, stored, ws->decoded, ws->decoded_cap, ws->dctx, &err);
+    n = dataset_decode(ds, loc, stored, ws->decoded, ws->decoded_cap, ws->dctx, err);
     t1 = clock_mono_ns();
     ws->c.decode_ns += t1 - t0;
     if (n < 0) {
-        *why = n == -EBADMSG && strstr(err.msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
-        log_warn("worker: sample %llu: %s", (unsigned long long)idx, err.msg);
+        *why = n == -EBADMSG && strstr(err->msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
         return n;
     }
     rng_stream_init(&rng, r->p.seed, (uint32_t)epoch, idx);
     n = xf->apply(ds, &r->p.xform, ws->decoded, (size_t)n, &rng, &ws->xc, dst, &r->out, why,
-                  &err);
+                  err);
     t2 = clock_mono_ns();
     ws->c.transform_ns += t2 - t1;
     /* the stages inside the transform (xform_ctx), for STATS */
@@ -228,25 +377,42 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
     ws->c.write_ns += ws->xc.write_ns;
     ws->xc.decode_ns = ws->xc.resize_ns = ws->xc.write_ns = 0;
     if (n < 0) {
-        log_warn("worker: sample %llu: %s", (unsigned long long)idx, err.msg);
+        /* the transform's message says what, not where */
+        rf_err_prefix(err, "%s: record %llu at byte %llu", loc->shard_path,
+                      (unsigned long long)loc->record, (unsigned long long)loc->offset);
         return n;
     }
     *label = (int32_t)loc->label;
     return 0;
 }
 
+/* The message for a record whose read failed with result (a negative
+ * errno) or, with result 0, was never read (no memory to stage it). */
+static void read_failed(const struct dataset_loc *loc, int result, struct rf_err *err)
+{
+    rf_err_set(err, result ? result : -ENOMEM, "%s: record %llu at byte %llu: %s%s",
+               loc->shard_path, (unsigned long long)loc->record,
+               (unsigned long long)loc->offset, result ? "read failed: " : "not read: ",
+               result ? strerror(-result) : "no memory to stage the job's records");
+}
+
 /* Reads one record synchronously (substitutes are rare). */
-static int read_one(struct wstate *ws, const struct dataset_loc *loc, const uint8_t **out)
+static int read_one(struct wstate *ws, const struct dataset_loc *loc, const uint8_t **out,
+                    struct rf_err *err)
 {
     struct io_req req;
 
-    if (!buf_grow(&ws->stage, &ws->stage_cap, loc->stored_len ? loc->stored_len : 1))
+    if (!buf_grow(&ws->stage, &ws->stage_cap, loc->stored_len ? loc->stored_len : 1)) {
+        read_failed(loc, 0, err);
         return -ENOMEM;
+    }
     req = (struct io_req){ .fd = loc->fd, .off = loc->offset, .len = loc->stored_len,
                            .buf = ws->stage };
     io_read_all(&ws->io, &req, 1);
     ws->c.bytes_read += req.done;
     *out = req.data;
+    if (req.result < 0)
+        read_failed(loc, req.result, err);
     return req.result;
 }
 
@@ -265,20 +431,17 @@ static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64
         struct dataset_loc loc;
         enum wire_bad why = BAD_READ;
         const uint8_t *stored;
+        struct rf_err err;
 
-        if (dataset_locate(ds, idx, &loc, NULL) < 0) {
-            ws->c.bad[BAD_READ]++;
+        if (dataset_locate(ds, idx, &loc, &err) < 0 || read_one(ws, &loc, &stored, &err) < 0) {
+            bad_sample(ws, r->p.dataset_id, idx, BAD_READ, err.msg);
             continue;
         }
-        if (read_one(ws, &loc, &stored) < 0) {
-            ws->c.bad[BAD_READ]++;
-            continue;
-        }
-        if (make_sample(ws, r, epoch, idx, &loc, stored, dst, label, &why) == 0) {
+        if (make_sample(ws, r, epoch, idx, &loc, stored, dst, label, &why, &err) == 0) {
             *index = idx;
             return 0;
         }
-        ws->c.bad[why]++;
+        bad_sample(ws, r->p.dataset_id, idx, why, err.msg);
     }
     snprintf(reason, reason_cap,
              "%u bad samples in a row after epoch %llu position %llu: the dataset is too damaged "
@@ -441,6 +604,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         uint32_t at = job->first + j;
         uint8_t *dst = data + (uint64_t)at * r->g.sample_bytes;
         enum wire_bad why = BAD_READ;
+        struct rf_err err;
         int32_t label = 0;
         int rc = -EIO;
 
@@ -455,11 +619,17 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
             prefetch_record(&reqs[j + PREFETCH_AHEAD]);
         if (loc_ok[j] && reqs[j].result == 0)
             rc = make_sample(ws, r, job->epoch, plan[j], &locs[j], reqs[j].data, dst,
-                             &label, &why);
+                             &label, &why, &err);
+        else if (loc_ok[j])
+            read_failed(&locs[j], reqs[j].result, &err);
+        else if (dataset_locate(ws->ds[r->p.dataset_id], plan[j], &locs[j], &err) == 0)
+            read_failed(&locs[j], 0, &err); /* it locates: it was never staged */
         if (rc < 0) {
             uint64_t idx = plan[j];
 
-            ws->c.bad[why]++;
+            /* err names the shard, the record and the byte offset: the
+             * index entry's when the locate failed, else the record's */
+            bad_sample(ws, r->p.dataset_id, plan[j], why, err.msg);
             rc = substitute(ws, r, job->epoch,
                             sampler_position(&smp, job->seq, at) % r->p.dataset_samples, dst,
                             &idx, &label, done.reason, sizeof(done.reason));
@@ -496,6 +666,7 @@ out:
     ws->c.busy_ns += clock_mono_ns() - t0;
     done.c = ws->c;
     send_or_die(ws, &done, sizeof(done));
+    badlog_flush_all(ws, false); /* the summaries due: bad samples may have stopped */
 }
 
 static int parse_args(struct wstate *ws, int argc, char **argv, pid_t *parent)
@@ -514,6 +685,10 @@ static int parse_args(struct wstate *ws, int argc, char **argv, pid_t *parent)
 
             if (!eq || ws->nds >= MAX_DATASETS)
                 return -EINVAL;
+            snprintf(ws->ds_name[ws->nds], sizeof(ws->ds_name[ws->nds]), "%.*s",
+                     (int)(eq - argv[i] < CTL_DATASET_NAME_MAX ? eq - argv[i]
+                                                               : CTL_DATASET_NAME_MAX),
+                     argv[i]);
             if (eq[1] == '\0') { /* "-=": an empty catalogue slot (catalog.c) */
                 ws->ds[ws->nds++] = NULL;
                 continue;
@@ -576,6 +751,14 @@ void worker_main(int argc, char **argv)
     snprintf(hello.io_backend, sizeof(hello.io_backend), "%s", ws.io.ops->name);
     snprintf(hello.reason, sizeof(hello.reason), "%s", ws.io.reason);
     send_or_die(&ws, &hello, sizeof(hello));
+    {
+        /* no SA_RESTART: a SIGTERM wakes the recvmsg below */
+        struct sigaction sa = { .sa_handler = on_sigterm };
+
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGTERM, &sa, NULL) == -1)
+            _exit(4);
+    }
 
     for (;;) {
         union {
@@ -587,15 +770,18 @@ void worker_main(int argc, char **argv)
                              .msg_control = cbuf.b, .msg_controllen = sizeof(cbuf.b) };
         int fd = -1;
         uint32_t type;
-        ssize_t n = recvmsg(ws.fd, &mh, MSG_CMSG_CLOEXEC);
+        ssize_t n;
 
+        if (term_asked)
+            worker_exit(&ws, 0); /* the daemon is stopping */
+        n = recvmsg(ws.fd, &mh, MSG_CMSG_CLOEXEC);
         if (n == -1) {
             if (errno == EINTR)
                 continue;
-            _exit(6);
+            worker_exit(&ws, 6);
         }
         if (n == 0)
-            _exit(0); /* the main process is gone */
+            worker_exit(&ws, 0); /* the main process is gone */
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                 size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -648,7 +834,7 @@ void worker_main(int argc, char **argv)
             break;
         }
         case WIRE_RETIRE:
-            _exit(0);
+            worker_exit(&ws, 0);
         default:
             _exit(7);
         }
