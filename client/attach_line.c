@@ -35,6 +35,11 @@ static int parse_params(const struct rf_options *o, struct ctl_attach *at,
     size_t used;
     int n;
 
+    /* one line of the protocol: a CR or LF inside would end the request
+     * early and drop what follows without a word */
+    if (strpbrk(o->params, "\r\n"))
+        return rf_err_set(err, -EINVAL, "option params=\"%.80s\": a line break in params; "
+                          "separate key=value pairs with spaces", o->params);
     n = snprintf(line, sizeof(line), "ATTACH dataset=x %s\n", o->params);
     if (n < 0 || (size_t)n >= sizeof(line))
         return rf_err_set(err, -EMSGSIZE, "option params is longer than the protocol's "

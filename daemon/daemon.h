@@ -65,6 +65,8 @@ struct daemon {
     uint64_t batches, samples;
     struct quarantine quarantine; /* catalog.c's: samples that killed workers */
     uint64_t conn_total, conn_open, bad_requests;
+    uint64_t conn_refused;          /* over max-connections */
+    uint64_t conn_idle_closed;      /* closed after idle-sec */
     uint64_t conn_denied;      /* peers refused by the access rule (server.c) */
     uint64_t reloads, reload_failures;
 

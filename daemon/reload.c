@@ -94,11 +94,18 @@ static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, s
         note(changes, cap, "memory-budget");
         if (d->sched.mem_used > nc->memory_budget)
             log_warn("reload: rings in use (%llu bytes) exceed the new memory-budget %llu: "
-                     "attached clients keep their rings, new attaches wait for room",
+                     "attached clients keep their rings; an attach that does not fit is "
+                     "refused (over-budget) until rings are freed",
                      (unsigned long long)d->sched.mem_used, (unsigned long long)nc->memory_budget);
     }
     if (nc->watchdog_sec != old->watchdog_sec)
         note(changes, cap, "watchdog-sec");
+    if (nc->max_clients != old->max_clients)
+        note(changes, cap, "max-clients");
+    if (nc->max_connections != old->max_connections)
+        note(changes, cap, "max-connections");
+    if (nc->idle_sec != old->idle_sec)
+        note(changes, cap, "idle-sec");
     if (nc->socket_mode != old->socket_mode || strcmp(nc->socket_group, old->socket_group))
         note(changes, cap, "socket permissions");
     if (nc->n_allow_uid != old->n_allow_uid || nc->n_allow_gid != old->n_allow_gid ||

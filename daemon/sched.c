@@ -44,6 +44,8 @@
 #endif
 
 #define NO_BATCH UINT64_MAX
+#define SCHED_EPOCH_MAX UINT32_MAX /* the sampler and RNG key an epoch by 32 bits */
+_Static_assert(CONF_MAX_CLIENTS_MAX <= WIRE_MAX_RINGS, "a worker maps every attached ring");
 /*
  * Jobs are sized by work: a job should hold at least JOB_WORK_NS of work
  * (by the transform's measured cost per sample), since each one costs a
@@ -281,6 +283,8 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
     uint32_t count, per, chunks;
 
     batch_pos(st, g, &epoch, &seq);
+    if (epoch > SCHED_EPOCH_MAX)
+        return -EOVERFLOW;
     if (make_sampler(st, epoch, &s) < 0)
         return -EINVAL;
     /* how many samples; which ones, the workers work out (wire.h) */
@@ -323,13 +327,24 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
     return 0;
 }
 
+static void stream_fail(struct daemon *d, struct stream *st, int code, const char *why);
+
 /* Plans every batch the stream's ring has room for (M1). */
 static void fill_stream(struct daemon *d, struct stream *st)
 {
     if (st->failed || d->stopping)
         return;
     while (st->next_g < st->released + st->geom.depth) {
-        if (plan_batch(d, st, st->next_g) < 0) {
+        int rc = plan_batch(d, st, st->next_g);
+
+        if (rc == -EOVERFLOW) {
+            /* never wrap to epoch 0's stream: end with a reason instead */
+            if (st->published == st->next_g)
+                stream_fail(d, st, -EOVERFLOW, "the stream reached epoch 4294967296: epochs "
+                            "are numbered 0..4294967295 (the sampler's key)");
+            break;
+        }
+        if (rc < 0) {
             log_error("client %u: cannot plan batch %llu", st->id,
                       (unsigned long long)st->next_g);
             break;
@@ -663,6 +678,11 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
         return rf_err_set(err, -EPROTO,
                           "client speaks ring layout version %u, this daemon versions %u to %u",
                           a->version, RING_VERSION_MIN, RING_VERSION);
+    if (d->sched.nstreams >= d->cf.max_clients)
+        return rf_err_set(err, -EUSERS,
+                          "%u clients attached, the daemon's max-clients; try again when one "
+                          "detaches, or raise max-clients (at most %u)",
+                          d->sched.nstreams, CONF_MAX_CLIENTS_MAX);
     ds = catalog_find(d, a->dataset);
     if (ds < 0) {
         char names[1024];
@@ -711,7 +731,17 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
         rc = rf_err_set(err, -EINVAL, "this rank would get no batches");
         goto fail;
     }
-    /* a start sequence past the epoch's end starts in a later epoch */
+    /* a start sequence past the epoch's end starts in a later epoch; one
+     * past the last epoch (the sampler keys epochs by 32 bits) is refused,
+     * never wrapped */
+    if (st->start_seq / st->bpe > SCHED_EPOCH_MAX - st->start_epoch) {
+        rc = rf_err_set(err, -EINVAL,
+                        "epoch=%u seq=%llu starts past epoch %llu; epochs are numbered 0..%u "
+                        "(%llu batches each for this rank)", a->epoch,
+                        (unsigned long long)a->seq, (unsigned long long)SCHED_EPOCH_MAX,
+                        (unsigned)SCHED_EPOCH_MAX, (unsigned long long)st->bpe);
+        goto fail;
+    }
     st->start_epoch += st->start_seq / st->bpe;
     st->start_seq %= st->bpe;
     rc = ring_geometry(a->depth ? a->depth : auto_depth(a->batch, st->out.sample_bytes),
@@ -737,6 +767,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
         st->slot_g[i] = NO_BATCH;
     d->sched.mem_used += st->geom.total_size;
     st->attach_ns = clock_mono_ns();
+    st->starved_since = st->attach_ns; /* the client waits for its first batch from here */
     st->next = d->sched.streams;
     d->sched.streams = st;
     d->sched.nstreams++;

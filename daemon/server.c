@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -70,6 +71,7 @@ struct conn {
     bool epoll_open;
     int closing;            /* handles (pipe, epoll) whose close is pending */
     char kick_reason[200];
+    uint64_t last_ns;       /* last bytes read (idle-sec) */
 };
 
 static uv_pipe_t listener;
@@ -78,6 +80,10 @@ static char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static bool created_socket;
 static bool activated;      /* the socket came from systemd (LISTEN_FDS) */
 static gid_t socket_gid = (gid_t)-1; /* the socket file's group */
+static uv_timer_t idle_timer;   /* closes silent unattached connections */
+static bool idle_timer_open;
+static bool over_logged;        /* max-connections reached: logged this episode */
+static bool emfile_logged;      /* accept ran out of descriptors: logged this episode */
 
 static void conn_drive(struct conn *c);
 
@@ -164,6 +170,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         return;
     }
     c->inlen += (size_t)n;
+    c->last_ns = clock_mono_ns();
     conn_drive(c);
 }
 
@@ -264,8 +271,11 @@ static void do_status(struct conn *c, const struct ctl_req *req)
     conn_send(c, out, (size_t)ctl_reply_ok(out, CTL_LINE_MAX + 1, "%s", line));
 }
 
-/* Sends a multi-line reply built by fill(): lines end in LF. */
-static void send_multi(struct conn *c, int (*fill)(struct daemon *, char *, size_t, size_t *))
+/* Sends a multi-line reply built by fill() (lines end in LF), or an ERR
+ * when it does not fit the protocol's bounds (CTL_REPLY_MAX bytes,
+ * CTL_REPLY_LINES_MAX lines): never a truncated reply, never a crash. */
+static void send_multi(struct conn *c, const char *what,
+                       int (*fill)(struct daemon *, char *, size_t, size_t *))
 {
     char *body = malloc(REPLY_MAX), *out;
     size_t len = 0;
@@ -274,9 +284,15 @@ static void send_multi(struct conn *c, int (*fill)(struct daemon *, char *, size
     if (!body)
         return conn_close(c, "out of memory");
     lines = fill(c->d, body, REPLY_MAX - 64, &len);
-    if (lines < 0) {
+    if (lines < 0 || (unsigned)lines > CTL_REPLY_LINES_MAX) {
         free(body);
-        return send_err(c, CTL_E_INTERNAL, "reply too large");
+        log_warn("%s: the reply is over the protocol's %u lines or %u bytes (%u clients "
+                 "attached); refused", what, CTL_REPLY_LINES_MAX, CTL_REPLY_MAX,
+                 c->d->sched.nstreams);
+        return send_err(c, CTL_E_INTERNAL,
+                        "%s reply would be over %u lines or %u bytes (%u clients attached): "
+                        "lower max-clients, or read METRICS", what, CTL_REPLY_LINES_MAX,
+                        CTL_REPLY_MAX, c->d->sched.nstreams);
     }
     out = malloc(len + 64);
     if (!out) {
@@ -284,6 +300,11 @@ static void send_multi(struct conn *c, int (*fill)(struct daemon *, char *, size
         return conn_close(c, "out of memory");
     }
     hdr = ctl_reply_multi(out, 64, (unsigned)lines, NULL);
+    if (hdr < 0) { /* cannot happen after the check above; never an offset */
+        free(out);
+        free(body);
+        return send_err(c, CTL_E_INTERNAL, "%s reply header: %s", what, strerror(-hdr));
+    }
     memcpy(out + hdr, body, len);
     free(body);
     conn_send(c, out, (size_t)hdr + len);
@@ -292,13 +313,13 @@ static void send_multi(struct conn *c, int (*fill)(struct daemon *, char *, size
 static void do_stats(struct conn *c, const struct ctl_req *req)
 {
     (void)req;
-    send_multi(c, stats_format);
+    send_multi(c, "STATS", stats_format);
 }
 
 static void do_metrics(struct conn *c, const struct ctl_req *req)
 {
     (void)req;
-    send_multi(c, stats_metrics);
+    send_multi(c, "METRICS", stats_metrics);
 }
 
 static int datasets_fill(struct daemon *d, char *buf, size_t cap, size_t *len)
@@ -332,7 +353,7 @@ static int datasets_fill(struct daemon *d, char *buf, size_t cap, size_t *len)
 static void do_datasets(struct conn *c, const struct ctl_req *req)
 {
     (void)req;
-    send_multi(c, datasets_fill);
+    send_multi(c, "DATASETS", datasets_fill);
 }
 
 static void do_workers(struct conn *c, const struct ctl_req *req)
@@ -354,6 +375,7 @@ static enum ctl_errcode attach_code(int rc)
     case -ENOENT: return CTL_E_NO_DATASET;
     case -ENOMEM: return CTL_E_OVER_BUDGET;
     case -EPROTO: return CTL_E_VERSION;
+    case -EUSERS: return CTL_E_TOO_MANY;
     case -EINVAL: return CTL_E_BAD_ARG;
     default: return CTL_E_INTERNAL;
     }
@@ -575,9 +597,17 @@ static void on_connection(uv_stream_t *server, int status)
     int fd;
 
     if (status < 0) {
-        log_warn("accept: %s", uv_strerror(status));
+        /* EMFILE/ENFILE repeat for every waiting peer: once per episode */
+        if ((status != UV_EMFILE && status != UV_ENFILE) || !emfile_logged)
+            log_error("accept: %s, with %llu control connections and %u clients open; "
+                      "peers are reset until descriptors free up (raise LimitNOFILE, or "
+                      "lower max-connections or max-clients)", uv_strerror(status),
+                      (unsigned long long)d->conn_open, d->sched.nstreams);
+        if (status == UV_EMFILE || status == UV_ENFILE)
+            emfile_logged = true;
         return;
     }
+    emfile_logged = false;
     c = calloc(1, sizeof(*c));
     if (!c) {
         log_error("accept: out of memory");
@@ -594,12 +624,29 @@ static void on_connection(uv_stream_t *server, int status)
     }
     d->conn_total++;
     d->conn_open++;
+    c->last_ns = clock_mono_ns();
     memset(&cr, 0xff, sizeof(cr));
     if (d->stopping) {
         c->close_after_write = true;
         send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
         return;
     }
+    if (d->conn_open > d->cf.max_connections) {
+        d->conn_refused++;
+        if (!over_logged)
+            log_warn("%llu control connections open, over max-connections %u: refusing new "
+                     "ones until some close (silent ones close after idle-sec %u)",
+                     (unsigned long long)d->conn_open - 1, d->cf.max_connections,
+                     d->cf.idle_sec);
+        over_logged = true;
+        c->close_after_write = true;
+        send_err(c, CTL_E_TOO_MANY,
+                 "%u control connections open, the daemon's max-connections: try again "
+                 "later", d->cf.max_connections);
+        return;
+    }
+    if (d->conn_open * 2 <= d->cf.max_connections)
+        over_logged = false;
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 || !peer_allowed(d, fd, &cr)) {
         d->conn_denied++;
         log_warn("denied a control connection from pid %d uid %d gid %d", (int)cr.pid,
@@ -716,6 +763,69 @@ static int adopt_activated(struct daemon *d)
     return 1;
 }
 
+/* Closes connections that have not attached and have said nothing for
+ * idle-sec (attached clients' connections are quiet by design). */
+static void idle_walk(uv_handle_t *h, void *arg)
+{
+    struct conn *c;
+    uint64_t *closed = arg, limit;
+
+    if (h->type != UV_NAMED_PIPE || h == (uv_handle_t *)&listener || !h->data ||
+        uv_is_closing(h))
+        return;
+    c = h->data;
+    limit = (uint64_t)c->d->cf.idle_sec * 1000000000ull;
+    if (c->st || c->state != C_READING || !limit || clock_mono_ns() - c->last_ns < limit)
+        return;
+    conn_close(c, "idle");
+    (*closed)++;
+}
+
+static void on_idle_timer(uv_timer_t *t)
+{
+    struct daemon *d = t->loop->data;
+    uint64_t closed = 0;
+
+    uv_walk(d->loop, idle_walk, &closed);
+    if (closed) {
+        d->conn_idle_closed += closed;
+        log_info("closed %llu control connection(s) that had not attached and were silent "
+                 "for idle-sec (%u s)", (unsigned long long)closed, d->cf.idle_sec);
+    }
+}
+
+/* Raises the descriptor limit to its hard limit, and says when it is still
+ * below what max-connections and max-clients may need (a connection is one
+ * descriptor, an attached client three: socket, memfd, eventfd). */
+static void raise_nofile(const struct daemon *d)
+{
+    struct rlimit rl;
+    uint64_t need = (uint64_t)d->cf.max_connections + 2ull * d->cf.max_clients + 2ull * POOL_MAX + 64;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        log_warn("the descriptor limit is %llu; max-connections %u and max-clients %u may "
+                 "need %llu: raise LimitNOFILE (ulimit -n) or lower them",
+                 (unsigned long long)rl.rlim_cur, d->cf.max_connections, d->cf.max_clients,
+                 (unsigned long long)need);
+}
+
+static void idle_timer_start(struct daemon *d)
+{
+    if (!idle_timer_open) {
+        uv_timer_init(d->loop, &idle_timer);
+        idle_timer_open = true;
+    }
+    /* a tick a second: idle-sec is whole seconds, and a reload may change it */
+    uv_timer_start(&idle_timer, on_idle_timer, 1000, 1000);
+}
+
 int server_start(struct daemon *d)
 {
     const char *path = d->cf.socket;
@@ -723,6 +833,8 @@ int server_start(struct daemon *d)
     mode_t old_mask;
     int rc;
 
+    raise_nofile(d);
+    idle_timer_start(d);
     rc = adopt_activated(d);
     if (rc != 0)
         return rc < 0 ? rc : 0;
@@ -766,6 +878,8 @@ int server_start(struct daemon *d)
 void server_stop(struct daemon *d)
 {
     (void)d;
+    if (idle_timer_open && !uv_is_closing((uv_handle_t *)&idle_timer))
+        uv_close((uv_handle_t *)&idle_timer, NULL);
     if (listener_open && !uv_is_closing((uv_handle_t *)&listener))
         uv_close((uv_handle_t *)&listener, NULL);
     if (created_socket) {

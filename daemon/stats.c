@@ -63,6 +63,10 @@ static double bad_total(struct daemon *d)
     X("clients.kicked", "counter", "Clients disconnected for bad ring writes",          \
       d->clients_killed)                                                                 \
     X("connections.open", "gauge", "Control connections open", d->conn_open)             \
+    X("connections.refused", "counter", "Connections refused over max-connections",          \
+      d->conn_refused)                                                                      \
+    X("connections.idle_closed", "counter", "Connections closed after idle-sec",            \
+      d->conn_idle_closed)                                                                  \
     X("connections.total", "counter", "Control connections accepted", d->conn_total)     \
     X("connections.denied", "counter", "Control connections refused by the access rule", \
       d->conn_denied)                                                                    \

@@ -29,6 +29,7 @@
 #define WIRE_FD 3              /* the worker's end of its socketpair */
 #define WIRE_JOB_MAX 1024      /* samples in one job, at most */
 #define WIRE_BAD_KINDS 8
+#define WIRE_MAX_RINGS 1024     /* rings one worker maps: every attached client's */
 
 enum wire_type {
     WIRE_HELLO = 1,

@@ -56,6 +56,10 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"pixel-cap", CONF_PIXEL_CAP, K_UINT, FIELD(pixel_cap), 0, 1, CONF_PIXEL_CAP_MAX},
     {"socket-mode", CONF_SOCKET_MODE, K_MODE, FIELD(socket_mode), 0, 0, CONF_SOCKET_MODE_MAX},
     {"socket-group", CONF_SOCKET_GROUP, K_GROUP, FIELD(socket_group), 0, 1, CONF_GROUP_MAX},
+    {"max-clients", CONF_MAX_CLIENTS, K_UINT, FIELD(max_clients), 0, 1, CONF_MAX_CLIENTS_MAX},
+    {"max-connections", CONF_MAX_CONNECTIONS, K_UINT, FIELD(max_connections), 0, 1,
+     CONF_MAX_CONNECTIONS_MAX},
+    {"idle-sec", CONF_IDLE_SEC, K_UINT, FIELD(idle_sec), 0, 0, CONF_IDLE_SEC_MAX},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
@@ -72,6 +76,9 @@ void conf_defaults(struct conf *c)
     c->max_bad_samples = 1000;
     c->pixel_cap = 8192ull * 8192ull;
     c->socket_mode = CONF_DEFAULT_SOCKET_MODE;
+    c->max_clients = 256;
+    c->max_connections = 1024;
+    c->idle_sec = 60;
 }
 
 const char *conf_log_level_name(enum conf_log_level l)
@@ -592,7 +599,9 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         a->memory_budget != b->memory_budget || a->log_level != b->log_level ||
         a->watchdog_sec != b->watchdog_sec || a->max_bad_samples != b->max_bad_samples ||
         a->pixel_cap != b->pixel_cap || a->socket_mode != b->socket_mode ||
-        strcmp(a->socket_group, b->socket_group) != 0 || a->n_allow_uid != b->n_allow_uid ||
+        strcmp(a->socket_group, b->socket_group) != 0 || a->max_clients != b->max_clients ||
+        a->max_connections != b->max_connections || a->idle_sec != b->idle_sec ||
+        a->n_allow_uid != b->n_allow_uid ||
         a->n_allow_gid != b->n_allow_gid || a->n_datasets != b->n_datasets)
         return false;
     if (memcmp(a->allow_uid, b->allow_uid, a->n_allow_uid * sizeof(a->allow_uid[0])) != 0 ||
@@ -637,7 +646,8 @@ int conf_check_table(struct rf_err *err)
     /* the defaults that have a value must read back as themselves */
     conf_defaults(&def);
     def.set = 1u << CONF_SOCKET | 1u << CONF_LOG_LEVEL | 1u << CONF_WATCHDOG_SEC |
-              1u << CONF_MAX_BAD_SAMPLES | 1u << CONF_PIXEL_CAP | 1u << CONF_SOCKET_MODE;
+              1u << CONF_MAX_BAD_SAMPLES | 1u << CONF_PIXEL_CAP | 1u << CONF_SOCKET_MODE |
+              1u << CONF_MAX_CLIENTS | 1u << CONF_MAX_CONNECTIONS | 1u << CONF_IDLE_SEC;
     if (conf_format(&def, text, sizeof(text)) < 0)
         return rf_err_set(err, -EINVAL, "config defaults do not format");
     if (conf_parse(text, strlen(text), &back, err) < 0) {

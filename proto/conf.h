@@ -19,6 +19,9 @@
  *     pixel-cap     = 67108864
  *     socket-mode   = 0660
  *     socket-group  = ringfeed
+ *     max-clients   = 256
+ *     max-connections = 1024
+ *     idle-sec      = 60
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -69,6 +72,19 @@
  *                          when the daemon creates the socket itself (a
  *                          socket-activated one keeps systemd's
  *                          SocketMode=).  Default 0660.
+ *   max-clients = N        clients attached at once, 1..CONF_MAX_CLIENTS_MAX
+ *                          (each holds a ring and three descriptors); the
+ *                          next ATTACH is answered "ERR too-many".  Default
+ *                          256.
+ *   max-connections = N    control connections open at once, attached
+ *                          clients included, 1..CONF_MAX_CONNECTIONS_MAX;
+ *                          the next is answered "ERR too-many" and closed.
+ *                          Default 1024.
+ *   idle-sec = N           seconds a connection that has not attached may
+ *                          stay silent before the daemon closes it (an
+ *                          attached client's connection is quiet by design
+ *                          and never closed for it); 0..86400, 0 never.
+ *                          Default 60.
  *   socket-group = GROUP   the group (a name, or a number 0..4294967294)
  *                          that owns the socket file the daemon creates;
  *                          1..32 of [A-Za-z0-9._-], not starting with '-'.
@@ -105,6 +121,9 @@
 #define CONF_SOCKET_MODE_MAX 0777
 #define CONF_DEFAULT_SOCKET_MODE 0660
 #define CONF_GROUP_MAX 32          /* bytes of a socket-group name */
+#define CONF_MAX_CLIENTS_MAX 1024  /* a worker maps every attached ring (wire.h) */
+#define CONF_MAX_CONNECTIONS_MAX 16384
+#define CONF_IDLE_SEC_MAX 86400
 
 /* The keys, in the order conf_format writes them; bits of conf->set. */
 enum conf_key {
@@ -120,6 +139,9 @@ enum conf_key {
     CONF_PIXEL_CAP,
     CONF_SOCKET_MODE,
     CONF_SOCKET_GROUP,
+    CONF_MAX_CLIENTS,
+    CONF_MAX_CONNECTIONS,
+    CONF_IDLE_SEC,
     CONF_KEY_COUNT
 };
 
@@ -147,6 +169,9 @@ struct conf {
     uint64_t pixel_cap;
     uint32_t socket_mode;            /* permission bits, 0..0777 */
     char socket_group[CONF_GROUP_MAX + 1]; /* "" when not set */
+    uint32_t max_clients;
+    uint32_t max_connections;
+    uint32_t idle_sec;
     unsigned n_allow_uid, n_allow_gid;
     uint32_t allow_uid[CONF_ALLOW_MAX];
     uint32_t allow_gid[CONF_ALLOW_MAX];

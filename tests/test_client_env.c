@@ -195,6 +195,9 @@ static void options(void)
     rc = attach(NULL, -1, -1, p, "flip=2", line, sizeof(line));
     TAP_IS_INT(rc, -EINVAL, "params flip=2: -EINVAL");
     TAP_OK(strstr(g_msg, "flip") && !line[0], "  message names flip; nothing sent");
+    rc = attach(NULL, -1, -1, p, "flip=0\nscale=0.5,1", line, sizeof(line));
+    TAP_OK(rc == -EINVAL && strstr(g_msg, "line break") && !line[0],
+           "params with a newline: -EINVAL, nothing sent (was cut and sent)");
     rc = attach(NULL, -1, -1, p, "colour=red", line, sizeof(line));
     TAP_OK(rc == -EINVAL && strstr(g_msg, "unknown key \"colour\""), "params with an unknown key");
     rc = attach(NULL, -1, -1, p, "batch=3", line, sizeof(line));

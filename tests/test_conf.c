@@ -78,6 +78,8 @@ static void test_table_and_defaults(void)
     TAP_IS_INT(c.pixel_cap, 67108864, "default pixel cap 8192 x 8192");
     TAP_IS_INT(c.socket_mode, 0660, "default socket mode 0660");
     TAP_IS_STR(c.socket_group, "", "socket group unset (the daemon's own)");
+    TAP_OK(c.max_clients == 256 && c.max_connections == 1024 && c.idle_sec == 60,
+           "default max-clients 256, max-connections 1024, idle-sec 60");
     TAP_IS_INT(c.n_datasets + c.n_allow_uid + c.n_allow_gid, 0, "no datasets, no allow lists");
     TAP_IS_STR(conf_log_level_name(CONF_LOG_DEBUG), "debug", "level names");
     TAP_OK(conf_log_level_name(CONF_LOG_COUNT) == NULL, "level name out of range");
@@ -99,7 +101,10 @@ static void test_example(void)
         "max-bad-samples = 1000\n"
         "pixel-cap     = 67108864\n"
         "socket-mode   = 0660\n"
-        "socket-group  = ringfeed\n";
+        "socket-group  = ringfeed\n"
+        "max-clients   = 256\n"
+        "max-connections = 1024\n"
+        "idle-sec      = 60\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_IS_INT(c.set, (1u << CONF_KEY_COUNT) - 1, "every key set");
@@ -122,6 +127,14 @@ static void test_keys(void)
     char path[1100];
 
     one("workers", "1", 1);
+    one("max-clients", "1", 1);
+    one("max-clients", "1024", 1);
+    one("max-clients", "0", 0);
+    one("max-clients", "1025", 0);
+    one("max-connections", "16384", 1);
+    one("max-connections", "0", 0);
+    one("idle-sec", "0", 1);
+    one("idle-sec", "86401", 0);
     one("workers", "256", 1);
     one("workers", "0", 0);
     one("workers", "257", 0);

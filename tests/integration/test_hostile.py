@@ -1,0 +1,179 @@
+"""test_hostile.py - many clients, idle connections and bad positions never
+hurt the daemon or the other clients (issue 11's defects 1, 3, 6, 9, 10).
+
+Regressions held here:
+  - STATS with a thousand attached clients used to overrun the reply's line
+    bound and use the error as an offset (SIGSEGV, every client dropped);
+  - the 257th attached client's stream failed with "ring 257 is not mapped"
+    (a worker held 256 rings) after its ATTACH was accepted; now clients are
+    bounded by max-clients, refused at ATTACH with "ERR too-many";
+  - idle connections that never send used to hold descriptors forever; now
+    they are closed after idle-sec, and connections over max-connections
+    get "ERR too-many" instead of a bare reset;
+  - positions past 2^32 epochs wrapped (epoch 2^32 was epoch 0's stream).
+
+Each daemon here is stopped with SIGTERM at the end and must exit 0.
+"""
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import (connect_unix, ctl, raw_request, read_tool, run_read, wait_for)
+
+WAIT = 30.0
+
+
+@pytest.fixture
+def daemon(daemon_factory, packed_fmnist, tmp_path):
+    made = []
+
+    def make(conf="", workers=1):
+        path = tmp_path / f"ringfeedd-{len(made)}.conf"
+        path.write_text(conf)
+        d = daemon_factory({"fm": packed_fmnist["test"]}, workers=workers,
+                           extra=["--config", str(path)])
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        if d.proc.poll() is None:
+            d.proc.send_signal(signal.SIGTERM)
+            assert d.proc.wait(60) == 0, d.read_log()[-3000:]
+        else:
+            raise AssertionError(f"the daemon died ({d.proc.returncode}):\n{d.read_log()[-3000:]}")
+
+
+def attach_raw(d, line=b"ATTACH dataset=fm batch=1 depth=2\n"):
+    """An attached client held open: the socket (its fds closed: the daemon
+    keeps the ring while the connection lives)."""
+    s = connect_unix(d.sock, WAIT)
+    s.sendall(line)
+    msg, fds, _, _ = socket.recv_fds(s, 4096, 4)
+    for fd in fds:
+        os.close(fd)
+    return s, msg
+
+
+def test_many_clients(daemon):
+    d = daemon("max-clients = 1024\nmax-connections = 2000\nmemory-budget = 1G\n")
+    held = []
+    try:
+        for i in range(300):
+            s, msg = attach_raw(d)
+            assert msg.startswith(b"OK attach"), (i, msg)
+            held.append(s)
+        # the 301st client's stream is served (a worker maps every ring)
+        out, _ = run_read(d.sock, "fm", batch=250, epochs=1)
+        assert out["samples"] == 10000, out
+        for i in range(300, 1023):
+            s, msg = attach_raw(d)
+            assert msg.startswith(b"OK attach"), (i, msg)
+            held.append(s)
+        # STATS and METRICS with 1023 clients: whole replies, or an ERR
+        for verb in (b"STATS\n", b"METRICS\n"):
+            r = raw_request(d.sock, verb, timeout=WAIT)
+            head = r.split(b"\n", 1)[0]
+            assert head.startswith(b"OK ") or head.startswith(b"ERR "), head
+            if head.startswith(b"OK "):
+                assert int(head.split()[1]) == r.count(b"\n") - 1, head
+        st = d.stats()
+        assert int(st["clients.attached"]) == 1023
+        s, msg = attach_raw(d)
+        held.append(s)
+        assert msg.startswith(b"OK attach"), msg
+        # one over max-clients: refused by name, nothing else disturbed
+        s, msg = attach_raw(d)
+        held.append(s)
+        assert msg.startswith(b"ERR too-many"), msg
+        assert b"max-clients" in msg, msg
+        assert ctl(d.sock, "ping").returncode == 0
+    finally:
+        for s in held:
+            s.close()
+    wait_for(lambda: int(d.stats()["clients.attached"]) == 0, "every client to detach")
+
+
+def test_connections_capped_and_idle_closed(daemon):
+    d = daemon("max-connections = 20\nidle-sec = 2\n")
+    idle = [connect_unix(d.sock, WAIT) for _ in range(19)]
+    try:
+        # connection 20 is the last allowed; the next ones get a clear ERR
+        r = raw_request(d.sock, b"PING\n")
+        assert r.startswith(b"OK pong"), r
+        extra = connect_unix(d.sock, WAIT)
+        idle.append(extra)
+        over = connect_unix(d.sock, WAIT)
+        over.settimeout(WAIT)
+        msg = over.recv(4096)
+        over.close()
+        assert msg.startswith(b"ERR too-many"), msg
+        assert b"max-connections" in msg, msg
+        # the silent ones are closed after idle-sec, and the daemon answers again
+        for s in idle:
+            s.settimeout(WAIT)
+        assert all(s.recv(16) == b"" for s in idle), "an idle connection was not closed"
+        assert ctl(d.sock, "ping").returncode == 0
+        st = d.stats()
+        assert int(st["connections.refused"]) >= 1
+        assert int(st["connections.idle_closed"]) >= 20
+        log = d.read_log()
+        assert len(re.findall(r"over max-connections", log)) == 1, log
+        assert "silent for idle-sec" in log
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_attached_clients_never_idle_closed(daemon):
+    d = daemon("idle-sec = 1\n")
+    s, msg = attach_raw(d)
+    try:
+        assert msg.startswith(b"OK attach"), msg
+        time.sleep(3)  # three idle sweeps: an attached client stays
+        assert int(d.stats()["clients.attached"]) == 1
+    finally:
+        s.close()
+
+
+def test_epochs_never_wrap(daemon):
+    d = daemon()
+    # the last epoch is delivered, then the stream ends by name (it used to
+    # go on with epoch 2^32, byte for byte epoch 0)
+    out, r = run_read(d.sock, "fm", batch=5000, epochs=2,
+                      extra=["--start-epoch", "4294967295"], check=False)
+    assert r.returncode != 0, r.stdout
+    assert "epoch 4294967296" in r.stderr and "batch 2 of 4" in r.stderr, r.stderr
+    # a start past the last epoch is refused at ATTACH (it used to wrap)
+    r = raw_request(d.sock, b"ATTACH dataset=fm batch=5000 epoch=4294967295 "
+                            b"seq=18446744073709551615\n")
+    assert r.startswith(b"ERR bad-arg"), r
+    assert b"epochs are numbered 0..4294967295" in r, r
+    r = raw_request(d.sock, b"ATTACH dataset=fm batch=5000 epoch=4294967294 seq=2\n")
+    assert r.startswith(b"OK attach"), r
+    assert ctl(d.sock, "ping").returncode == 0
+
+
+def test_waited_counts_before_the_first_batch(daemon):
+    d = daemon()
+    workers = d.worker_pids()
+    for pid in workers:  # no batch can come: the client waits from its attach
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        s, msg = attach_raw(d, b"ATTACH dataset=fm batch=10 depth=2 name=waiter\n")
+        try:
+            assert msg.startswith(b"OK attach"), msg
+            cid = int(re.search(rb"id=(\d+)", msg).group(1))
+            # it used to show 0.000 until its first release
+            wait_for(lambda: float(d.stats()[f"clients.{cid}.waited_s"]) >= 0.1,
+                     "waited_s to count the wait before the first batch")
+        finally:
+            s.close()
+    finally:
+        for pid in workers:
+            os.kill(pid, signal.SIGCONT)
