@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "fault.h"
 #include "log.h"
 #include "ring.h"
 #include "sdnotify.h"
@@ -215,7 +216,8 @@ static void conn_send(struct conn *c, char *reply, size_t len)
     c->out = reply;
     c->state = C_WRITING;
     c->wreq.data = c;
-    rc = uv_write(&c->wreq, (uv_stream_t *)&c->pipe, &b, 1, on_written);
+    rc = fault_hit(FAULT_SEND) ? UV_EPIPE
+                               : uv_write(&c->wreq, (uv_stream_t *)&c->pipe, &b, 1, on_written);
     if (rc < 0) {
         free(c->out);
         c->out = NULL;
@@ -417,6 +419,8 @@ static int send_attach_reply(struct conn *c, struct stream *st)
     memcpy(CMSG_DATA(cm), fds, sizeof(fds));
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0)
         return -EBADF;
+    if (fault_hit(FAULT_SEND))
+        return -EPIPE;
     do {
         sent = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
     } while (sent == -1 && errno == EINTR);
@@ -589,6 +593,26 @@ static bool peer_allowed(const struct daemon *d, int fd, struct ucred *cr)
     return ok;
 }
 
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* An injected accept failure (fault.h): the peer is taken off the backlog
+ * and dropped, as libuv does for a real EMFILE.  Returns 0 when it was. */
+static int drop_peer(uv_stream_t *server)
+{
+    uv_pipe_t *p = malloc(sizeof(*p));
+    int rc;
+
+    if (!p)
+        return -ENOMEM;
+    uv_pipe_init(server->loop, p, 0);
+    rc = uv_accept(server, (uv_stream_t *)p);
+    uv_close((uv_handle_t *)p, free_handle);
+    return rc;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct daemon *d = server->loop->data;
@@ -596,6 +620,8 @@ static void on_connection(uv_stream_t *server, int status)
     struct conn *c;
     int fd;
 
+    if (status == 0 && fault_hit(FAULT_ACCEPT) && drop_peer(server) == 0)
+        status = UV_EMFILE;
     if (status < 0) {
         /* EMFILE/ENFILE repeat for every waiting peer: once per episode */
         if ((status != UV_EMFILE && status != UV_ENFILE) || !emfile_logged)
@@ -608,9 +634,12 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     emfile_logged = false;
-    c = calloc(1, sizeof(*c));
+    c = fault_calloc(1, sizeof(*c));
     if (!c) {
-        log_error("accept: out of memory");
+        /* the peer must still leave the backlog: libuv stops accepting
+         * while one waits unaccepted */
+        log_error("accept: out of memory; the peer is dropped");
+        drop_peer(server);
         return;
     }
     c->d = d;
