@@ -318,7 +318,12 @@ static int check_header(const struct ring_hdr *h, const struct client_attach_arg
                           ", depth %" PRIu64 ", %" PRIu64 " batches)",
                           h->attach_id, h->depth, h->batches_per_epoch, r->id, r->depth,
                           r->batches);
-    if (h->batch != a->opt->batch || h->start_epoch != a->epoch || h->start_seq != a->seq)
+    /* a start past the epoch's end is a later epoch's batch (proto/ctl.h):
+     * the daemon writes the position as it will deliver it */
+    if (h->batch != a->opt->batch || h->batches_per_epoch == 0 ||
+        h->start_seq >= h->batches_per_epoch ||
+        h->start_epoch - a->epoch != a->seq / h->batches_per_epoch ||
+        h->start_seq != a->seq % h->batches_per_epoch)
         return rf_err_set(err, -EPROTO,
                           "the ring carries batches of %u from epoch %" PRIu64
                           " batch %" PRIu64 ", but batches of %u from epoch %" PRIu64

@@ -166,6 +166,10 @@ static void adopt(struct rf_client *c, const struct client_conn *cn)
     c->first = c->delivered;
     c->depth = cn->hdr->depth;
     c->batches_per_epoch = cn->hdr->batches_per_epoch;
+    /* the position as the daemon normalized it (a start seq past the
+     * epoch's end names a later epoch's batch; check_header checked it) */
+    c->next_epoch = cn->hdr->start_epoch;
+    c->next_seq = cn->hdr->start_seq;
     c->info = (struct rf_info){
         .batch = cn->hdr->batch,
         .depth = cn->hdr->depth,

@@ -48,7 +48,11 @@
  *     world=W           1..65536, default 1
  *     seed=S            u64, default 0
  *     epoch=E           u32 start epoch, default 0
- *     seq=N             u64 start sequence within the epoch, default 0
+ *     seq=N             u64 start sequence within the epoch, default 0; a
+ *                       seq past the epoch's end starts in a later epoch
+ *                       (epoch + seq / B, batch seq % B, B the rank's
+ *                       batches per epoch), and the ring's header says so;
+ *                       a start past epoch 4294967295 is refused
  *     transform=T       raw|train|eval, default raw
  *     depth=D           ring slots, 2..64; default: the daemon picks 4..16 by
  *                       slot size (a ring within 16 MiB)

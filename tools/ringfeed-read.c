@@ -354,17 +354,26 @@ int main(int argc, char **argv)
     }
     rf_get_stats(c, &st);
     bpe = st.batches_per_epoch;
-    if (bpe == 0 || o.start_seq >= bpe) {
-        fprintf(stderr, "%s: the daemon plans %" PRIu64 " batches per epoch for this rank; "
-                        "--start-seq %" PRIu64 " is not one of them\n",
-                prog, bpe, o.start_seq);
+    if (bpe == 0) {
+        fprintf(stderr, "%s: the daemon plans no batches for this rank\n", prog);
         goto out;
     }
-    if (epochs > (UINT64_MAX - o.start_seq) / bpe) {
+    /* a --start-seq past the epoch's end starts in a later epoch: the
+     * client's position is the daemon's normalized one (next_seq < bpe),
+     * and --epochs counts from that epoch */
+    if (epochs > UINT64_MAX / bpe) {
         fprintf(stderr, "%s: --epochs %" PRIu64 " is too many\n", prog, epochs);
         goto out;
     }
-    total = epochs * bpe - o.start_seq;
+    {
+        struct rf_info info;
+
+        if (rf_get_info(c, &info) < 0) {
+            fprintf(stderr, "%s: %s\n", prog, rf_last_error(c));
+            goto out;
+        }
+        total = epochs * bpe - info.next_seq;
+    }
     t_mark = t_open;
     for (uint64_t n = 0; n < total; n++) {
         struct epoch_rec *e;

@@ -177,3 +177,20 @@ def test_waited_counts_before_the_first_batch(daemon):
     finally:
         for pid in workers:
             os.kill(pid, signal.SIGCONT)
+
+
+def test_start_seq_past_epoch_end_is_a_later_epoch(daemon, tmp_path):
+    """ATTACH's seq past the epoch's end starts in a later epoch (proto/ctl.h);
+    libringfeed used to refuse the ring the daemon sent for it (the header's
+    normalized position "disagreed" with the one asked for)."""
+    d = daemon()
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    # 10000 samples in batches of 100: 100 batches an epoch
+    out_a, _ = run_read(d.sock, "fm", batch=100, epochs=1, dump=str(a),
+                        extra=["--start-epoch", "1", "--start-seq", "203"])
+    out_b, _ = run_read(d.sock, "fm", batch=100, epochs=1, dump=str(b),
+                        extra=["--start-epoch", "3", "--start-seq", "3"])
+    rows = a.read_text().splitlines()
+    assert rows and rows[0].split()[:2] == ["3", "3"], rows[:1]
+    assert a.read_text() == b.read_text()
+    assert out_a["digest"] == out_b["digest"]
