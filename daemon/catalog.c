@@ -66,6 +66,8 @@ void catalog_close(struct daemon *d)
     d->quarantine.n = 0;
 }
 
+static uint32_t entry_users(const struct daemon *d, uint32_t i);
+
 int catalog_quarantine_add(struct daemon *d, uint32_t dataset_id, uint64_t index)
 {
     struct wire_quarantine *q;
@@ -83,7 +85,57 @@ int catalog_quarantine_add(struct daemon *d, uint32_t dataset_id, uint64_t index
 
 bool catalog_offers(const struct daemon *d, uint32_t i)
 {
-    return i < d->ncat && d->cat[i].ds && !d->cat[i].retired;
+    return i < d->ncat && d->cat[i].ds && !d->cat[i].retired && !d->cat[i].failed[0];
+}
+
+uint64_t catalog_data_bytes(const struct daemon *d)
+{
+    uint64_t total = 0;
+
+    for (uint32_t i = 0; i < d->ncat; i++) {
+        const struct dataset_info *info = d->cat[i].ds ? dataset_info(d->cat[i].ds) : NULL;
+
+        for (uint32_t k = 0; info && k < info->shards; k++) {
+            struct dataset_shard_info si;
+
+            if (dataset_shard_info(d->cat[i].ds, k, &si) == 0)
+                total += si.file_size;
+        }
+    }
+    return total;
+}
+
+void catalog_fail(struct daemon *d, uint32_t i, const char *why)
+{
+    struct catalog_entry *e = &d->cat[i];
+
+    if (i >= d->ncat || !e->ds)
+        return;
+    if (!e->failed[0]) {
+        snprintf(e->failed, sizeof(e->failed), "%s", why);
+        snprintf(e->failed_name, sizeof(e->failed_name), "%s", e->name);
+        d->datasets_failed++;
+        log_error("dataset %s (%s) failed: %s; its %u client(s) get this error, new attaches "
+                  "are refused until a reload (SIGHUP) opens it again",
+                  e->name, e->dir, why, entry_users(d, i));
+    }
+    sched_fail_dataset(d, i, e->failed);
+}
+
+/* A failed dataset's reopen failed too: its reason becomes why. */
+static void fail_again(struct daemon *d, const char *name, const char *why)
+{
+    for (uint32_t i = 0; i < CONF_DATASETS_MAX; i++)
+        if (d->cat[i].failed[0] && strcmp(d->cat[i].failed_name, name) == 0)
+            snprintf(d->cat[i].failed, sizeof(d->cat[i].failed), "%.255s", why);
+}
+
+const char *catalog_failed_reason(const struct daemon *d, const char *name)
+{
+    for (uint32_t i = 0; i < CONF_DATASETS_MAX; i++) /* holes past ncat too */
+        if (d->cat[i].failed[0] && strcmp(d->cat[i].failed_name, name) == 0)
+            return d->cat[i].failed;
+    return NULL;
 }
 
 uint32_t catalog_offered(const struct daemon *d)
@@ -132,9 +184,12 @@ static uint32_t entry_users(const struct daemon *d, uint32_t i)
     return n;
 }
 
-/* Turns entry i into a hole: closed, its quarantined samples forgotten. */
+/* Turns entry i into a hole: closed, its quarantined samples forgotten.  A
+ * failed entry's name and reason stay (ATTACH says why) until a reload
+ * places a dataset in the slot. */
 static void make_hole(struct daemon *d, uint32_t i)
 {
+    char failed[sizeof(d->cat[i].failed)], failed_name[sizeof(d->cat[i].failed_name)];
     uint32_t kept = 0;
 
     dataset_close(d->cat[i].ds);
@@ -142,17 +197,22 @@ static void make_hole(struct daemon *d, uint32_t i)
         if (d->quarantine.items[q].dataset_id != i)
             d->quarantine.items[kept++] = d->quarantine.items[q];
     d->quarantine.n = kept;
+    memcpy(failed, d->cat[i].failed, sizeof(failed));
+    memcpy(failed_name, d->cat[i].failed_name, sizeof(failed_name));
     memset(&d->cat[i], 0, sizeof(d->cat[i]));
     snprintf(d->cat[i].name, sizeof(d->cat[i].name), "-"); /* workers read "-=" */
+    memcpy(d->cat[i].failed, failed, sizeof(failed));
+    memcpy(d->cat[i].failed_name, failed_name, sizeof(failed_name));
 }
 
 void catalog_sweep(struct daemon *d)
 {
     for (uint32_t i = 0; i < d->ncat; i++) {
-        if (!d->cat[i].ds || !d->cat[i].retired || entry_users(d, i) > 0)
+        if (!d->cat[i].ds || (!d->cat[i].retired && !d->cat[i].failed[0]) ||
+            entry_users(d, i) > 0)
             continue;
-        log_info("dataset %s (%s): removed by a reload and no client reads it now; closed",
-                 d->cat[i].name, d->cat[i].dir);
+        log_info("dataset %s (%s): %s and no client reads it now; closed", d->cat[i].name,
+                 d->cat[i].dir, d->cat[i].failed[0] ? "failed" : "removed by a reload");
         make_hole(d, i);
     }
     while (d->ncat > 0 && !d->cat[d->ncat - 1].ds)
@@ -184,7 +244,8 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
         if (i >= 0 && strcmp(d->cat[i].dir, cd->dir) == 0)
             continue;
         for (uint32_t j = 0; j < d->ncat && i < 0; j++)
-            if (d->cat[j].ds && d->cat[j].retired && strcmp(d->cat[j].name, cd->name) == 0 &&
+            if (d->cat[j].ds && d->cat[j].retired && !d->cat[j].failed[0] &&
+                strcmp(d->cat[j].name, cd->name) == 0 &&
                 strcmp(d->cat[j].dir, cd->dir) == 0)
                 revive[k] = (int)j;
         if (revive[k] >= 0)
@@ -206,6 +267,15 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
         if ((i >= 0 && strcmp(d->cat[i].dir, cd->dir) == 0) || revive[k] >= 0)
             continue;
         rc = dataset_open(cd->dir, &opened[k], err);
+        if (rc < 0 && catalog_failed_reason(d, cd->name)) {
+            /* failed while served and still broken: it stays failed (with
+             * the new reason), and the rest of the reload goes through */
+            log_warn("dataset %s: still not served: %s", cd->name, err->msg);
+            fail_again(d, cd->name, err->msg);
+            opened[k] = NULL;
+            rc = 0;
+            continue;
+        }
         if (rc < 0) {
             rf_err_prefix(err, "dataset.%s", cd->name);
             for (unsigned j = 0; j < k; j++)
@@ -244,6 +314,9 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
             slot++;
         e = &d->cat[slot];
         memset(e, 0, sizeof(*e));
+        for (uint32_t j = 0; j < CONF_DATASETS_MAX; j++) /* opened again: forget its failure */
+            if (!d->cat[j].ds && strcmp(d->cat[j].failed_name, cd->name) == 0)
+                d->cat[j].failed[0] = d->cat[j].failed_name[0] = '\0';
         snprintf(e->name, sizeof(e->name), "%s", cd->name);
         snprintf(e->dir, sizeof(e->dir), "%s", cd->dir);
         e->ds = opened[k];

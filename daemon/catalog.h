@@ -20,6 +20,9 @@ struct catalog_entry {
     char dir[4096];
     struct dataset *ds;        /* NULL: a hole (catalog.c) */
     bool retired;              /* a reload removed it; clients still read it */
+    char failed[256];          /* "" or why its files can no longer be read as
+                                * opened (catalog_fail): not offered again */
+    char failed_name[65];      /* the name it failed under (kept in a hole) */
 };
 
 
@@ -43,6 +46,14 @@ uint32_t catalog_offered(const struct daemon *d);
 /* Applies a reloaded config's datasets (see catalog.c); *added says the
  * workers must restart to learn new ones.  On error nothing changed. */
 int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err);
+/* Entry i's files changed under it (a worker saw it): fails its streams,
+ * stops offering it, logs why once.  A reload that names it opens it anew. */
+void catalog_fail(struct daemon *d, uint32_t i, const char *why);
+/* Why the configured dataset called name failed, or NULL. */
+const char *catalog_failed_reason(const struct daemon *d, const char *name);
+/* Bytes of every shard of every open entry (workers pick their read
+ * backend by it, daemon/worker/io.h). */
+uint64_t catalog_data_bytes(const struct daemon *d);
 /* Closes removed datasets no client reads any more. */
 void catalog_sweep(struct daemon *d);
 

@@ -62,6 +62,7 @@ struct daemon {
 
     /* totals that outlive streams and workers */
     uint64_t attaches, detaches, attach_refused, clients_killed;
+    uint64_t datasets_failed;  /* catalogue entries failed (catalog_fail) */
     uint64_t batches, samples;
     struct quarantine quarantine; /* catalog.c's: samples that killed workers */
     uint64_t conn_total, conn_open, bad_requests;

@@ -34,8 +34,10 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "fault.h"
 #include "fileio.h"
 #include "log.h"
+#include "mapguard.h"
 #include "worker.h"
 
 static void usage(FILE *f)
@@ -265,6 +267,30 @@ int main(int argc, char **argv)
         return 1;
     }
     d.start_ns = clock_mono_ns();
+    {
+        struct rf_err ferr;
+
+        switch (fault_init(&ferr)) {
+        case 0:
+            break;
+        case 1:
+            log_warn("fault injection armed (RINGFEED_FAULT): %s", ferr.msg);
+            break;
+        case 2:
+            log_warn("RINGFEED_FAULT is set, but this build has no fault injection (debug and "
+                     "sanitizer builds only); ignored");
+            break;
+        default:
+            log_error("%s", ferr.msg);
+            return 2;
+        }
+    }
+    /* a shard truncated under a mapping reads zeros, not SIGBUS (the
+     * catalogue maps every index; reloads open datasets too) */
+    if (mapguard_install() < 0) {
+        log_error("cannot install the SIGBUS guard: %s", strerror(errno));
+        return 1;
+    }
     if (catalog_open(&d) < 0)
         return 1;
     uv_loop_init(&loop);

@@ -30,6 +30,14 @@
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
 #define YOUNG_NS (2ull * 1000000000ull) /* a death before this age is "young" */
+/*
+ * A respawn loop: LOOP_YOUNG deaths in a row, each young, with no worker
+ * living past YOUNG_NS in between.  The backoff already slows it (10 ms
+ * doubling to 1 s); this makes it loud: one error line when the loop
+ * begins (how many, the last exit), STATS workers.respawn_loop 1 while it
+ * lasts, and one line when a worker lives past YOUNG_NS again.
+ */
+#define LOOP_YOUNG 3
 
 
 /* The moves a worker's state may make (daemon.h, enum worker_state). */
@@ -134,6 +142,24 @@ static void worker_kill(struct worker *w, const char *why)
         uv_process_kill(&w->proc, SIGKILL);
 }
 
+/* A message to w could not be sent (rc, a negative errno): kill it.  A
+ * worker whose end is closed (EPIPE, ECONNRESET) has exited already (a
+ * retired worker, a kill not yet reaped): that is said at debug level, not
+ * blamed on it. */
+static void send_failed(struct worker *w, const char *what, int rc)
+{
+    char why[160];
+
+    if (rc == -EPIPE || rc == -ECONNRESET) {
+        log_debug("worker %d (pid %d): %s: it has exited", w->index, (int)w->pid, what);
+        if (w->proc_open && !w->exited)
+            uv_process_kill(&w->proc, SIGKILL);
+        return;
+    }
+    snprintf(why, sizeof(why), "%s: %s", what, strerror(-rc));
+    worker_kill(w, why);
+}
+
 /* Sends the job's ring first if this worker has not seen it, then the job. */
 static int send_job(struct daemon *d, struct worker *w, struct job *j)
 {
@@ -162,9 +188,9 @@ void pool_dispatch(struct daemon *d)
 
     /* round-robin over ready workers, one job each per pass, so jobs spread
      * across the pool before any worker gets a second one */
-    while (d->sched.queue_head && progress) {
+    while (d->sched.queued && progress) {
         progress = false;
-        for (unsigned i = 0; i < POOL_MAX && d->sched.queue_head; i++) {
+        for (unsigned i = 0; i < POOL_MAX && d->sched.queued; i++) {
             struct worker *w = &p->w[i];
             struct job *j;
             int rc;
@@ -179,10 +205,7 @@ void pool_dispatch(struct daemon *d)
             w->inflight[w->ninflight++] = j;
             rc = send_job(d, w, j);
             if (rc < 0) {
-                char why[128];
-
-                snprintf(why, sizeof(why), "sending a job failed: %s", strerror(-rc));
-                worker_kill(w, why);
+                send_failed(w, "sending a job failed", rc);
                 /* the job stays in its in-flight list; the exit requeues it */
                 worker_to(w, W_RETIRING);
                 continue;
@@ -198,11 +221,13 @@ void pool_forget_ring(struct daemon *d, struct stream *st)
 
     for (unsigned i = 0; i < POOL_MAX; i++) {
         struct worker *w = &d->pool.w[i];
+        int rc;
 
         if (w->state == W_EMPTY || w->exited || !sched_worker_knows(st, w->index))
             continue;
-        if (send_msg(w, &m, sizeof(m), -1) < 0)
-            worker_kill(w, "cannot tell it to unmap a ring");
+        rc = send_msg(w, &m, sizeof(m), -1);
+        if (rc < 0)
+            send_failed(w, "cannot tell it to unmap a ring", rc);
         sched_worker_learns(st, w->index, false);
     }
 }
@@ -237,6 +262,31 @@ static struct job *take_inflight(struct worker *w, uint64_t job_id)
         }
     }
     return NULL;
+}
+
+/* Ends a respawn-loop episode (LOOP_YOUNG), saying so if one was reported. */
+static void loop_over(struct daemon *d, const char *why)
+{
+    if (d->pool.respawn_loop)
+        log_info("workers stay up again (%s): the respawn loop is over after %u young "
+                 "death(s)", why, d->pool.young_in_row);
+    d->pool.respawn_loop = false;
+    d->pool.young_in_row = 0;
+}
+
+/* YOUNG_NS after a worker said hello while workers were dying young: if
+ * one has lived that long, the deaths in a row are over. */
+static void on_loop_timer(uv_timer_t *t)
+{
+    struct daemon *d = daemon_of((uv_handle_t *)t);
+    uint64_t now = clock_mono_ns();
+
+    for (unsigned i = 0; i < POOL_MAX && d->pool.young_in_row; i++) {
+        const struct worker *w = &d->pool.w[i];
+
+        if (w->state == W_READY && !w->exited && now - w->started_ns >= YOUNG_NS)
+            loop_over(d, "a worker has run for 2 s");
+    }
 }
 
 static void on_message(struct daemon *d, struct worker *w, const void *buf, size_t len)
@@ -274,6 +324,8 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
             }
         worker_to(w, W_READY);
         log_debug("worker %d (pid %d) ready, io %s", w->index, (int)w->pid, w->io_backend);
+        if (d->pool.young_in_row) /* is this one staying up? (on_loop_timer) */
+            uv_timer_start(&d->pool.loop_timer, on_loop_timer, YOUNG_NS / 1000000 + 1, 0);
         pool_dispatch(d);
         service_pool_changed(d);
         break;
@@ -440,10 +492,22 @@ static void on_worker_exit(uv_process_t *proc, int64_t status, int signal)
         log_warn("worker %d (pid %d) died (%s %d) with %u job(s); running them again",
                  w->index, (int)w->pid, signal ? "signal" : "status",
                  signal ? signal : (int)status, w->ninflight);
-        if (age < YOUNG_NS)
+        if (age < YOUNG_NS) {
             d->pool.backoff_ms = d->pool.backoff_ms ? d->pool.backoff_ms * 2 : BACKOFF_MIN_MS;
-        else
+            d->pool.young_in_row++;
+        } else {
             d->pool.backoff_ms = 0;
+            loop_over(d, "a worker lived past 2 s before it died");
+        }
+        if (d->pool.young_in_row >= LOOP_YOUNG && !d->pool.respawn_loop) {
+            d->pool.respawn_loop = true;
+            d->pool.respawn_loops++;
+            log_error("workers keep dying within 2 s of starting: %u in a row, the last of %s "
+                      "%d; respawning at most every %u ms until one stays up (the lines "
+                      "above say why they die)", d->pool.young_in_row,
+                      signal ? "signal" : "status", signal ? signal : (int)status,
+                      BACKOFF_MAX_MS);
+        }
         if (d->pool.backoff_ms > BACKOFF_MAX_MS)
             d->pool.backoff_ms = BACKOFF_MAX_MS;
     }
@@ -476,8 +540,8 @@ static void worker_reap(struct daemon *d, struct worker *w)
 static void worker_spawn(struct daemon *d, struct worker *w)
 {
     char parent[32], loglevel[16];
-    char *args[8 + 2 * 64 + 1];
-    char dsargs[64][4200];
+    char *args[10 + 2 * 64 + 1];
+    char dsargs[64][4200], databytes[32];
     uv_stdio_container_t stdio[4];
     uv_process_options_t opt;
     int sv[2], argc = 0, rc;
@@ -493,6 +557,9 @@ static void worker_spawn(struct daemon *d, struct worker *w)
     args[argc++] = parent;
     args[argc++] = "--log-level";
     args[argc++] = loglevel;
+    snprintf(databytes, sizeof(databytes), "%llu", (unsigned long long)catalog_data_bytes(d));
+    args[argc++] = "--data-bytes";
+    args[argc++] = databytes;
     for (uint32_t i = 0; i < d->ncat && i < 64; i++) {
         snprintf(dsargs[i], sizeof(dsargs[i]), "%s=%s", d->cat[i].name, d->cat[i].dir);
         args[argc++] = "--dataset";
@@ -617,6 +684,7 @@ int pool_start(struct daemon *d)
     snprintf(d->pool.io_backend, sizeof(d->pool.io_backend), "unknown");
     uv_timer_init(d->loop, &d->pool.respawn_timer);
     uv_timer_init(d->loop, &d->pool.watchdog_timer);
+    uv_timer_init(d->loop, &d->pool.loop_timer);
     if (d->cf.watchdog_sec)
         uv_timer_start(&d->pool.watchdog_timer, on_watchdog_timer, 1000, 1000);
     return pool_resize(d, d->cf.workers);
@@ -626,6 +694,7 @@ void pool_stop(struct daemon *d)
 {
     uv_timer_stop(&d->pool.respawn_timer);
     uv_close((uv_handle_t *)&d->pool.watchdog_timer, NULL);
+    uv_close((uv_handle_t *)&d->pool.loop_timer, NULL);
     for (unsigned i = 0; i < POOL_MAX; i++) {
         struct worker *w = &d->pool.w[i];
 

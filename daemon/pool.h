@@ -52,9 +52,13 @@ struct pool {
     uint64_t spawned;
     uint64_t retired;
     uint32_t backoff_ms;       /* respawn delay, doubling on quick deaths */
+    uint32_t young_in_row;     /* young deaths since a worker last stayed up */
+    bool respawn_loop;         /* young_in_row reached LOOP_YOUNG (pool.c) */
+    uint64_t respawn_loops;    /* episodes reported since start */
     bool respawn_due;          /* the backoff timer fired */
     uv_timer_t respawn_timer;
     uv_timer_t watchdog_timer; /* kills workers stuck on one job */
+    uv_timer_t loop_timer;     /* is a new worker staying up? (respawn loop) */
     uint64_t watchdog_kills;
     struct wire_counters gone; /* counters of workers no longer running */
     char io_backend[32];

@@ -9,9 +9,11 @@
  * stream is the same for any worker count and after any crash.
  *
  * Batch g is cut into chunks (at most RING_MAX_CHUNKS, at most WIRE_JOB_MAX
- * samples each), one job per chunk.  Jobs wait in one FIFO queue shared by
- * all streams; pool.c hands them to workers.  The stream's state (ring.h,
- * daemon.h invariants I1-I3):
+ * samples each), one job per chunk.  Each stream's jobs wait in its own
+ * queue, in order; pool.c hands them to workers through sched_dequeue,
+ * which takes turns between the streams by deficit round robin, so no
+ * client can keep the workers from the others (FAIRNESS below).  The
+ * stream's state (ring.h, daemon.h invariants I1-I3):
  *
  *      released <= published <= next_g <= released + depth
  *
@@ -36,6 +38,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "fault.h"
 #include "log.h"
 #include "ring.h"
 
@@ -65,6 +68,12 @@ struct stream {
     bool dead;                      /* detached, waiting for its jobs */
     bool failed;                    /* stream failed; no more scheduling */
     uint32_t jobs_live;
+
+    /* its queue and its place in the round robin (FAIRNESS) */
+    struct job *q_head, *q_tail;    /* queued jobs, the next one first */
+    uint32_t nqueued;
+    struct stream *rr_prev, *rr_next; /* on the active list; NULL when off it */
+    int64_t deficit;                /* work (ns) it may still be handed */
 
     uint32_t dataset_id;
     struct ctl_attach a;
@@ -134,6 +143,7 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
     m->seed = st->a.seed;
     m->dataset_samples = st->n;
     m->dataset_id = st->dataset_id;
+    m->dataset_identity = dataset_identity(st->d->cat[st->dataset_id].ds);
     m->rank = st->a.rank;
     m->world = st->a.world;
     m->batch = st->a.batch;
@@ -204,57 +214,154 @@ size_t sched_job_message(const struct job *j, struct wire_job *m)
     return sizeof(*m);
 }
 
+/*
+ * FAIRNESS: deficit round robin over the streams, by work.
+ *
+ * A client must not keep the workers from the others: one that attaches
+ * with a deep ring of large batches queues seconds of work at once, and
+ * one that re-attaches queues it again each time.  So every stream has its
+ * own queue, and the streams with queued jobs stand on a circular list
+ * (sched.active points at the one whose turn it is).  A job's work is
+ * count * cost_ns, the transform's measured cost per sample, the measure
+ * that sizes jobs (JOB_WORK_NS).  sched_dequeue:
+ *
+ *   - hands out the first job of the stream whose turn it is while that
+ *     stream's deficit is above 0, and charges it the job's work (so the
+ *     deficit goes below 0 by less than one job's work at most);
+ *   - a stream at 0 or below has had its turn: it is given
+ *     SCHED_QUANTUM_NS for its next one, and the turn moves on;
+ *   - a stream whose queue empties leaves the list, giving up its credit
+ *     but keeping its debt (a stream that queues one big job at a time
+ *     pays for each all the same); one that joins goes last in the round,
+ *     with a quantum added.
+ *
+ * So while others wait, a stream is handed at most SCHED_QUANTUM_NS plus
+ * one job's work a round, and streams with queued jobs share the workers
+ * equally by work whatever their depth, batch or job size; a stream with
+ * the workers to itself gets them all.  The quantum is one well-sized job
+ * (scheduler.h).  Round robin rather than fair queueing by virtual finish
+ * times (a heap) because a dequeue is O(1): one step, plus one visit
+ * without a job for each quantum of a stream's debt, i.e. amortized at
+ * most one such visit per quantum of work handed out.  It is not a scan of
+ * the streams.  A job run again after its worker died goes to the front of
+ * its own stream's queue: next for that stream, but no other stream's turn
+ * is taken.
+ *
+ * The queues' invariants (sched_check):
+ *   Q1. queued is the sum of the streams' nqueued, and a stream's queue
+ *       holds nqueued jobs, all its own, none with a worker;
+ *   Q2. a stream is on the active list iff it has queued jobs; nactive
+ *       counts the list; a failed or detached stream has none;
+ *   Q3. -WIRE_JOB_MAX * cost_ns < deficit <= SCHED_QUANTUM_NS, and
+ *       deficit <= 0 off the list.
+ */
+static int64_t job_work(const struct job *j)
+{
+    return (int64_t)j->count * (int64_t)j->st->cost_ns;
+}
+
+/* Puts st on the active list, last in the round (just before the stream
+ * whose turn it is), with a quantum for its turn. */
+static void active_join(struct daemon *d, struct stream *st)
+{
+    struct stream *turn = d->sched.active;
+
+    if (turn) {
+        st->rr_next = turn;
+        st->rr_prev = turn->rr_prev;
+        turn->rr_prev->rr_next = st;
+        turn->rr_prev = st;
+    } else {
+        st->rr_next = st->rr_prev = st;
+        d->sched.active = st;
+    }
+    d->sched.nactive++;
+    st->deficit += SCHED_QUANTUM_NS;
+}
+
+/* Takes st off the active list (its queue is empty); the turn, if it was
+ * st's, passes to the next stream.  Credit is given up, debt kept. */
+static void active_leave(struct daemon *d, struct stream *st)
+{
+    if (st->rr_next == st) {
+        d->sched.active = NULL;
+    } else {
+        st->rr_prev->rr_next = st->rr_next;
+        st->rr_next->rr_prev = st->rr_prev;
+        if (d->sched.active == st)
+            d->sched.active = st->rr_next;
+    }
+    st->rr_next = st->rr_prev = NULL;
+    d->sched.nactive--;
+    if (st->deficit > 0)
+        st->deficit = 0;
+}
+
 void sched_enqueue(struct daemon *d, struct job *j, bool front)
 {
+    struct stream *st = j->st;
+
     j->worker = -1;
     if (front) {
-        j->next = d->sched.queue_head;
-        d->sched.queue_head = j;
-        if (!d->sched.queue_tail)
-            d->sched.queue_tail = j;
+        j->next = st->q_head;
+        st->q_head = j;
+        if (!st->q_tail)
+            st->q_tail = j;
     } else {
         j->next = NULL;
-        if (d->sched.queue_tail)
-            d->sched.queue_tail->next = j;
+        if (st->q_tail)
+            st->q_tail->next = j;
         else
-            d->sched.queue_head = j;
-        d->sched.queue_tail = j;
+            st->q_head = j;
+        st->q_tail = j;
     }
+    if (st->nqueued++ == 0)
+        active_join(d, st);
     d->sched.queued++;
 }
 
 struct job *sched_dequeue(struct daemon *d)
 {
-    struct job *j = d->sched.queue_head;
+    struct stream *st;
+    struct job *j;
 
-    if (!j)
+    /* a stream at 0 or below has had its turn: credit for the next one,
+     * and the turn moves on (ends: every visit adds a quantum) */
+    while ((st = d->sched.active) && st->deficit <= 0) {
+        st->deficit += SCHED_QUANTUM_NS;
+        d->sched.active = st->rr_next;
+    }
+    if (!st)
         return NULL;
-    d->sched.queue_head = j->next;
-    if (!d->sched.queue_head)
-        d->sched.queue_tail = NULL;
+    j = st->q_head;
+    st->q_head = j->next;
+    if (!st->q_head)
+        st->q_tail = NULL;
     j->next = NULL;
+    st->deficit -= job_work(j);
+    st->nqueued--;
     d->sched.queued--;
+    if (st->nqueued == 0)
+        active_leave(d, st);
+    sched_check(d);
     return j;
 }
 
-/* Takes every queued job of st out of the queue and frees it. */
+/* Takes every queued job of st out of its queue and frees it. */
 static void drop_queued(struct daemon *d, struct stream *st)
 {
-    struct job **pp = &d->sched.queue_head;
+    while (st->q_head) {
+        struct job *j = st->q_head;
 
-    d->sched.queue_tail = NULL;
-    while (*pp) {
-        struct job *j = *pp;
-
-        if (j->st == st) {
-            *pp = j->next;
-            d->sched.queued--;
-            st->jobs_live--;
-            free(j);
-        } else {
-            d->sched.queue_tail = j;
-            pp = &j->next;
-        }
+        st->q_head = j->next;
+        d->sched.queued--;
+        st->jobs_live--;
+        free(j);
+    }
+    st->q_tail = NULL;
+    if (st->nqueued) {
+        st->nqueued = 0;
+        active_leave(d, st);
     }
 }
 
@@ -281,6 +388,7 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
     uint64_t epoch, seq;
     struct sampler s;
     uint32_t count, per, chunks;
+    struct job *jobs[RING_MAX_CHUNKS];
 
     batch_pos(st, g, &epoch, &seq);
     if (epoch > SCHED_EPOCH_MAX)
@@ -295,6 +403,15 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
     if (per > WIRE_JOB_MAX)
         per = WIRE_JOB_MAX;
     chunks = (count + per - 1) / per;
+    /* every job first: a batch is planned whole or not at all */
+    for (uint32_t c = 0; c < chunks; c++) {
+        jobs[c] = fault_calloc(1, sizeof(*jobs[c]));
+        if (!jobs[c]) {
+            while (c > 0)
+                free(jobs[--c]);
+            return -ENOMEM;
+        }
+    }
 
     slot->count = count;
     slot->stream_seq = g;
@@ -308,10 +425,8 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
     st->slot_count[slot_i] = count;
 
     for (uint32_t c = 0; c < chunks; c++) {
-        struct job *j = calloc(1, sizeof(*j));
+        struct job *j = jobs[c];
 
-        if (!j)
-            return -ENOMEM;
         j->st = st;
         j->job_id = ++d->sched.next_job_id;
         j->g = g;
@@ -342,6 +457,13 @@ static void fill_stream(struct daemon *d, struct stream *st)
             if (st->published == st->next_g)
                 stream_fail(d, st, -EOVERFLOW, "the stream reached epoch 4294967296: epochs "
                             "are numbered 0..4294967295 (the sampler's key)");
+            break;
+        }
+        if (rc == -ENOMEM) {
+            /* nothing of the batch was queued: the client gets an error
+             * rather than a wait that never ends */
+            stream_fail(d, st, -ENOMEM, "the daemon is out of memory: it could not plan the "
+                        "next batch");
             break;
         }
         if (rc < 0) {
@@ -453,12 +575,25 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m)
     case WIRE_STREAM_FAILED:
         stream_fail(d, st, -EIO, m->reason);
         break;
+    case WIRE_DATASET_FAILED:
+        /* the files changed under the dataset: every stream of it fails,
+         * and the catalogue stops offering it (catalog.c) */
+        catalog_fail(d, st->dataset_id, m->reason);
+        break;
     default:
         stream_fail(d, st, -EIO, m->reason[0] ? m->reason : "a worker could not run a job");
         break;
     }
     job_free(j);
     take_release(d, st);
+}
+
+void sched_fail_dataset(struct daemon *d, uint32_t dataset_id, const char *why)
+{
+    for (struct stream *st = d->sched.streams; st; st = st->next)
+        if (st->dataset_id == dataset_id)
+            stream_fail(d, st, -EIO, why);
+    sched_check(d);
 }
 
 static void quarantine(struct daemon *d, struct stream *st, uint64_t index)
@@ -579,6 +714,8 @@ static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
     struct ring_hdr *h;
     int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
+    if (fault_hit(FAULT_MEMFD))
+        return rf_err_set(err, -EMFILE, "memfd_create: %s", strerror(EMFILE));
     st->memfd = memfd_create("ringfeed-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
     if (st->memfd == -1 && errno == EINVAL) /* kernels before 6.3 */
         st->memfd = memfd_create("ringfeed-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -587,7 +724,9 @@ static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
     if (ftruncate(st->memfd, (off_t)st->geom.total_size) == -1)
         return rf_err_set(err, -errno, "ftruncate ring to %llu bytes: %s",
                           (unsigned long long)st->geom.total_size, strerror(errno));
-    st->mem = mmap(NULL, st->geom.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, st->memfd, 0);
+    st->mem = fault_hit(FAULT_MMAP) ? (errno = ENOMEM, MAP_FAILED)
+                                    : mmap(NULL, st->geom.total_size, PROT_READ | PROT_WRITE,
+                                           MAP_SHARED, st->memfd, 0);
     if (st->mem == MAP_FAILED) {
         st->mem = NULL;
         return rf_err_set(err, -errno, "mmap ring: %s", strerror(errno));
@@ -684,6 +823,9 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
                           "detaches, or raise max-clients (at most %u)",
                           d->sched.nstreams, CONF_MAX_CLIENTS_MAX);
     ds = catalog_find(d, a->dataset);
+    if (ds < 0 && catalog_failed_reason(d, a->dataset))
+        return rf_err_set(err, -EIO, "dataset %s failed and is not served until a reload: %s",
+                          a->dataset, catalog_failed_reason(d, a->dataset));
     if (ds < 0) {
         char names[1024];
 
@@ -695,7 +837,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
     if (xi < 0)
         return rf_err_set(err, -EINVAL, "transform=%s is not available; this daemon has: %s",
                           tname ? tname : "?", xform_names());
-    st = calloc(1, sizeof(*st));
+    st = fault_calloc(1, sizeof(*st));
     if (!st)
         return rf_err_set(err, -ENOMEM, "out of memory");
     st->d = d;
@@ -881,16 +1023,57 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
 void sched_check(const struct daemon *d)
 {
 #if RINGFEED_CHECKS
-    uint32_t queued = 0;
+    uint32_t queued = 0, with_jobs = 0, on_list = 0;
+    const struct stream *turn = d->sched.active;
 
 #define CHECK_FAIL(...) do { log_error("sched_check: " __VA_ARGS__); abort(); } while (0)
-    for (const struct job *j = d->sched.queue_head; j; j = j->next) {
-        queued++;
-        if (j->worker != -1)
-            CHECK_FAIL("queued job %llu has a worker", (unsigned long long)j->job_id);
+    for (const struct stream *st = d->sched.streams; st; st = st->next) {
+        const struct job *last = NULL;
+        int64_t debt_max = (int64_t)WIRE_JOB_MAX * (int64_t)st->cost_ns;
+        uint32_t n = 0;
+
+        for (const struct job *j = st->q_head; j; j = j->next) {   /* Q1 */
+            if (j->st != st)
+                CHECK_FAIL("client %u's queue holds job %llu of another stream", st->id,
+                           (unsigned long long)j->job_id);
+            if (j->worker != -1)
+                CHECK_FAIL("queued job %llu has a worker", (unsigned long long)j->job_id);
+            last = j;
+            n++;
+        }
+        if (n != st->nqueued || last != st->q_tail)
+            CHECK_FAIL("client %u's queue holds %u jobs, its counter says %u%s", st->id, n,
+                       st->nqueued, last != st->q_tail ? ", and its tail is not the last" : "");
+        if (n && st->failed)
+            CHECK_FAIL("failed client %u has %u jobs queued", st->id, n);
+        if ((st->rr_next != NULL) != (n > 0))                      /* Q2 */
+            CHECK_FAIL("client %u has %u jobs queued and is %s the active list", st->id, n,
+                       st->rr_next ? "on" : "off");
+        if (st->deficit <= -debt_max ||                            /* Q3 */
+            st->deficit > (st->rr_next ? SCHED_QUANTUM_NS : 0))
+            CHECK_FAIL("client %u's deficit %lld is out of bounds (%s the active list)",
+                       st->id, (long long)st->deficit, st->rr_next ? "on" : "off");
+        queued += n;
+        with_jobs += n > 0;
     }
     if (queued != d->sched.queued)
-        CHECK_FAIL("queue holds %u jobs, counter says %u", queued, d->sched.queued);
+        CHECK_FAIL("queues hold %u jobs, counter says %u", queued, d->sched.queued);
+    if (turn) {
+        const struct stream *st = turn;
+
+        do {
+            if (!st->rr_next || st->rr_next->rr_prev != st)
+                CHECK_FAIL("client %u's links on the active list are broken", st->id);
+            if (st->dead || st->nqueued == 0)
+                CHECK_FAIL("client %u is on the active list %s", st->id,
+                           st->dead ? "after its detach" : "with no job queued");
+            on_list++;
+            st = st->rr_next;
+        } while (st != turn && on_list <= d->sched.nstreams);
+    }
+    if (on_list != with_jobs || on_list != d->sched.nactive)
+        CHECK_FAIL("the active list holds %u streams, %u have jobs queued, nactive says %u",
+                   on_list, with_jobs, d->sched.nactive);
     for (const struct stream *st = d->sched.streams; st; st = st->next)
         if (!(st->released <= st->published && st->published <= st->next_g &&
               st->next_g <= st->released + st->geom.depth))
@@ -927,6 +1110,7 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
         .ready = st->published - st->released,
         .inflight = st->next_g - st->published,
         .ring_bytes = st->geom.total_size,
+        .queued = st->nqueued,
         .locked = st->locked,
         .failed = st->failed,
     };

@@ -1,9 +1,11 @@
 /*
  * scheduler.h - the scheduler (sched.c): streams, their rings and
- * batches, and the job queue.  Invariants I1-I3 are in daemon.h's
- * comment; sched_check() holds them after every transition in checking
- * builds.  (Not named sched.h: on the include path that would shadow the
- * system's <sched.h>, which <pthread.h> includes.)
+ * batches, and the job queues (one per stream, served by deficit round
+ * robin; sched.c's comment has the rules).  Invariants I1-I3 are in
+ * daemon.h's comment, the queues' own in sched.c's; sched_check() holds
+ * them after every transition in checking builds.  (Not named sched.h:
+ * on the include path that would shadow the system's <sched.h>, which
+ * <pthread.h> includes.)
  */
 #ifndef RINGFEED_DAEMON_SCHEDULER_H
 #define RINGFEED_DAEMON_SCHEDULER_H
@@ -20,7 +22,7 @@ struct rf_err;
 
 /* One chunk of one batch, waiting or in flight. */
 struct job {
-    struct job *next;          /* queue link */
+    struct job *next;          /* link in its stream's queue */
     struct stream *st;
     uint64_t job_id;
     uint64_t g;
@@ -32,6 +34,14 @@ struct job {
 };
 
 
+/*
+ * The work, in ns by the transform's cost_ns, one turn of the round robin
+ * adds to a stream's deficit (sched.c): one job of the size plan_batch
+ * aims for (JOB_WORK_NS), so streams of well-sized jobs take turns job by
+ * job and a stream of small jobs takes several in its turn.
+ */
+#define SCHED_QUANTUM_NS 500000
+
 /* The scheduler's state inside struct daemon (only sched.c changes it;
  * pool.c takes jobs through sched_dequeue, stats.c reads the figures). */
 struct sched_state {
@@ -39,8 +49,10 @@ struct sched_state {
     uint32_t nstreams;
     uint32_t next_stream_id;
     uint64_t next_job_id;
-    struct job *queue_head, *queue_tail;
-    uint32_t queued;
+    struct stream *active;     /* streams with queued jobs, a circular list:
+                                * the one whose turn it is, NULL when none */
+    uint32_t nactive;          /* streams on that list */
+    uint32_t queued;           /* jobs queued, all streams together */
     uint64_t mem_used;         /* bytes of rings (I3) */
     uint64_t mem_locked;       /* of them, mlocked */
 };
@@ -54,10 +66,18 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
 void sched_released(struct daemon *d, struct stream *st);
 /* Schedules every batch the rings have room for. */
 void sched_fill(struct daemon *d);
+/* Queues j at the back of its stream's queue, or with front (a job run
+ * again after its worker died) at the front of it; the queue owns j until
+ * sched_dequeue hands it out. */
 void sched_enqueue(struct daemon *d, struct job *j, bool front);
+/* The next job by deficit round robin over the streams with queued jobs,
+ * owned by the caller (a worker's in-flight list) from then on; NULL when
+ * nothing is queued. */
 struct job *sched_dequeue(struct daemon *d);
 /* A worker reported a job done. */
 void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m);
+/* Fails every attached stream of a dataset, with why (catalog_fail). */
+void sched_fail_dataset(struct daemon *d, uint32_t dataset_id, const char *why);
 /* A worker died with these jobs: run them again (or quarantine). */
 void sched_job_orphaned(struct daemon *d, struct job *j);
 /* Builds the worker message for a job. */
@@ -85,6 +105,7 @@ struct sched_client {
     const char *dataset, *name;    /* name: "" when the client gave none */
     uint32_t rank, world, batch, depth;
     uint64_t batches, samples, waited_ns, ready, inflight, ring_bytes;
+    uint32_t queued;               /* its jobs waiting for a worker */
     bool locked, failed;
 };
 /* The attached clients in turn: prev NULL gives the first; returns NULL

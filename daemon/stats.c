@@ -54,6 +54,9 @@ static double bad_total(struct daemon *d)
     X("workers.spawned", "counter", "Worker processes started", d->pool.spawned)         \
     X("workers.deaths", "counter", "Workers that died unasked", d->pool.deaths)          \
     X("workers.retired", "counter", "Workers retired on request", d->pool.retired)       \
+    X("workers.respawn_loop", "gauge", "1 while workers keep dying young (respawn loop)",  \
+      d->pool.respawn_loop)                                                              \
+    X("workers.respawn_loops", "counter", "Respawn loops reported", d->pool.respawn_loops) \
     X("workers.watchdog_kills", "counter", "Workers killed for a job past watchdog-sec",  \
       d->pool.watchdog_kills)                                                            \
     X("clients.attached", "gauge", "Clients attached now", d->sched.nstreams)                  \
@@ -74,6 +77,8 @@ static double bad_total(struct daemon *d)
     X("reloads.failed", "counter", "Reloads refused, the running config kept",          \
       d->reload_failures)                                                                \
     X("datasets", "gauge", "Datasets offered to clients", catalog_offered(d))           \
+    X("datasets.failed", "counter", "Datasets failed: their files changed while served",    \
+      d->datasets_failed)                                                                  \
     X("requests.errors", "counter", "Requests answered with ERR", d->bad_requests)       \
     X("jobs.queued", "gauge", "Jobs waiting for a worker", d->sched.queued)                    \
     X("total.batches", "counter", "Batches published", d->batches)                       \

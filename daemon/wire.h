@@ -69,6 +69,7 @@ struct wire_ring_add {
     uint64_t total_size;
     uint64_t seed;
     uint64_t dataset_samples;
+    uint64_t dataset_identity; /* dataset_identity() of the main process's open */
     uint32_t dataset_id;  /* index in the catalogue the worker was started with */
     uint32_t max_bad;     /* consecutive bad samples before the stream fails */
     /* the sampler's parameters besides seed, n and the epoch (the job's) */
@@ -111,6 +112,9 @@ enum wire_status {
     WIRE_OK = 0,
     WIRE_NO_RING,       /* the job named a ring this worker cannot map */
     WIRE_STREAM_FAILED, /* too many bad samples in a row: fail the client */
+    WIRE_DATASET_FAILED, /* the dataset's files changed since they were opened
+                          * (truncated, replaced, removed): fail every stream
+                          * of the dataset, reason names the shard and what */
 };
 
 struct wire_done {

@@ -36,6 +36,7 @@
 #include "crc32c.h"
 #include "fileio.h"
 #include "manifest.h"
+#include "mapguard.h"
 #include "shard.h"
 
 struct ds_shard {
@@ -55,6 +56,7 @@ struct ds_shard {
 
 struct dataset {
     char *dir;
+    uint64_t identity;         /* CRC-32C and length of the MANIFEST text */
     struct manifest m;
     struct dataset_info info;
     ZSTD_DDict *ddict;
@@ -234,6 +236,7 @@ static int shard_open(struct dataset *ds, uint32_t i, int dirfd,
                               h.index_off, sh->map_len, strerror(errno));
         }
         sh->index = (const uint8_t *)sh->map + (h.index_off - map_off);
+        mapguard_add(sh->map, sh->map_len); /* a shrunk file reads zeros */
     }
     sh->usable = 1;
     crc = crc32c(0, sh->index, (size_t)h.index_len);
@@ -291,6 +294,7 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
                    "finish)" : "");
         goto fail_dir;
     }
+    ds->identity = (uint64_t)crc32c(0, text, len) << 32 | (uint32_t)len;
     r = manifest_parse(text, len, &ds->m, err);
     free(text);
     if (r < 0) {
@@ -368,8 +372,10 @@ void dataset_close(struct dataset *ds)
     for (uint32_t i = 0; ds->shards && i < ds->m.nshards; i++) {
         struct ds_shard *sh = &ds->shards[i];
 
-        if (sh->map)
+        if (sh->map) {
+            mapguard_remove(sh->map);
             munmap(sh->map, sh->map_len);
+        }
         if (sh->fd >= 0)
             close(sh->fd);
         free(sh->path);
@@ -390,6 +396,31 @@ const struct dataset_info *dataset_info(const struct dataset *ds)
 const char *dataset_dir(const struct dataset *ds)
 {
     return ds->dir;
+}
+
+uint64_t dataset_identity(const struct dataset *ds)
+{
+    return ds->identity;
+}
+
+int dataset_check(const struct dataset *ds, struct rf_err *err)
+{
+    for (uint32_t i = 0; i < ds->m.nshards; i++) {
+        const struct ds_shard *sh = &ds->shards[i];
+        struct stat st;
+
+        if (sh->fd < 0)
+            continue;
+        if (fstat(sh->fd, &st) == -1)
+            return rf_err_set(err, -errno, "%s: cannot stat: %s", sh->path, strerror(errno));
+        if ((uint64_t)st.st_size != sh->file_size)
+            return rf_err_set(err, -ESTALE, "%s: file is %llu bytes now, %llu when the dataset "
+                              "was opened: %s while being read", sh->path,
+                              (unsigned long long)st.st_size,
+                              (unsigned long long)sh->file_size,
+                              (uint64_t)st.st_size < sh->file_size ? "truncated" : "grown");
+    }
+    return 0;
 }
 
 const char *dataset_class_name(const struct dataset *ds, uint32_t i)

@@ -23,10 +23,12 @@
  * Memory.  Each shard's index is mapped read-only (MAP_SHARED), so all the
  * processes using a dataset share one copy in the page cache: a 100M-sample
  * dataset costs about 3.2 GB of index, once, however many workers read it.
- * Opening reads every index once to check its checksum.  Shard files must
- * not be truncated while in use (a truncated mapping raises SIGBUS); packs
- * never rewrite a dataset in place, so this only happens to a file someone
- * damages by hand.
+ * Opening reads every index once to check its checksum.  Packs never
+ * rewrite a dataset in place, but someone may truncate a shard by hand
+ * while it is read: the index mappings are registered with the mapping
+ * guard (mapguard.h), so in a process that installed it a read past the
+ * new end gives zeros (which fail the entry checks) instead of SIGBUS, and
+ * dataset_check then says which shard changed and how.
  *
  * Errors.  Every function that fails returns a negative errno and fills err
  * (when not NULL) with one line naming the shard file, the record number
@@ -114,6 +116,20 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
 
 /* Unmaps and closes everything.  Accepts NULL. */
 void dataset_close(struct dataset *ds);
+
+/*
+ * Does every shard file still have the size it had when ds was opened?
+ * Returns 0, or -ESTALE with err naming the shard and both sizes ("...:
+ * file is 15000000 bytes now, 47040016 when the dataset was opened:
+ * truncated while being read"), or fstat's errno.  A few fstat calls per
+ * shard: for after a failed read or a survived fault, not per record.
+ */
+int dataset_check(const struct dataset *ds, struct rf_err *err);
+
+/* What the dataset was packed as: CRC-32C of its MANIFEST text (which
+ * names every shard's size and index checksum) and the text's length.  Two
+ * opens of one folder agree unless the pack in it changed. */
+uint64_t dataset_identity(const struct dataset *ds);
 
 /* Accessors; the pointers live as long as ds. */
 const struct dataset_info *dataset_info(const struct dataset *ds);

@@ -8,10 +8,11 @@
  *
  * Checked: every published batch holds exactly the sampler's samples, in
  * order, once; released <= published <= next_g <= released + depth after
- * every event (ring.h M1, daemon.h I1) and the queue's count (I2); a job
- * orphaned by a dead worker runs again at the front of the queue, carefully,
- * unless its chunk was already written (then the batch is published, not
- * rerun); a careful run that dies twice on the same sample quarantines
+ * every event (ring.h M1, daemon.h I1) and the queues' count (I2); two
+ * streams take turns by work (deficit round robin, sched.c FAIRNESS); a job
+ * orphaned by a dead worker runs again at the front of its stream's queue,
+ * carefully, unless its chunk was already written (then the batch is
+ * published, not rerun); a careful run that dies twice on the same sample quarantines
  * exactly that sample; a detach with jobs in flight frees everything.
  *
  * The pool, the server and the catalogue are stubs below, recording what
@@ -79,6 +80,21 @@ int catalog_find(const struct daemon *d, const char *name)
 void catalog_names(const struct daemon *d, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s", d->ncat ? d->cat[0].name : "");
+}
+
+static char g_failed[256]; /* what catalog_fail was told last */
+
+void catalog_fail(struct daemon *d, uint32_t i, const char *why)
+{
+    snprintf(g_failed, sizeof(g_failed), "%s", why);
+    sched_fail_dataset(d, i, why);
+}
+
+const char *catalog_failed_reason(const struct daemon *d, const char *name)
+{
+    (void)d;
+    (void)name;
+    return g_failed[0] ? g_failed : NULL;
 }
 
 /* ---- the pieces the test plays */
@@ -163,9 +179,11 @@ static int attach(struct client *c, uint32_t batch, uint32_t depth, uint32_t ran
     return 0;
 }
 
-/* The invariants, from what the scheduler exposes: the queue's count
- * (I2), and for the client released == what it consumed, released <=
- * published <= next_g <= released + depth (I1, ring.h M1). */
+/* The invariants, from what the scheduler exposes: the streams' queues
+ * add up to the queue's count (I2, sched.c Q1), an active list exactly
+ * when jobs are queued (Q2), and for the client released == what it
+ * consumed, released <= published <= next_g <= released + depth (I1,
+ * ring.h M1). */
 static int g_broken;
 
 static void check_invariants(const struct client *c)
@@ -173,9 +191,10 @@ static void check_invariants(const struct client *c)
     struct sched_client sc;
     uint32_t queued = 0;
 
-    for (const struct job *j = g_d.sched.queue_head; j; j = j->next)
-        queued += 1;
-    if (queued != g_d.sched.queued)
+    for (const struct stream *st = sched_client_next(&g_d, NULL, &sc); st;
+         st = sched_client_next(&g_d, st, &sc))
+        queued += sc.queued;
+    if (queued != g_d.sched.queued || (g_d.sched.active != NULL) != (queued > 0))
         g_broken++;
     for (const struct stream *st = sched_client_next(&g_d, NULL, &sc); st;
          st = sched_client_next(&g_d, st, &sc)) {
@@ -293,7 +312,12 @@ static void ranks_and_chunks(void)
     if (attach(&c, 1500, 3, 1, 3) < 0)
         return (void)tap_ok(0, "attach");
     TAP_IS_INT(g_d.sched.queued, 3 * 3, "a 1500-sample raw batch is three jobs");
-    TAP_IS_INT(g_d.sched.queue_head->count, 555, "  of 555 samples first");
+    {
+        struct job *j = sched_dequeue(&g_d);
+
+        TAP_IS_INT(j->count, 555, "  of 555 samples first");
+        sched_enqueue(&g_d, j, true); /* back where it was */
+    }
     run(&c, 2 * c.si.bpe);
     TAP_IS_INT(c.bad, 0, "rank 1 of 3, two chunks a batch: the sampler's samples");
     detach(&c);
@@ -310,8 +334,10 @@ static void crashes(void)
     j = sched_dequeue(&g_d);
     j->worker = 0;
     sched_job_orphaned(&g_d, j);
-    k = g_d.sched.queue_head;
-    TAP_OK(k == j && j->crashes == 1 && j->worker == -1, "orphaned job back at the front");
+    TAP_OK(j->crashes == 1 && j->worker == -1, "orphaned job queued again");
+    k = sched_dequeue(&g_d);
+    TAP_OK(k == j, "  at the front");
+    sched_enqueue(&g_d, k, true);
     {
         struct wire_job m;
 
@@ -323,13 +349,10 @@ static void crashes(void)
     j->worker = 0;
     TAP_OK(work(&c, j, 0), "chunk written and published before the death");
     {
-        uint64_t id = j->job_id;
-        int again = 0;
+        uint32_t before = g_d.sched.queued;
 
         sched_job_orphaned(&g_d, j);
-        for (const struct job *q = g_d.sched.queue_head; q; q = q->next)
-            again |= q->job_id == id;
-        TAP_OK(!again, "a written chunk is not queued again");
+        TAP_IS_INT(g_d.sched.queued, before, "a written chunk is not queued again");
     }
     consume(&c);
     TAP_IS_INT(c.consumed, 1, "  its batch reaches the client once");
@@ -394,6 +417,99 @@ static void hostile_release(void)
     detach(&c);
 }
 
+/*
+ * Two streams with jobs queued take turns by work (sched.c, FAIRNESS):
+ * big jobs (1500-sample raw batches: 555, 555 and 390 samples, some 500 us
+ * each by cost_ns; an epoch's last batch of 1000 is 555 and 445) against
+ * small ones (64-sample batches, 58 us), the big stream attached and queued
+ * first.  While both have jobs queued, the work handed to each (a job
+ * handed out twice counts twice) never differs by a quantum and the
+ * largest job; each stream's jobs come out in its own order, and a job put
+ * back at the front (its worker died) comes next for its stream without
+ * reordering either.  A single FIFO fails this: the big stream's 22 jobs
+ * would all go first.
+ */
+#define FAIR_MAX_JOBS 128
+#define FAIR_BIG_JOBS 22 /* depth 8 of batches 1500, 1500, 1000, ...: 3 + 3 + 2 + 3 + ... */
+#define FAIR_BIG_NS (11000 * 900) /* their samples, by raw's cost */
+
+static int64_t job_ns(const struct job *j)
+{
+    return (int64_t)j->count * 900; /* raw's cost_ns (daemon/worker/transform.c) */
+}
+
+static void fair_turns(void)
+{
+    struct client big, small;
+    struct job *held[FAIR_MAX_JOBS];
+    uint64_t last_id[2] = {0, 0};
+    int64_t work[2] = {0, 0}, gap = 0, bound = SCHED_QUANTUM_NS + 555 * 900;
+    unsigned nheld = 0, turns = 0, out_of_order = 0, small_before_big_done = 0;
+    int prev = -1, requeued = 0, requeue_next = 0;
+    struct job *again = NULL;
+
+    if (attach(&big, 1500, 8, 0, 1) < 0 || attach(&small, 64, 64, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    TAP_IS_INT(g_d.sched.queued, FAIR_BIG_JOBS + 64, "two streams queued: 22 big jobs, 64 small");
+    TAP_IS_INT(g_d.sched.nactive, 2, "  both on the active list");
+    while (nheld < FAIR_MAX_JOBS) {
+        struct job *j = sched_dequeue(&g_d);
+        int who;
+
+        if (!j)
+            break;
+        who = j->st == small.st;
+        held[nheld++] = j;
+        check_invariants(&big);
+        if (again && who == 0) {
+            /* the put-back job must come next for its stream */
+            requeue_next = j == again;
+            out_of_order += j != again;
+            again = NULL;
+        } else if (j->job_id <= last_id[who]) {
+            out_of_order++;
+        }
+        if (j->job_id > last_id[who])
+            last_id[who] = j->job_id;
+        if (who != prev)
+            turns++;
+        prev = who;
+        work[who] += job_ns(j);
+        if (who == 1 && work[0] < FAIR_BIG_NS)
+            small_before_big_done++;
+        /* both still queued: the shares stay within a quantum and a job */
+        if (g_d.sched.nactive == 2) {
+            int64_t d = work[0] - work[1];
+
+            if ((d < 0 ? -d : d) > gap)
+                gap = d < 0 ? -d : d;
+        }
+        /* halfway, a worker "dies" with the big stream's latest job */
+        if (!requeued && who == 0 && work[0] > FAIR_BIG_NS / 2) {
+            nheld--;
+            j->worker = 0;
+            sched_job_orphaned(&g_d, j);
+            again = j;
+            requeued = 1;
+        }
+    }
+    TAP_IS_INT(nheld, FAIR_BIG_JOBS + 64, "every job handed out, the put-back one twice");
+    tap_ok(gap < bound, "while both wait, their work differs by less than a quantum and a "
+           "job (largest gap %lld ns, bound %lld)", (long long)gap, (long long)bound);
+    tap_ok(small_before_big_done > 0 && turns > 8,
+           "  the small stream is served before the big one's queue is done (%u turns)", turns);
+    TAP_OK(requeued && requeue_next, "a job put back at the front comes next for its stream");
+    TAP_IS_INT(out_of_order, 0, "  and each stream's jobs come out in its own order");
+    TAP_IS_INT(g_d.sched.nactive, 0, "queues drained: no stream on the active list");
+    TAP_IS_INT(g_broken, 0, "invariants hold throughout");
+    /* detach with every job in flight; they are freed as they come back */
+    detach(&big);
+    detach(&small);
+    for (unsigned i = 0; i < nheld; i++)
+        sched_job_orphaned(&g_d, held[i]);
+    TAP_IS_INT(g_d.sched.nstreams, 0, "both detached, their jobs freed");
+}
+
 int main(void)
 {
     char dir[] = "/tmp/rf-test-sched-XXXXXX", path[64];
@@ -413,6 +529,7 @@ int main(void)
     ranks_and_chunks();
     crashes();
     hostile_release();
+    fair_turns();
     dataset_close(g_cat[0].ds);
     {
         char cmd[128];

@@ -40,6 +40,7 @@ struct io_ops {
     const char *name;
     int (*init)(struct io *io, unsigned entries);
     void (*read_all)(struct io *io, struct io_req *reqs, unsigned n);
+    void (*forget)(struct io *io); /* may be NULL: nothing kept per file */
     void (*fini)(struct io *io);
 };
 
@@ -57,6 +58,14 @@ void io_close(struct io *io);
 static inline void io_read_all(struct io *io, struct io_req *reqs, unsigned n)
 {
     io->ops->read_all(io, reqs, n);
+}
+
+/* Drops whatever the backend keeps per file descriptor (the mmap backend's
+ * maps): call before closing files it has read. */
+static inline void io_forget(struct io *io)
+{
+    if (io->ops->forget)
+        io->ops->forget(io);
 }
 
 extern const struct io_ops io_pread_ops;

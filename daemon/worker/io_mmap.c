@@ -8,10 +8,15 @@
  * record costs more than the record's decode.
  *
  * A shard is mapped at its size when first read; a record past that size
- * fails with -EIO like a short read.  Shards must not be truncated while in
- * use (SIGBUS), as for the index mapping (proto/dataset.h).
+ * fails with -EIO like a short read.  The maps are registered with the
+ * mapping guard (proto/mapguard.h): a shard truncated while in use reads
+ * zeros past its new end, which fail the record's checksum, instead of
+ * raising SIGBUS.  Maps are found by fd, so io_forget drops them all when
+ * the worker closes a dataset (its fd numbers may come back for another
+ * file).
  */
 #include "io.h"
+#include "mapguard.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -51,6 +56,7 @@ static const struct map *find_map(struct mmap_state *st, int fd)
     addr = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
     if (addr == MAP_FAILED)
         return NULL;
+    mapguard_add(addr, (size_t)sb.st_size);
     st->maps[st->n] = (struct map){ .fd = fd, .addr = addr, .size = (uint64_t)sb.st_size };
     return &st->maps[st->n++];
 }
@@ -80,15 +86,22 @@ static void mm_read_all(struct io *io, struct io_req *reqs, unsigned n)
     }
 }
 
-static void mm_fini(struct io *io)
+static void mm_forget(struct io *io)
 {
     struct mmap_state *st = io->state;
 
-    if (!st)
-        return;
-    for (unsigned i = 0; i < st->n; i++)
+    for (unsigned i = 0; st && i < st->n; i++) {
+        mapguard_remove(st->maps[i].addr);
         munmap((void *)st->maps[i].addr, st->maps[i].size);
-    free(st);
+    }
+    if (st)
+        st->n = 0;
+}
+
+static void mm_fini(struct io *io)
+{
+    mm_forget(io);
+    free(io->state);
     io->state = NULL;
 }
 
@@ -96,5 +109,6 @@ const struct io_ops io_mmap_ops = {
     .name = "mmap",
     .init = mm_init,
     .read_all = mm_read_all,
+    .forget = mm_forget,
     .fini = mm_fini,
 };

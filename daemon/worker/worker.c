@@ -4,7 +4,7 @@
  * reports done.
  *
  * A worker is ringfeedd started as
- *     ringfeedd --worker PARENT_PID [--log-level L] [--dataset NAME=DIR]...
+ *     ringfeedd --worker PARENT_PID [--log-level L] [--data-bytes N] [--dataset NAME=DIR]...
  * with its socket to the main process on fd 3 (wire.h).  It is a plain
  * blocking loop: receive a message, act, answer.  It holds no state that a
  * crash could lose: rings are mapped again by whoever runs the job next, and
@@ -32,6 +32,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,10 @@
 #include "clock.h"
 #include "ctl.h"
 #include "dataset.h"
+#include "fault.h"
 #include "io.h"
 #include "log.h"
+#include "mapguard.h"
 #include "ring.h"
 #include "sampler.h"
 #include "transform.h"
@@ -105,7 +108,7 @@ static volatile sig_atomic_t term_asked;
 struct wring {
     uint32_t id;
     bool used;
-    void *mem;
+    void *mem;              /* NULL: its dataset failed (ds_err says why) */
     uint64_t size;
     struct ring_geom g;     /* the geometry checked at RING_ADD; the header in
                                the mapping is client-writable (ring.h) */
@@ -113,10 +116,25 @@ struct wring {
     struct xform_out out;
 };
 
+/*
+ * Datasets.  The worker is told the catalogue (--dataset NAME=DIR, in
+ * catalogue order) but opens a dataset only when a ring of it arrives, and
+ * checks that the folder still holds the pack the main process opened
+ * (dataset_identity, sent in WIRE_RING_ADD).  A dataset that cannot be
+ * opened, holds another pack, or whose files change while it is read
+ * (dataset_check, after a failed read or a fault the mapping guard
+ * survived) is failed for this worker's lifetime: ds_err says why, its
+ * jobs answer WIRE_DATASET_FAILED with that reason, and the main process
+ * fails the dataset's streams.  So a damaged dataset costs only its own
+ * clients, and a worker never dies or refuses to start for one.
+ */
 struct wstate {
     int fd;
-    struct dataset *ds[MAX_DATASETS];
+    struct dataset *ds[MAX_DATASETS];          /* NULL until a ring needs it */
     char ds_name[MAX_DATASETS][CTL_DATASET_NAME_MAX + 1]; /* from --dataset */
+    char ds_dir[MAX_DATASETS][4096];           /* "" for an empty slot */
+    char ds_err[MAX_DATASETS][192];            /* "" or why it failed */
+    uint64_t data_bytes;                       /* --data-bytes: for io_open */
     struct badlog badlog[MAX_DATASETS];
     uint32_t nds;
     struct dataset_dctx *dctx;
@@ -186,7 +204,7 @@ static void badlog_flush(struct wstate *ws, uint32_t ds, uint64_t now)
     log_warn("worker: dataset %s: %llu more bad sample%s in the last %.3g s (%s); see "
              "ringfeedctl stats (errors.bad.*), and ringfeed-pack verify %s for every damaged "
              "record", ws->ds_name[ds], (unsigned long long)b->pending, b->pending == 1 ? "" : "s",
-             (double)(now - b->last_line_ns) / 1e9, by, dataset_dir(ws->ds[ds]));
+             (double)(now - b->last_line_ns) / 1e9, by, ws->ds_dir[ds]);
     b->pending = 0;
     b->last_line_ns = now;
 }
@@ -251,6 +269,62 @@ static void on_sigterm(int sig)
     term_asked = 1;
 }
 
+/* Fails dataset id for this worker with why (printf-style), once: closes
+ * it (its mappings go with it) and logs the reason. */
+__attribute__((format(printf, 3, 4)))
+static void dataset_fail(struct wstate *ws, uint32_t id, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (ws->ds_err[id][0])
+        return;
+    va_start(ap, fmt);
+    vsnprintf(ws->ds_err[id], sizeof(ws->ds_err[id]), fmt, ap);
+    va_end(ap);
+    log_error("worker: dataset %s: %s; its clients' streams fail", ws->ds_name[id],
+              ws->ds_err[id]);
+    badlog_flush(ws, id, clock_mono_ns());
+    io_forget(&ws->io);
+    dataset_close(ws->ds[id]);
+    ws->ds[id] = NULL;
+}
+
+/* Dataset id, opened now if no ring needed it before, and checked to be the
+ * pack the main process opened (identity).  NULL when it failed: ds_err[id]
+ * says why. */
+static struct dataset *dataset_get(struct wstate *ws, uint32_t id, uint64_t identity)
+{
+    struct rf_err err;
+
+    if (ws->ds_err[id][0])
+        return NULL;
+    if (!ws->ds[id] && dataset_open(ws->ds_dir[id], &ws->ds[id], &err) < 0) {
+        ws->ds[id] = NULL;
+        dataset_fail(ws, id, "%s", err.msg);
+        return NULL;
+    }
+    if (dataset_identity(ws->ds[id]) != identity) {
+        dataset_fail(ws, id, "%s holds another pack than the one the daemon opened (its "
+                     "MANIFEST changed): pack into a new folder and reload", ws->ds_dir[id]);
+        return NULL;
+    }
+    return ws->ds[id];
+}
+
+/* After a failed read or a survived fault: did dataset id's files change
+ * since it was opened?  If so it is failed (reason in ds_err[id]). */
+static bool dataset_changed(struct wstate *ws, uint32_t id)
+{
+    struct rf_err err;
+
+    if (!ws->ds[id])
+        return true;
+    if (dataset_check(ws->ds[id], &err) == 0)
+        return false;
+    dataset_fail(ws, id, "%s", err.msg);
+    return true;
+}
+
 static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
 {
     struct wring *r = ring_find(ws, m->ring_id);
@@ -260,8 +334,20 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
     struct stat sb;
     void *mem;
 
-    if (r || fd < 0 || m->dataset_id >= ws->nds || !ws->ds[m->dataset_id] || !xf) {
+    struct dataset *ds;
+
+    if (r || fd < 0 || m->dataset_id >= ws->nds || !ws->ds_dir[m->dataset_id][0] || !xf) {
         log_warn("worker: bad RING_ADD for ring %u", m->ring_id);
+        goto fail;
+    }
+    ds = dataset_get(ws, m->dataset_id, m->dataset_identity);
+    if (!ds) {
+        /* kept, unmapped, so its jobs say why (run_job) */
+        for (unsigned i = 0; i < MAX_RINGS && !r; i++)
+            if (!ws->rings[i].used)
+                r = &ws->rings[i];
+        if (r)
+            *r = (struct wring){ .id = m->ring_id, .used = true, .p = *m };
         goto fail;
     }
     if (fstat(fd, &sb) == -1 || (uint64_t)sb.st_size != m->total_size) {
@@ -283,7 +369,7 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
     /* check a private copy of the header and keep its geometry: the client
      * can rewrite the shared one at any time */
     memcpy(&hdr, mem, sizeof(hdr));
-    if (xf->geometry(ws->ds[m->dataset_id], &m->xform, &r->out, &err) < 0 ||
+    if (xf->geometry(ds, &m->xform, &r->out, &err) < 0 ||
         ring_check(&hdr, m->total_size, &err) < 0 || hdr.sample_bytes != r->out.sample_bytes ||
         ring_geometry(hdr.depth, hdr.batch, hdr.sample_bytes, &r->g, &err) < 0) {
         log_warn("worker: ring %u does not match its transform: %s", m->ring_id, err.msg);
@@ -308,7 +394,8 @@ static void ring_del(struct wstate *ws, uint32_t id)
         return;
     if (r->p.dataset_id < ws->nds)
         badlog_flush(ws, r->p.dataset_id, clock_mono_ns());
-    munmap(r->mem, r->size);
+    if (r->mem)
+        munmap(r->mem, r->size);
     memset(r, 0, sizeof(*r));
 }
 
@@ -409,6 +496,8 @@ static int read_one(struct wstate *ws, const struct dataset_loc *loc, const uint
     req = (struct io_req){ .fd = loc->fd, .off = loc->offset, .len = loc->stored_len,
                            .buf = ws->stage };
     io_read_all(&ws->io, &req, 1);
+    if (req.result == 0 && fault_hit(FAULT_READ))
+        req.result = -EIO; /* an injected read error (fault.h) */
     ws->c.bytes_read += req.done;
     *out = req.data;
     if (req.result < 0)
@@ -523,12 +612,21 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     uint8_t *data;
     size_t total = 0, off = 0;
     uint64_t t0 = clock_mono_ns(), t1;
+    uint64_t faults = mapguard_faults();
     uint64_t bit, old;
-    bool direct;
+    struct dataset *ds;
+    bool direct, checked = false;
 
     if (!r) {
         done.status = WIRE_NO_RING;
         snprintf(done.reason, sizeof(done.reason), "ring %u is not mapped", job->ring_id);
+        goto out;
+    }
+    ds = ws->ds[r->p.dataset_id];
+    if (!r->mem || !ds) {
+        done.status = WIRE_DATASET_FAILED;
+        snprintf(done.reason, sizeof(done.reason), "dataset %s: %s",
+                 ws->ds_name[r->p.dataset_id], ws->ds_err[r->p.dataset_id]);
         goto out;
     }
     if (job->slot >= r->g.depth || job->count > WIRE_JOB_MAX ||
@@ -556,11 +654,11 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
      * index entry is fetched PREFETCH_AHEAD * 2 samples ahead: in a
      * shuffled epoch every one is a cache miss) */
     for (uint32_t j = 0; j < PREFETCH_AHEAD * 2 && j < job->count; j++)
-        dataset_prefetch(ws->ds[r->p.dataset_id], plan[j]);
+        dataset_prefetch(ds, plan[j]);
     for (uint32_t j = 0; j < job->count; j++) {
         if (j + PREFETCH_AHEAD * 2 < job->count)
-            dataset_prefetch(ws->ds[r->p.dataset_id], plan[j + PREFETCH_AHEAD * 2]);
-        loc_ok[j] = dataset_locate(ws->ds[r->p.dataset_id], plan[j], &locs[j], NULL) == 0;
+            dataset_prefetch(ds, plan[j + PREFETCH_AHEAD * 2]);
+        loc_ok[j] = dataset_locate(ds, plan[j], &locs[j], NULL) == 0;
         if (loc_ok[j])
             total += locs[j].stored_len;
     }
@@ -589,6 +687,8 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
             }
         io_read_all(&ws->io, batch, nb);
         for (uint32_t b = 0; b < nb; b++) {
+            if (batch[b].result == 0 && fault_hit(FAULT_READ))
+                batch[b].result = -EIO; /* an injected read error (fault.h) */
             reqs[map[b]] = batch[b];
             ws->c.bytes_read += batch[b].done;
         }
@@ -622,11 +722,18 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
                              &label, &why, &err);
         else if (loc_ok[j])
             read_failed(&locs[j], reqs[j].result, &err);
-        else if (dataset_locate(ws->ds[r->p.dataset_id], plan[j], &locs[j], &err) == 0)
+        else if (dataset_locate(ds, plan[j], &locs[j], &err) == 0)
             read_failed(&locs[j], 0, &err); /* it locates: it was never staged */
         if (rc < 0) {
             uint64_t idx = plan[j];
 
+            /* a read that failed, or zeros where a shrunk mapping was: the
+             * files may have changed under the dataset (once per job) */
+            if (!checked && (why == BAD_READ || mapguard_faults() != faults)) {
+                checked = true;
+                if (dataset_changed(ws, r->p.dataset_id))
+                    goto failed;
+            }
             /* err names the shard, the record and the byte offset: the
              * index entry's when the locate failed, else the record's */
             bad_sample(ws, r->p.dataset_id, plan[j], why, err.msg);
@@ -647,6 +754,10 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     if (direct)
         ws->c.decode_ns += clock_mono_ns() - t1;
     ws->c.samples += job->count;
+    /* zeros read anywhere in the job (a substitute's read included) never
+     * publish: the batch is only good if the files did not change */
+    if (mapguard_faults() != faults && dataset_changed(ws, r->p.dataset_id))
+        goto failed;
 
     /* 3. mark the chunk; the worker completing the mask publishes (ring.h W1, W2) */
     bit = 1ull << job->chunk;
@@ -661,6 +772,11 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
             done.published = 1;
         }
     }
+    goto out;
+failed:
+    done.status = WIRE_DATASET_FAILED;
+    snprintf(done.reason, sizeof(done.reason), "dataset %s: %s", ws->ds_name[r->p.dataset_id],
+             ws->ds_err[r->p.dataset_id]);
 out:
     ws->c.jobs++;
     ws->c.busy_ns += clock_mono_ns() - t0;
@@ -681,7 +797,6 @@ static int parse_args(struct wstate *ws, int argc, char **argv, pid_t *parent)
                 log_threshold = lv;
         } else if (strcmp(argv[i], "--dataset") == 0 && i + 1 < argc) {
             char *eq = strchr(argv[++i], '=');
-            struct rf_err err;
 
             if (!eq || ws->nds >= MAX_DATASETS)
                 return -EINVAL;
@@ -689,39 +804,17 @@ static int parse_args(struct wstate *ws, int argc, char **argv, pid_t *parent)
                      (int)(eq - argv[i] < CTL_DATASET_NAME_MAX ? eq - argv[i]
                                                                : CTL_DATASET_NAME_MAX),
                      argv[i]);
-            if (eq[1] == '\0') { /* "-=": an empty catalogue slot (catalog.c) */
-                ws->ds[ws->nds++] = NULL;
-                continue;
-            }
-            if (dataset_open(eq + 1, &ws->ds[ws->nds], &err) < 0) {
-                log_error("worker: dataset %s: %s", argv[i], err.msg);
-                return -EINVAL;
-            }
+            /* "-=" is an empty catalogue slot (catalog.c): ds_dir stays "" */
+            snprintf(ws->ds_dir[ws->nds], sizeof(ws->ds_dir[ws->nds]), "%s", eq + 1);
             ws->nds++;
+        } else if (strcmp(argv[i], "--data-bytes") == 0 && i + 1 < argc) {
+            ws->data_bytes = strtoull(argv[++i], NULL, 10);
         } else {
             log_error("worker: unknown argument %s", argv[i]);
             return -EINVAL;
         }
     }
     return 0;
-}
-
-/* Bytes of every shard of every dataset this worker reads. */
-static uint64_t data_bytes(const struct wstate *ws)
-{
-    uint64_t total = 0;
-
-    for (uint32_t i = 0; i < ws->nds; i++) {
-        const struct dataset_info *info = ws->ds[i] ? dataset_info(ws->ds[i]) : NULL;
-
-        for (uint32_t k = 0; info && k < info->shards; k++) {
-            struct dataset_shard_info si;
-
-            if (dataset_shard_info(ws->ds[i], k, &si) == 0)
-                total += si.file_size;
-        }
-    }
-    return total;
 }
 
 void worker_main(int argc, char **argv)
@@ -746,7 +839,14 @@ void worker_main(int argc, char **argv)
     ws.dctx = dataset_dctx_new();
     if (!ws.dctx)
         _exit(5);
-    io_open(&ws.io, 256, data_bytes(&ws));
+    if (mapguard_install() < 0)
+        _exit(4);
+    {
+        struct rf_err ferr;
+
+        (void)fault_init(&ferr); /* the main process has checked and logged it */
+    }
+    io_open(&ws.io, 256, ws.data_bytes);
     hello.pid = (uint32_t)getpid();
     snprintf(hello.io_backend, sizeof(hello.io_backend), "%s", ws.io.ops->name);
     snprintf(hello.reason, sizeof(hello.reason), "%s", ws.io.reason);
