@@ -824,7 +824,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
                           d->sched.nstreams, CONF_MAX_CLIENTS_MAX);
     ds = catalog_find(d, a->dataset);
     if (ds < 0 && catalog_failed_reason(d, a->dataset))
-        return rf_err_set(err, -EIO, "dataset %s failed and is not served until a reload: %s",
+        return rf_err_set(err, -EBADMSG, "dataset %s failed and is not served until a reload: %s",
                           a->dataset, catalog_failed_reason(d, a->dataset));
     if (ds < 0) {
         char names[1024];
@@ -839,7 +839,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
                           tname ? tname : "?", xform_names());
     st = fault_calloc(1, sizeof(*st));
     if (!st)
-        return rf_err_set(err, -ENOMEM, "out of memory");
+        return rf_err_set(err, -EAGAIN, "the daemon is out of memory; try again");
     st->d = d;
     st->memfd = st->efd = -1;
     st->a = *a;

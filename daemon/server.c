@@ -378,6 +378,8 @@ static enum ctl_errcode attach_code(int rc)
     case -ENOMEM: return CTL_E_OVER_BUDGET;
     case -EPROTO: return CTL_E_VERSION;
     case -EUSERS: return CTL_E_TOO_MANY;
+    case -EBADMSG: return CTL_E_BAD_DATASET;     /* failed while served (catalog_fail) */
+    case -EAGAIN: return CTL_E_BUSY;             /* out of memory for the stream */
     case -EINVAL: return CTL_E_BAD_ARG;
     default: return CTL_E_INTERNAL;
     }

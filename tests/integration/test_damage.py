@@ -107,7 +107,7 @@ def test_truncated_shard_fails_only_its_streams(served, backend):
 
     # a new client of the failed dataset is refused with the reason
     reply = raw_request(d.sock, b"ATTACH dataset=victim batch=100\n", timeout=WAIT).decode()
-    assert reply.startswith("ERR ") and "truncated" in reply, reply
+    assert reply.startswith("ERR bad-dataset ") and "truncated" in reply, reply
     log = d.read_log()
     assert re.search(r"dataset victim \(.*\) failed: .*shard-\d+\.rfs: file is", log), log[-3000:]
 
