@@ -242,9 +242,14 @@ static int reconnect(struct rf_client *c, int64_t deadline_ns)
     int64_t now, wake;
     int rc, refused;
 
+    if (c->opt.reconnect_ms == 0) /* never: not even one attempt */
+        return die(c, rf_err_set(&c->err, c->last_err,
+                                 "%s; not reconnecting (reconnect_ms=0; to resume at epoch "
+                                 "%" PRIu64 " batch %" PRIu64 ")", c->lost.msg, c->next_epoch,
+                                 c->next_seq));
     for (;;) {
         now = client_now_ns();
-        if (now >= c->next_try_ns) {
+        if (now >= c->next_try_ns && now < give_up) {
             rc = client_attach(&a, &cn, &refused, &c->attempt);
             if (rc == 0) {
                 adopt(c, &cn);

@@ -351,6 +351,34 @@ static void give_up(void)
     TAP_IS_INT(fake_count_fds(), before, "no descriptor leaked");
 }
 
+/* reconnect_ms = 0 means never: a lost daemon ends the stream at once, with
+ * no attach attempt (one used to go out, and behind a listening socket unit
+ * it started the service an operator had just stopped). */
+static void never_reconnect(void)
+{
+    struct rf_batch b;
+    struct rf_client *c;
+    struct fake f;
+    int lines, rc;
+
+    g_fleet.per_ring = 0;
+    if (fake_start(&f, NULL, handler, NULL) < 0)
+        return (void)tap_ok(0, "fake daemon starts");
+    c = open_client(&f, 0);
+    if (!c)
+        return stop_all(&f);
+    lines = atomic_load(&f.nlines);
+    fake_drop(&f, 0); /* the connection goes; the daemon still listens */
+    rc = rf_next(c, &b, -1);
+    TAP_OK(rc < 0 && rc != -ETIMEDOUT, "reconnect_ms=0: the stream ends when the daemon goes");
+    TAP_OK(strstr(rf_last_error(c), "not reconnecting (reconnect_ms=0"), "  and says so");
+    tap_diag("%s", rf_last_error(c));
+    usleep(100 * 1000);
+    TAP_IS_INT(atomic_load(&f.nlines), lines, "  no attach was attempted");
+    rf_close(c);
+    stop_all(&f);
+}
+
 /* Publishes batch 0 once the client says it sleeps (ring.h C2), or after
  * two seconds if it never does. */
 static void *publish_when_asleep(void *arg)
@@ -400,5 +428,6 @@ int main(void)
     sleep_wake();
     reconnect();
     give_up();
+    never_reconnect();
     return tap_done();
 }
