@@ -1,9 +1,13 @@
 /*
  * log.h - ringfeedd's leveled log lines on stderr.
  *
- * One line per event: "ringfeedd[pid]: level: message".  Under systemd the
- * journal adds the time; in a terminal the level is enough.  Workers log
- * through the same functions with their own pid.
+ * One line per event: "ringfeedd[pid]: level: message".  When stderr is
+ * the journal (JOURNAL_STREAM names its device and inode, as systemd sets
+ * it) a line is "<P>message" instead, P the syslog priority of the level
+ * (sd-daemon(3): error 3, warn 4, info 6, debug 7), since the journal adds
+ * the time, the unit, the name and pid itself; a worker's lines there
+ * start "worker[PID]: " (the journal credits every line of the stream to
+ * the main process).  Workers log through the same functions.
  */
 #ifndef RINGFEED_DAEMON_LOG_H
 #define RINGFEED_DAEMON_LOG_H
@@ -14,6 +18,9 @@ extern enum log_level log_threshold;
 
 /* Parses "error", "warn", "info" or "debug"; returns 0 or -EINVAL. */
 int log_parse_level(const char *s, enum log_level *out);
+
+/* Called once by a worker at start: its journal lines name it. */
+void log_set_worker(void);
 
 __attribute__((format(printf, 2, 3)))
 void log_msg(enum log_level level, const char *fmt, ...);

@@ -2,7 +2,7 @@
  * main.c - ringfeedd: command line, configuration, and the main loop.
  *
  *   ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...
- *             [--workers N] [--memory-budget BYTES] [--log-level LEVEL]
+ *             [--workers N] [--memory-budget SIZE] [--log-level LEVEL]
  *
  * Flags override the config file (proto/conf.h documents its format).
  * The socket, when neither names it: $RINGFEED_SOCKET, else
@@ -44,7 +44,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...\n"
-            "                 [--workers N] [--memory-budget BYTES] [--log-level LEVEL]\n"
+            "                 [--workers N] [--memory-budget SIZE] [--log-level LEVEL]\n"
             "\n"
             "  --config FILE         read settings from FILE (key = value lines)\n"
             "  --socket PATH         control socket (default $RINGFEED_SOCKET,\n"
@@ -53,7 +53,8 @@ static void usage(FILE *f)
             "  --workers N           worker processes, 1..256 (default: one per CPU)\n"
             "  --memory-budget SIZE  bytes for client rings, e.g. 2G (default: RAM/4)\n"
             "  --log-level LEVEL     error, warn, info (default) or debug\n"
-            "  --version             print the version\n");
+            "  --version             print the version\n"
+            "  --help                print this help\n");
 }
 
 /* Reads the config file whole (at most 1 MiB); the message names the file. */

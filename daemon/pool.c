@@ -41,7 +41,8 @@
 
 
 /* The moves a worker's state may make (daemon.h, enum worker_state). */
-static const bool worker_moves[W_STATES][W_STATES] = {
+/* (only assert() reads it: unused where NDEBUG compiles the check out) */
+__attribute__((unused)) static const bool worker_moves[W_STATES][W_STATES] = {
     [W_EMPTY][W_STARTING] = true,
     [W_STARTING][W_READY] = true,
     [W_STARTING][W_RETIRING] = true,

@@ -95,13 +95,16 @@ struct stream {
     uint64_t next_g, published, released;
     uint64_t slot_g[RING_MAX_DEPTH];
     uint32_t slot_count[RING_MAX_DEPTH];
+    uint64_t slot_plan_ns[RING_MAX_DEPTH]; /* when its batch was planned (WAITS) */
     uint8_t knows[POOL_MAX / 8];
 
     /* stats */
     uint64_t batches, samples;
     uint64_t attach_ns;
-    uint64_t starved_since;         /* client caught up and waits; 0 if not */
-    uint64_t starved_ns;            /* time the client waited on the daemon */
+    uint64_t starved_since;         /* client caught up and waits; 0 if not (WAITS) */
+    uint64_t starved_ns;            /* time the client waited on the daemon, ended waits */
+    uint64_t waits;                 /* waits ended (observed into wait_hist) */
+    uint64_t production_ns;         /* plan to publication, its published batches */
 };
 
 
@@ -423,6 +426,7 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
     atomic_store_explicit(&slot->ready, 0, memory_order_release);
     st->slot_g[slot_i] = g;
     st->slot_count[slot_i] = count;
+    st->slot_plan_ns[slot_i] = clock_mono_ns();
 
     for (uint32_t c = 0; c < chunks; c++) {
         struct job *j = jobs[c];
@@ -502,6 +506,36 @@ static void stream_fail(struct daemon *d, struct stream *st, int code, const cha
 }
 
 /*
+ * WAITS: what the two histograms of METRICS observe (sched_state).
+ *
+ *   prod_hist  per batch, its production time: from plan_batch (the slot
+ *              header written, its jobs queued) to advance_published
+ *              counting it, i.e. queueing behind earlier batches and other
+ *              streams' jobs, the workers' time, and the DONE's way back.
+ *   wait_hist  per wait, a client's wait: it starts when the main process
+ *              sees that the client has released every batch published so
+ *              far (starved_since: take_release, or the attach, for the
+ *              first batch) and ends when it sees the next batch published
+ *              (advance_published).  The client is counted as waiting
+ *              whether or not it is inside rf_next: one that releases its
+ *              last batch and computes before asking for the next waits
+ *              only for part of the time counted.  The start is seen at
+ *              once when the client writes its eventfd, which take_release
+ *              asks for (want_release, ring.h M4) while nothing of the
+ *              stream is in production or at most one batch is ready; a
+ *              client that releases two or more ready batches with no
+ *              DONE of its jobs in between is seen caught up at the next
+ *              DONE, and when that DONE publishes the batch it waited for,
+ *              the wait is not counted.
+ *
+ * Observing is two clock reads and a few comparisons (hist.h), nothing
+ * allocated.  The per-stream sums (starved_ns, waits, production_ns) go to
+ * METRICS per client; the histograms outlive the streams.  Checked by
+ * sched_check: S1. starved_since != 0 only while released == published;
+ * H1. a histogram's count is the sum of its buckets.
+ */
+
+/*
  * Counts, in order, the batches whose slot says they are published (ring.h
  * W2): a worker may publish before its DONE reaches us, and the client may
  * release such a batch at once.  The ready word lives in memory the client
@@ -509,6 +543,8 @@ static void stream_fail(struct daemon *d, struct stream *st, int code, const cha
  */
 static void advance_published(struct daemon *d, struct stream *st)
 {
+    uint64_t now = 0;
+
     while (st->published < st->next_g) {
         uint64_t g = st->published;
         uint32_t i = (uint32_t)(g % st->geom.depth);
@@ -517,6 +553,10 @@ static void advance_published(struct daemon *d, struct stream *st)
         if (st->slot_g[i] != g ||
             atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(g))
             break;
+        if (!now)
+            now = clock_mono_ns();
+        hist_observe(&d->sched.prod_hist, now - st->slot_plan_ns[i]);
+        st->production_ns += now - st->slot_plan_ns[i];
         st->batches++;
         st->samples += st->slot_count[i];
         d->batches++;
@@ -524,7 +564,11 @@ static void advance_published(struct daemon *d, struct stream *st)
         st->published++;
     }
     if (st->starved_since && st->published > st->released) {
-        st->starved_ns += clock_mono_ns() - st->starved_since;
+        uint64_t wait = (now ? now : clock_mono_ns()) - st->starved_since;
+
+        hist_observe(&d->sched.wait_hist, wait);
+        st->starved_ns += wait;
+        st->waits++;
         st->starved_since = 0;
     }
 }
@@ -648,8 +692,9 @@ void sched_job_orphaned(struct daemon *d, struct job *j)
 /*
  * Reads and checks the client's release counter (ring.h M3), plans what it
  * makes room for, and says through want_release whether the client must
- * write the eventfd after its next release (M4): only when no job of the
- * stream is queued or in flight, since each job's DONE brings us back here.
+ * write the eventfd after its next release (M4): when no job of the
+ * stream is queued or in flight (otherwise each job's DONE brings us back
+ * here), and when at most one batch is ready (WAITS).
  * Returns false when the client was disconnected for a bad counter (st may
  * be gone then).
  */
@@ -680,7 +725,10 @@ static bool take_release(struct daemon *d, struct stream *st)
                 st->starved_since = clock_mono_ns();
             fill_stream(d, st);
         }
-        want = st->jobs_live == 0 && !st->failed && !d->stopping;
+        /* also while at most one batch is ready, so that the release that
+         * leaves the client waiting is seen at once (WAITS) */
+        want = (st->jobs_live == 0 || st->published - st->released <= 1) && !st->failed &&
+               !d->stopping;
         if (want != st->want_release) {
             st->want_release = want;
             atomic_store_explicit(&h->want_release, want, memory_order_relaxed);
@@ -1074,13 +1122,28 @@ void sched_check(const struct daemon *d)
     if (on_list != with_jobs || on_list != d->sched.nactive)
         CHECK_FAIL("the active list holds %u streams, %u have jobs queued, nactive says %u",
                    on_list, with_jobs, d->sched.nactive);
-    for (const struct stream *st = d->sched.streams; st; st = st->next)
+    for (const struct stream *st = d->sched.streams; st; st = st->next) {
         if (!(st->released <= st->published && st->published <= st->next_g &&
               st->next_g <= st->released + st->geom.depth))
             CHECK_FAIL("client %u breaks released %llu <= published %llu <= next_g %llu <= "
                        "released + depth %u", st->id, (unsigned long long)st->released,
                        (unsigned long long)st->published, (unsigned long long)st->next_g,
                        st->geom.depth);
+        if (st->starved_since && st->released != st->published)         /* S1 (WAITS) */
+            CHECK_FAIL("client %u counted as waiting with %llu batches ready", st->id,
+                       (unsigned long long)(st->published - st->released));
+    }
+    for (int k = 0; k < 2; k++) {                                       /* H1 (WAITS) */
+        const struct hist *h = k ? &d->sched.prod_hist : &d->sched.wait_hist;
+        uint64_t sum = 0;
+
+        for (unsigned i = 0; i <= HIST_FINITE; i++)
+            sum += h->bucket[i];
+        if (sum != h->count)
+            CHECK_FAIL("the %s histogram's buckets hold %llu observations, its count says %llu",
+                       k ? "production" : "wait", (unsigned long long)sum,
+                       (unsigned long long)h->count);
+    }
 #undef CHECK_FAIL
 #else
     (void)d;
@@ -1107,6 +1170,8 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
         .batches = st->batches,
         .samples = st->samples,
         .waited_ns = st->starved_ns + (st->starved_since ? now - st->starved_since : 0),
+        .waits = st->waits,
+        .production_ns = st->production_ns,
         .ready = st->published - st->released,
         .inflight = st->next_g - st->published,
         .ring_bytes = st->geom.total_size,

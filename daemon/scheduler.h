@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "hist.h"
 #include "wire.h"
 
 struct daemon;
@@ -55,6 +56,8 @@ struct sched_state {
     uint32_t queued;           /* jobs queued, all streams together */
     uint64_t mem_used;         /* bytes of rings (I3) */
     uint64_t mem_locked;       /* of them, mlocked */
+    struct hist wait_hist;     /* clients' waits, all clients (sched.c, WAITS) */
+    struct hist prod_hist;     /* batches' production times, all clients */
 };
 
 int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **out,
@@ -105,6 +108,9 @@ struct sched_client {
     const char *dataset, *name;    /* name: "" when the client gave none */
     uint32_t rank, world, batch, depth;
     uint64_t batches, samples, waited_ns, ready, inflight, ring_bytes;
+    uint64_t waits;                /* waits ended (sched.c WAITS); waited_ns adds
+                                    * the one going on, if any */
+    uint64_t production_ns;        /* plan to publication, its batches together */
     uint32_t queued;               /* its jobs waiting for a worker */
     bool locked, failed;
 };

@@ -14,12 +14,25 @@
  * not say total twice: total.batches is ringfeed_batches_total).  Workers
  * and clients are labelled samples of shared families:
  *     ringfeed_worker_jobs_total{worker="0"} 812
- *     ringfeed_client_batches_total{client="3",dataset="fmnist",name="",rank="0"} 120
+ *     ringfeed_client_batches_total{dataset="fmnist",name="",rank="0",world="1"} 120
  * Label values are escaped as the format says (\\, \", \n); HELP text
  * too (\\, \n).
+ *
+ * Client series are labelled by what stays the same across a reconnect
+ * (dataset, name, rank, world), never by the attach id, which only
+ * ringfeed_client_info carries (one sample per attach).  Attaches that
+ * share all four labels are one series, their figures added up (ring_locked
+ * the least, failed the most of them); client_metrics sorts them so.
+ * Two histograms, daemon-wide (sched.c WAITS, hist.h buckets), follow:
+ * ringfeed_client_wait_seconds and ringfeed_batch_production_seconds.  Per
+ * client histograms would be 23 series each, over the reply's 16384 lines
+ * at 1024 clients; per client there are the sums and counts instead
+ * (waited_seconds_total / waits_total, production_seconds_total /
+ * batches_total).
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -305,44 +318,144 @@ static int worker_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
     return 0;
 }
 
-/* Per-client families: one sample per attached client. */
+/* Orders attaches by their series' labels, then by id (the attach order). */
+static int client_cmp(const void *a, const void *b)
+{
+    const struct sched_client *x = a, *y = b;
+    int c = strcmp(x->dataset, y->dataset);
+
+    if (!c)
+        c = strcmp(x->name, y->name);
+    if (!c)
+        c = x->rank != y->rank ? (x->rank < y->rank ? -1 : 1) : 0;
+    if (!c)
+        c = x->world != y->world ? (x->world < y->world ? -1 : 1) : 0;
+    if (!c)
+        c = x->id < y->id ? -1 : x->id > y->id;
+    return c;
+}
+
+static bool same_series(const struct sched_client *x, const struct sched_client *y)
+{
+    return strcmp(x->dataset, y->dataset) == 0 && strcmp(x->name, y->name) == 0 &&
+           x->rank == y->rank && x->world == y->world;
+}
+
+/* Field f of one attach, as client_metrics' table numbers them. */
+static double client_value(const struct sched_client *c, unsigned f)
+{
+    const double v[] = { (double)c->batches, (double)c->samples, (double)c->waited_ns / 1e9,
+                         (double)c->waits, (double)c->production_ns / 1e9, (double)c->ready,
+                         (double)c->inflight, (double)c->ring_bytes, c->locked, c->failed };
+
+    return v[f];
+}
+
+/* Per-client families: ringfeed_client_info one sample per attach, the
+ * others one per series (dataset, name, rank, world), summed over its
+ * attaches.  Returns 0, or -1 when buf is full. */
 static int client_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
+    enum { SUM, MIN, MAX };
     static const struct {
         const char *name, *type, *help;
+        int agg;
     } fams[] = {
-        { "ringfeed_client_batches_total", "counter", "Batches published to this client" },
-        { "ringfeed_client_samples_total", "counter", "Samples published to this client" },
+        { "ringfeed_client_batches_total", "counter", "Batches published to this client", SUM },
+        { "ringfeed_client_samples_total", "counter", "Samples published to this client", SUM },
         { "ringfeed_client_waited_seconds_total", "counter",
-          "Time this client had consumed everything and waited on the daemon" },
-        { "ringfeed_client_ready_batches", "gauge", "Batches ready in the ring, not yet released" },
-        { "ringfeed_client_inflight_batches", "gauge", "Batches being produced for this client" },
-        { "ringfeed_client_ring_bytes", "gauge", "Size of this client's ring" },
-        { "ringfeed_client_ring_locked", "gauge", "1 when this client's ring is locked in RAM" },
-        { "ringfeed_client_failed", "gauge", "1 when this client's stream has failed" },
+          "Time this client had released every published batch and waited for the next, "
+          "the wait going on included", SUM },
+        { "ringfeed_client_waits_total", "counter",
+          "Waits of this client for its next batch that ended", SUM },
+        { "ringfeed_client_production_seconds_total", "counter",
+          "Plan-to-publication time of the batches published to this client, added up", SUM },
+        { "ringfeed_client_ready_batches", "gauge", "Batches ready in the ring, not yet released",
+          SUM },
+        { "ringfeed_client_inflight_batches", "gauge", "Batches being produced for this client",
+          SUM },
+        { "ringfeed_client_ring_bytes", "gauge", "Size of this client's ring", SUM },
+        { "ringfeed_client_ring_locked", "gauge", "1 when this client's ring is locked in RAM",
+          MIN },
+        { "ringfeed_client_failed", "gauge", "1 when this client's stream has failed", MAX },
     };
+    /* the loop is single-threaded and nstreams <= max-clients */
+    static struct sched_client all[CONF_MAX_CLIENTS_MAX];
+    const struct stream *st = NULL;
+    uint32_t n = 0;
 
+    while (n < CONF_MAX_CLIENTS_MAX && (st = sched_client_next(d, st, &all[n])))
+        n++;
+    qsort(all, n, sizeof(all[0]), client_cmp);
+
+    if (family(buf, cap, len, "ringfeed_client_info", "gauge",
+               "An attached client: its attach id, labels and geometry (value 1)") < 0)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        char id[16], rank[16], world[16], batch[16], depth[16];
+        const char *labels[] = { "id", id, "dataset", all[i].dataset, "name", all[i].name,
+                                 "rank", rank, "world", world, "batch", batch, "depth", depth,
+                                 NULL };
+
+        snprintf(id, sizeof(id), "%u", all[i].id);
+        snprintf(rank, sizeof(rank), "%u", all[i].rank);
+        snprintf(world, sizeof(world), "%u", all[i].world);
+        snprintf(batch, sizeof(batch), "%u", all[i].batch);
+        snprintf(depth, sizeof(depth), "%u", all[i].depth);
+        if (sample(buf, cap, len, "ringfeed_client_info", 1, labels) < 0)
+            return -1;
+    }
     for (unsigned f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
-        struct sched_client c;
-
         if (family(buf, cap, len, fams[f].name, fams[f].type, fams[f].help) < 0)
             return -1;
-        for (const struct stream *st = sched_client_next(d, NULL, &c); st;
-             st = sched_client_next(d, st, &c)) {
-            char id[16], rank[16];
-            const char *labels[] = { "client", id, "dataset", c.dataset, "name", c.name,
-                                     "rank", rank, NULL };
-            double v[] = { (double)c.batches, (double)c.samples, (double)c.waited_ns / 1e9,
-                           (double)c.ready, (double)c.inflight, (double)c.ring_bytes,
-                           c.locked, c.failed };
+        for (uint32_t i = 0, j; i < n; i = j) {
+            char rank[16], world[16];
+            const char *labels[] = { "dataset", all[i].dataset, "name", all[i].name,
+                                     "rank", rank, "world", world, NULL };
+            double v = client_value(&all[i], f);
 
-            snprintf(id, sizeof(id), "%u", c.id);
-            snprintf(rank, sizeof(rank), "%u", c.rank);
-            if (sample(buf, cap, len, fams[f].name, v[f], labels) < 0)
+            for (j = i + 1; j < n && same_series(&all[i], &all[j]); j++) {
+                double w = client_value(&all[j], f);
+
+                v = fams[f].agg == SUM ? v + w : fams[f].agg == MIN ? (w < v ? w : v)
+                                                                   : (w > v ? w : v);
+            }
+            snprintf(rank, sizeof(rank), "%u", all[i].rank);
+            snprintf(world, sizeof(world), "%u", all[i].world);
+            if (sample(buf, cap, len, fams[f].name, v, labels) < 0)
                 return -1;
         }
     }
     return 0;
+}
+
+/* One histogram family (hist.h): cumulative _bucket{le=...} series, _sum
+ * in seconds and _count.  Returns 0, or -1 when buf is full. */
+static int hist_metrics(char *buf, size_t cap, size_t *len, const char *name, const char *help,
+                        const struct hist *h)
+{
+    char series[128], le[32];
+    uint64_t cum = 0;
+
+    if (family(buf, cap, len, name, "histogram", help) < 0)
+        return -1;
+    snprintf(series, sizeof(series), "%s_bucket", name);
+    for (unsigned i = 0; i <= HIST_FINITE; i++) {
+        const char *labels[] = { "le", le, NULL };
+
+        cum += h->bucket[i];
+        if (i < HIST_FINITE)
+            snprintf(le, sizeof(le), "%g", (double)HIST_LE_NS[i] / 1e9);
+        else
+            snprintf(le, sizeof(le), "+Inf");
+        if (sample(buf, cap, len, series, (double)cum, labels) < 0)
+            return -1;
+    }
+    snprintf(series, sizeof(series), "%s_sum", name);
+    if (sample(buf, cap, len, series, (double)h->sum_ns / 1e9, NULL) < 0)
+        return -1;
+    snprintf(series, sizeof(series), "%s_count", name);
+    return sample(buf, cap, len, series, (double)h->count, NULL);
 }
 
 int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
@@ -355,9 +468,9 @@ int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
         const char *labels[] = { "version", RINGFEED_VERSION, "io_backend", d->pool.io_backend,
                                  NULL };
 
-        if (family(buf, cap, len, "ringfeed_info", "gauge",
+        if (family(buf, cap, len, "ringfeed_build_info", "gauge",
                    "The daemon's version and I/O backend (value 1)") < 0 ||
-            sample(buf, cap, len, "ringfeed_info", 1, labels) < 0)
+            sample(buf, cap, len, "ringfeed_build_info", 1, labels) < 0)
             return -1;
     }
 #define METRIC_LINES(name, type, help, expr)                                            \
@@ -367,7 +480,14 @@ int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
         return -1;
     STATS_MAP(METRIC_LINES)
 #undef METRIC_LINES
-    if (worker_metrics(d, buf, cap, len) < 0 || client_metrics(d, buf, cap, len) < 0)
+    if (worker_metrics(d, buf, cap, len) < 0 || client_metrics(d, buf, cap, len) < 0 ||
+        hist_metrics(buf, cap, len, "ringfeed_client_wait_seconds",
+                     "Waits of a client, all clients: from the daemon seeing every published "
+                     "batch released to its next publication",
+                     &d->sched.wait_hist) < 0 ||
+        hist_metrics(buf, cap, len, "ringfeed_batch_production_seconds",
+                     "Production time of a batch, all clients: from planning it to its "
+                     "publication", &d->sched.prod_hist) < 0)
         return -1;
     for (size_t i = start; i < *len; i++)
         lines += buf[i] == '\n';

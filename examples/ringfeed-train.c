@@ -73,7 +73,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: %s [--socket PATH] [--train NAME] [--eval NAME] [--epochs E]\n"
             "       [--batch B] [--eval-batch B] [--lr X] [--precision fp32|bf16]\n"
-            "       [--accum K] [--seed S] [--backend auto|cpu|cuda] [--max-steps N] [--json]\n"
+            "       [--accum K] [--seed S] [--backend auto|cpu|cuda] [--max-steps N]\n"
+            "       [--copy-batches] [--json]\n"
             "\n"
             "Trains the Fashion-MNIST MLP (784-512-256-10) on batches from ringfeedd and\n"
             "prints, per epoch, loss, accuracy, samples/s and where a step's time went.\n"
@@ -91,7 +92,8 @@ static void usage(FILE *f)
             "  --max-steps N     stop after N updates (the schedule stays the full run's)\n"
             "  --copy-batches    on the CPU too, copy each batch into backend buffers as\n"
             "                    the CUDA path does (to test that path without a device)\n"
-            "  --json            one JSON object instead of the table\n",
+            "  --json            one JSON object instead of the table\n"
+            "  --help            this text\n",
             prog);
 }
 

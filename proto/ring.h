@@ -46,7 +46,9 @@
  *   M4. While a job of the stream is queued or in flight, its DONE brings
  *       the main process back to read `released`, so it stores
  *       want_release = 0 and the client's releases cost no system call.
- *       With none (every admitted batch is published, so the ring is full)
+ *       With none (every admitted batch is published, so the ring is full),
+ *       and while at most one batch is ready (the client's next release
+ *       leaves it waiting, and the daemon's wait figures start from it),
  *       it stores want_release = 1, issues a seq_cst fence and reads
  *       `released` once more, so a release that raced the store is seen
  *       either here or through the eventfd (C3's fence pairs with this).

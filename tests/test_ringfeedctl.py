@@ -4,7 +4,9 @@ answers with canned replies in the daemon's formats: the human output
 (aligned key/value lines, the datasets table), --json (a valid object with
 numbers as numbers and strings escaped), the line sent for each verb, ERR
 replies on stderr with exit 1, usage errors with exit 2, an unreachable
-daemon and a reply that breaks the protocol.
+daemon and a reply that breaks the protocol; and `top`: its --once frame
+from two canned STATS replies (exact, the rates over the daemon's uptime),
+its usage errors, and a daemon that goes away.
 
     test_ringfeedctl.py PATH-TO-ringfeedctl        (prints TAP)
 """
@@ -15,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 REPLIES = {
     "PING": "OK pong\n",
@@ -32,11 +35,38 @@ REPLIES = {
 }
 
 
-class Fake:
-    """Answers each request line with REPLIES[line] (or `override`)."""
+def stats_reply(uptime, samples, busy, waited):
+    """A STATS reply in the daemon's format: one worker, one client."""
+    lines = [f"uptime_seconds {uptime:.6f}", "workers.target 2", "workers.alive 1",
+             "clients.attached 1", "datasets 2", "datasets.failed 0", "jobs.queued 0",
+             f"total.batches {samples // 10}", f"total.samples {samples}",
+             f"total.jobs {samples // 10}", f"time.busy_seconds {busy:.6f}",
+             f"time.io_seconds {busy / 4:.6f}", f"time.decode_seconds {busy / 2:.6f}",
+             f"time.transform_seconds {busy / 4:.6f}", "errors.bad_samples 0",
+             "memory.rings_bytes 2097152", "memory.locked_bytes 2097152",
+             "memory.budget_bytes 1073741824", "io.backend io_uring", "io.reason -",
+             "workers.0.pid 4242", "workers.0.state ready",
+             f"workers.0.jobs {samples // 10}", f"workers.0.samples {samples}",
+             f"workers.0.busy_s {busy:.3f}", f"workers.0.io_s {busy / 4:.3f}",
+             f"workers.0.decode_s {busy / 2:.3f}", f"workers.0.transform_s {busy / 4:.3f}",
+             "clients.7.dataset fmnist-train", "clients.7.name a-rather-long-trainer-name",
+             "clients.7.rank 1", "clients.7.world 4", "clients.7.batch 10",
+             "clients.7.depth 4", f"clients.7.batches {samples // 10}",
+             f"clients.7.samples {samples}", f"clients.7.waited_s {waited:.3f}",
+             "clients.7.ready 2", "clients.7.inflight 2", "clients.7.ring_bytes 2097152",
+             "clients.7.locked 1", "clients.7.failed 0"]
+    return f"OK {len(lines)}\n" + "".join(line + "\n" for line in lines)
 
-    def __init__(self, path, replies):
-        self.path, self.replies, self.lines = path, replies, []
+
+class Fake:
+    """Answers each request line with REPLIES[line] (or `override`).  A
+    list of replies is answered in turn, its last one from then on.  With
+    multi, a connection is answered line after line until the tool closes
+    it (ringfeedctl top asks STATUS, then STATS); else after one reply the
+    fake closes it."""
+
+    def __init__(self, path, replies, multi=False):
+        self.path, self.replies, self.lines, self.multi = path, replies, [], multi
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(path)
         self.sock.listen(8)
@@ -51,14 +81,23 @@ class Fake:
                 return
             with conn:
                 buf = b""
-                while b"\n" not in buf:
-                    data = conn.recv(4096)
-                    if not data:
+                while True:
+                    while b"\n" not in buf:
+                        data = conn.recv(4096)
+                        if not data:
+                            break
+                        buf += data
+                    if b"\n" not in buf:
                         break
-                    buf += data
-                line = buf.decode().rstrip("\n")
-                self.lines.append(line)
-                conn.sendall(self.replies.get(line, "ERR bad-verb unknown verb\n").encode())
+                    raw, buf = buf.split(b"\n", 1)
+                    line = raw.decode()
+                    self.lines.append(line)
+                    reply = self.replies.get(line, "ERR bad-verb unknown verb\n")
+                    if isinstance(reply, list):
+                        reply = reply.pop(0) if len(reply) > 1 else reply[0]
+                    conn.sendall(reply.encode())
+                    if not self.multi:
+                        break
 
     def close(self):
         self.sock.close()
@@ -78,6 +117,74 @@ def ok(cond, name, diag=None):
         for line in str(diag).splitlines():
             print(f"#   {line}")
     sys.stdout.flush()
+
+
+TOP_FRAME = """\
+ringfeedd 9.9.9  up 00:00:12  io io_uring  workers 1/2  clients 1  datasets 2 (0 failed)
+samples/s 2000.0  batches/s 200.0  jobs/s 200.0  queued 0  bad samples 0 (0.0/s)
+rings 2.0 MiB of 1.0 GiB  locked 2.0 MiB  pool busy 75.0%  (io 25.0%  decode 50.0%  transform 25.0%)
+rates over 2.00 s
+
+WORKER      PID STATE      BUSY%   JOBS/S SAMPLES/S    IO% DECODE%  XFORM%
+     0     4242 ready       75.0    200.0    2000.0   25.0    50.0    25.0
+
+CLIENT NAME                       DATASET      RANK  BATCH/S SAMPLES/S  WAIT%   READY  INFL VERDICT
+     7 a-rather-long-trainer-name fmnist-train  1/4    200.0    2000.0   40.0     2/4     2 input-bound
+"""
+
+
+def test_top(ctl, tmp):
+    """ringfeedctl top: --once's frame over a pipe, its usage errors, a
+    daemon that is not there or goes away."""
+    path = os.path.join(tmp, "top.sock")
+    status = "OK ringfeedd 9.9.9: workers=1/2 clients=1\n"
+    fake = Fake(path, {"STATUS": status,
+                       "STATS": [stats_reply(10.0, 1000, 1.0, 0.1),
+                                 stats_reply(12.0, 5000, 2.5, 0.9)]}, multi=True)
+    r = ctl("--socket", path, "top", "--once", "--interval", "0.1")
+    # rates over the daemon's 2 s of uptime (not the 0.1 s slept): exact
+    ok(r.returncode == 0 and r.stdout == TOP_FRAME, "top --once: the frame, over 2 s", r)
+    ok("\033" not in r.stdout, "top --once down a pipe: no escape codes", r.stdout)
+    ok(fake.lines == ["STATUS", "STATS", "STATUS", "STATS"],
+       "top --once: STATUS and STATS, twice", fake.lines)
+
+    sent = len(fake.lines)
+    for args, name in ((("top", "--bogus"), "unknown option"),
+                       (("top", "--interval"), "--interval without seconds"),
+                       (("top", "--interval", "0"), "--interval 0"),
+                       (("top", "--interval", "1s"), "--interval 1s"),
+                       (("--json", "top", "--once"), "--json")):
+        r = ctl("--socket", path, *args)
+        ok(r.returncode == 2 and r.stdout == "" and "top" in r.stderr,
+           f"top usage error: {name}: exit 2", r)
+    ok(len(fake.lines) == sent, "top usage errors send nothing", fake.lines[sent:])
+    r = ctl("--help")
+    ok(r.returncode == 0 and "top [--once] [--interval SECONDS]" in r.stdout,
+       "--help lists top [--once] [--interval SECONDS]", r.stdout)
+    r = ctl("top", "--help")
+    ok(r.returncode == 0 and "--interval SECONDS" in r.stdout and "--once" in r.stdout,
+       "top --help", r)
+
+    # without --once down a pipe: a plain frame per interval; the daemon
+    # gone for good: a message and exit 1
+    p = subprocess.Popen([sys.argv[1], "--socket", path, "top", "--interval", "0.1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    fake.close()
+    os.unlink(path)
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    ok(p.returncode == 1 and "lost the daemon" in err and "is ringfeedd running" in err,
+       "top: the daemon gone: a message, exit 1", (p.returncode, err))
+    ok(out.count("WORKER ") >= 2 and "\033" not in out and "CLIENT " in out,
+       "top down a pipe: plain frames, one per refresh", out)
+
+    r = ctl("--socket", os.path.join(tmp, "none.sock"), "top", "--once")
+    ok(r.returncode == 1 and "is ringfeedd running" in r.stderr and r.stdout == "",
+       "top --once, no daemon: exit 1", r)
 
 
 def main():
@@ -199,6 +306,8 @@ def main():
 
     r = ctl("--socket", os.path.join(tmp, "none.sock"), "ping")
     ok(r.returncode == 1 and "is ringfeedd running" in r.stderr, "no daemon: exit 1", r)
+
+    test_top(ctl, tmp)
 
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))

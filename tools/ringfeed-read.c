@@ -96,7 +96,28 @@ static void usage(FILE *f)
             "       [--reconnect-ms MS] [--workers-note] [--dump-indices FILE] [--json]\n"
             "\n"
             "Reads E epochs from the daemon without computing, then prints samples/s\n"
-            "and a digest of every delivered index, label and pixel.\n",
+            "and a digest of every delivered index, label and pixel.\n"
+            "\n"
+            "  --socket PATH        the daemon's control socket (default: as libringfeed)\n"
+            "  --dataset NAME       the dataset, a name from 'ringfeedctl datasets'\n"
+            "  --batch B            samples per batch, 1..65536\n"
+            "  --epochs E           epochs to read, counted from the start point\n"
+            "  --transform T        raw (default), train or eval\n"
+            "  --size S             output side of train/eval (default 224)\n"
+            "  --depth D            ring slots, 2..64 (default: the daemon picks)\n"
+            "  --rank R, --world W  this reader's rank of W (default: RANK/WORLD_SIZE,\n"
+            "                       else 0 of 1)\n"
+            "  --seed S             shuffle and augmentation seed (default 0)\n"
+            "  --no-shuffle         read each epoch in order\n"
+            "  --drop-last          drop the tail that does not split over the ranks\n"
+            "  --params \"k=v ...\"   more ATTACH keys, e.g. \"flip=0 drop_last_batch=1\"\n"
+            "  --start-epoch E      start at batch N of epoch E (default 0, 0)\n"
+            "  --start-seq N\n"
+            "  --reconnect-ms MS    how long to keep reconnecting (default 30000)\n"
+            "  --workers-note       also print the daemon's live worker count\n"
+            "  --dump-indices FILE  write \"epoch seq index label flags\" per sample\n"
+            "  --json               one JSON object instead of the lines\n"
+            "  --help               this text\n",
             prog);
 }
 
@@ -157,9 +178,14 @@ static long workers_alive(const char *socket_path)
     long n = -1;
 
     if (ctlconn_open(&cc, socket_path, &err) < 0 ||
-        ctlconn_request(&cc, "STATS\n", &rep, &err) < 0 || !rep.ok) {
-        fprintf(stderr, "%s: --workers-note: %s\n", prog,
-                rep.ok ? err.msg : "the daemon refused STATS");
+        ctlconn_request(&cc, "STATS\n", &rep, &err) < 0) {
+        /* err says why; rep was never filled */
+        fprintf(stderr, "%s: --workers-note: %s\n", prog, err.msg);
+        ctlconn_close(&cc);
+        return -1;
+    }
+    if (!rep.ok) {
+        fprintf(stderr, "%s: --workers-note: the daemon refused STATS\n", prog);
         ctlconn_close(&cc);
         return -1;
     }

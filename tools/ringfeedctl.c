@@ -2,6 +2,7 @@
  * ringfeedctl.c - the operator's command line for a running ringfeedd:
  *
  *     ringfeedctl [--socket PATH] [--json] ping|status|stats|workers N|datasets|metrics
+ *     ringfeedctl [--socket PATH] top [--once] [--interval SECONDS]   (ctl_top.c)
  *
  * It connects to the control socket (--socket, else $RINGFEED_SOCKET, else
  * $XDG_RUNTIME_DIR/ringfeed.sock, else /run/ringfeed/ringfeed.sock), sends
@@ -21,6 +22,10 @@
  *             SHAPE CLASSES ...), aligned
  *   metrics   the Prometheus text as sent    {"metrics":{"<series>":<value>,...}}
  *                                            (# comment lines left out)
+ * `metrics --output FILE` writes that to FILE instead, atomically for a
+ * reader such as node_exporter's textfile collector: into FILE.tmp (same
+ * folder), fsync'd, then renamed over FILE; on any failure FILE is left as
+ * it was and FILE.tmp removed.
  * Values that are JSON numbers are written as numbers, everything else as
  * escaped strings.  Exit status: 0 done; 1 the daemon answered ERR (its
  * message on stderr) or could not be reached; 2 bad usage.
@@ -31,8 +36,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctl.h"
+#include "ctl_top.h"
 #include "ctlconn.h"
 #include "jsonw.h"
 #include "strnum.h"
@@ -43,7 +50,8 @@ static const char *prog = "ringfeedctl";
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: %s [--socket PATH] [--json] COMMAND\n\ncommands:\n", prog);
+    fprintf(f, "usage: %s [--socket PATH] [--json] COMMAND\n"
+               "       %s [--socket PATH] " CTL_TOP_USAGE "\n\ncommands:\n", prog, prog);
     for (int v = CTL_VERB_NONE + 1; v < CTL_VERB_COUNT; v++) {
         const struct ctl_verb_def *d = ctl_verb_def((enum ctl_verb)v);
         char name[64];
@@ -55,11 +63,16 @@ static void usage(FILE *f)
             *p = (char)(*p - 'A' + 'a');
         fprintf(f, "  %-12s %s\n", name, d->help);
     }
+    fprintf(f, "  %-12s %s\n", "top", "a refreshing view of the workers and clients:");
+    fprintf(f, "  %-12s %s\n", "", CTL_TOP_USAGE);
+    ctl_top_help(f, 15);
     fprintf(f, "\noptions:\n"
                "  --socket PATH  the daemon's control socket (default: $RINGFEED_SOCKET,\n"
                "                 else $XDG_RUNTIME_DIR/ringfeed.sock, else\n"
                "                 /run/ringfeed/ringfeed.sock)\n"
                "  --json         print one JSON object\n"
+               "  metrics --output FILE\n"
+               "                 write FILE atomically (FILE.tmp, fsync, rename)\n"
                "  --help         this text\n");
 }
 
@@ -365,6 +378,68 @@ static void print_metrics(const char *buf, const struct ctl_reply *rep, bool jso
         fputs("}}\n", stdout);
 }
 
+/* metrics' own option, after the command: --output FILE or --output=FILE.
+ * Takes it out of argv (so the argument count is the verb's own); returns
+ * 0, or -1 when it has no FILE. */
+static int take_output(int *argc, char **argv, int at, const char **out)
+{
+    for (int i = at; i < *argc; i++) {
+        int used;
+
+        if (strcmp(argv[i], "--output") == 0) {
+            if (i + 1 >= *argc)
+                return -1;
+            *out = argv[i + 1];
+            used = 2;
+        } else if (strncmp(argv[i], "--output=", 9) == 0 && argv[i][9]) {
+            *out = argv[i] + 9;
+            used = 1;
+        } else {
+            continue;
+        }
+        memmove(&argv[i], &argv[i + used], (size_t)(*argc - i - used) * sizeof(*argv));
+        *argc -= used;
+        return 0;
+    }
+    return 0;
+}
+
+/* Sends stdout to path.tmp (name in tmp); returns 0 or -1 with a message. */
+static int output_begin(const char *path, char *tmp, size_t cap)
+{
+    if ((size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap) {
+        fprintf(stderr, "%s: --output %s: the name is too long\n", prog, path);
+        return -1;
+    }
+    if (!freopen(tmp, "w", stdout)) {
+        fprintf(stderr, "%s: --output: cannot write %s: %s\n", prog, tmp, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Flushes and fsyncs stdout (tmp), then renames tmp over path.  Returns 0,
+ * or 1 with a message and tmp removed. */
+static int output_commit(const char *path, const char *tmp)
+{
+    const char *what = "writing";
+
+    if (fflush(stdout) == EOF || ferror(stdout))
+        goto fail;
+    what = "fsync of";
+    if (fsync(fileno(stdout)) == -1)
+        goto fail;
+    what = "renaming";
+    if (rename(tmp, path) == -1)
+        goto fail;
+    return 0;
+
+fail:
+    fprintf(stderr, "%s: --output: %s %s: %s\n", prog, what, tmp, strerror(errno));
+    unlink(tmp);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -374,8 +449,8 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const struct ctl_verb_def *def;
-    const char *socket_path = NULL, *text;
-    char line[CTL_LINE_MAX];
+    const char *socket_path = NULL, *text, *output = NULL;
+    char line[CTL_LINE_MAX], tmp[4096];
     struct ctl_reply rep;
     struct ctlconn cc;
     struct rf_err err;
@@ -404,11 +479,22 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (strcmp(argv[optind], "top") == 0) {
+        if (json) {
+            fprintf(stderr, "%s: top has no --json; use stats --json\n", prog);
+            return 2;
+        }
+        return ctl_top_main(prog, socket_path, argc - optind, argv + optind);
+    }
     verb = ctl_verb_from_name(argv[optind], strlen(argv[optind]));
     def = ctl_verb_def(verb);
     if (!def || verb == CTL_VERB_ATTACH) {
         fprintf(stderr, "%s: unknown command \"%s\"\n", prog, argv[optind]);
         usage(stderr);
+        return 2;
+    }
+    if (verb == CTL_VERB_METRICS && take_output(&argc, argv, optind + 1, &output) < 0) {
+        fprintf(stderr, "%s: metrics --output takes a FILE\n", prog);
         return 2;
     }
     nargs = argc - optind - 1;
@@ -454,6 +540,10 @@ int main(int argc, char **argv)
         ctlconn_close(&cc);
         return 1;
     }
+    if (output && output_begin(output, tmp, sizeof(tmp)) < 0) {
+        ctlconn_close(&cc);
+        return 1;
+    }
     switch (verb) {
     case CTL_VERB_PING:
         print_ping(text, rep.text_len, json);
@@ -477,6 +567,8 @@ int main(int argc, char **argv)
         break;
     }
     ctlconn_close(&cc);
+    if (output)
+        return output_commit(output, tmp);
     if (fflush(stdout) == EOF || ferror(stdout)) {
         fprintf(stderr, "%s: writing the output: %s\n", prog, strerror(errno));
         return 1;

@@ -829,6 +829,7 @@ void worker_main(int argc, char **argv)
     } buf;
 
     ws.fd = WIRE_FD;
+    log_set_worker();
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1)
         _exit(4);
     if (parse_args(&ws, argc, argv, &parent) < 0)

@@ -767,7 +767,9 @@ def parse_labels(text):
 
 def parse_prometheus(text):
     """A strict reader of the text format: returns {family: {"type", "help",
-    "samples": [(labels, value)]}}; asserts everything it checks."""
+    "samples": [(labels, value)]}} (a histogram's samples name their series,
+    _bucket, _sum or _count, in a "__series__" label); asserts everything
+    it checks."""
     families, order, series = {}, [], set()
     current = None
     for ln, line in enumerate(text.split("\n"), 1):
@@ -801,13 +803,21 @@ def parse_prometheus(text):
         assert METRIC_NAME.match(name), f"line {ln}: bad name {name!r}"
         value = m.group(4)
         assert value in ("NaN", "+Inf", "-Inf") or not math.isnan(float(value)), value
-        fam = families.get(name)
+        fam_name = name
+        # a histogram's series: <family>_bucket{le=...}, _sum, _count
+        hist = re.fullmatch(r"(.*)_(bucket|sum|count)", name)
+        if name not in families and hist and \
+                families.get(hist.group(1), {}).get("type") == "histogram":
+            fam_name = hist.group(1)
+            assert (hist.group(2) == "bucket") == ("le" in labels), f"line {ln}: le on {name}"
+        fam = families.get(fam_name)
         assert fam and fam["type"], f"line {ln}: {name} has no TYPE before its samples"
-        assert current == name, f"line {ln}: {name} sampled outside its family block"
+        assert current == fam_name, f"line {ln}: {name} sampled outside its family block"
         key = (name, tuple(sorted(labels.items())))
         assert key not in series, f"line {ln}: duplicate series {key}"
         series.add(key)
-        fam["samples"].append((labels, float(value)))
+        fam["samples"].append((labels if fam_name == name else dict(labels, __series__=name),
+                               float(value)))
     for name, fam in families.items():
         assert fam["type"], f"{name}: no TYPE"
         assert fam["help"] is not None, f"{name}: no HELP"
@@ -849,7 +859,7 @@ def test_metrics_prometheus(svc, packed_fmnist):
         assert m and int(m.group(1)) == body.count("\n"), head
         fams = parse_prometheus(body)
 
-        assert fams["ringfeed_info"]["samples"][0][0]["version"]
+        assert fams["ringfeed_build_info"]["samples"][0][0]["version"]
         assert fams["ringfeed_batches_total"]["type"] == "counter"
         assert fams["ringfeed_workers_alive"]["samples"] == [({}, 2.0)]
         assert fams["ringfeed_clients_attached"]["samples"] == [({}, 1.0)]
@@ -859,8 +869,10 @@ def test_metrics_prometheus(svc, packed_fmnist):
         info = fams["ringfeed_worker_info"]["samples"]
         assert {lbl["state"] for lbl, _ in info} == {"ready"}
         (labels, batches), = fams["ringfeed_client_batches_total"]["samples"]
-        assert labels == {"client": labels["client"], "dataset": "fmnist", "name": "probe:a/b",
-                          "rank": "1"}, labels
+        assert labels == {"dataset": "fmnist", "name": "probe:a/b", "rank": "1", "world": "2"}, \
+            labels
+        (info, _), = fams["ringfeed_client_info"]["samples"]
+        assert info["id"] and info["name"] == "probe:a/b", info
         assert batches == 4  # depth 4, nothing released
         (_, ring), = fams["ringfeed_client_ring_bytes"]["samples"]
         assert ring > 0
@@ -869,7 +881,7 @@ def test_metrics_prometheus(svc, packed_fmnist):
         # ringfeedctl metrics prints it; --json keys the labelled series
         out = ctl(sock, "metrics").stdout
         parse_prometheus(out)
-        assert 'ringfeed_client_batches_total{client="' in out
+        assert 'ringfeed_client_batches_total{dataset="fmnist",name="probe:a/b",' in out
         j = ctl(sock, "metrics", json_out=True)["metrics"]
         key = next(k for k in j if k.startswith("ringfeed_client_batches_total{"))
         assert j[key] == 4
