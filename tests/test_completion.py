@@ -19,6 +19,8 @@ import sys
 import tempfile
 import threading
 
+from tap import done, ok  # tests/tap.py
+
 FUNCS = {
     "ringfeedd": "_ringfeedd",
     "ringfeedctl": "_ringfeedctl",
@@ -28,21 +30,6 @@ FUNCS = {
 }
 DATASETS = ("OK 2\nfmnist-train samples=60000 kind=tensor shape=1x28x28 classes=10\n"
             "fmnist-test samples=10000 kind=tensor shape=1x28x28 classes=10\n")
-
-n = 0
-failed = 0
-
-
-def ok(cond, name, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-    print(f"{'' if cond else 'not '}ok {n} - {name}")
-    if not cond and diag is not None:
-        for line in str(diag).splitlines():
-            print(f"#   {line}")
-    sys.stdout.flush()
 
 
 class FakeDaemon:
@@ -214,8 +201,7 @@ def main():
                        [tools["ringfeed-read"], "--socket", sock, "--dataset", ""], env)
         ok(got == [], "--dataset with no daemon: nothing offered, no error", got)
 
-    print(f"1..{n}")
-    return 1 if failed else 0
+    return done()
 
 
 if __name__ == "__main__":

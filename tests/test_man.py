@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+from tap import done, ok  # tests/tap.py
+
 # tool binary -> its page and the subcommands whose own --help to read too
 TOOLS = {
     "ringfeedd": ("ringfeedd.8", []),
@@ -37,21 +39,6 @@ SECTIONS_TOOL = ["SYNOPSIS", "OPTIONS", "EXIT STATUS", "EXAMPLES"]
 ROFF_OK = {"TH", "SH", "SS", "P", "PP", "LP", "RS", "RE", "nf", "fi", "IP", "TS",
            "TE", "T{", "T}", "ie", "el", "ds", "nh", "ad", "br", "sp", "in", "ti",
            "B", "I", "\\\"", "\\}", "na", "ft", "ll"}
-
-n = 0
-failed = 0
-
-
-def ok(cond, name, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-    print(f"{'' if cond else 'not '}ok {n} - {name}")
-    if not cond and diag is not None:
-        for line in str(diag).splitlines():
-            print(f"#   {line}")
-    sys.stdout.flush()
 
 
 def render(page, width=80):
@@ -244,8 +231,7 @@ def main():
                 ok(r.returncode == 0, "libringfeed.3: the example compiles and links",
                    r.stderr)
 
-    print(f"1..{n}")
-    return 1 if failed else 0
+    return done()
 
 
 if __name__ == "__main__":

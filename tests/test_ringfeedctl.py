@@ -19,6 +19,8 @@ import tempfile
 import threading
 import time
 
+from tap import done, ok  # tests/tap.py
+
 REPLIES = {
     "PING": "OK pong\n",
     "STATUS": ('OK ringfeedd 0.1.0: workers=2/4 clients=1 datasets=2 io=io_uring '
@@ -101,22 +103,6 @@ class Fake:
 
     def close(self):
         self.sock.close()
-
-
-n = 0
-failed = 0
-
-
-def ok(cond, name, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-    print(f"{'' if cond else 'not '}ok {n} - {name}")
-    if not cond and diag is not None:
-        for line in str(diag).splitlines():
-            print(f"#   {line}")
-    sys.stdout.flush()
 
 
 TOP_FRAME = """\
@@ -312,8 +298,7 @@ def main():
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
     os.rmdir(tmp)
-    print(f"1..{n}")
-    return 1 if failed else 0
+    return done()
 
 
 if __name__ == "__main__":
