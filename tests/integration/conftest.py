@@ -149,6 +149,23 @@ def connect_unix(path, timeout):
             raise
 
 
+def attach_held(sock, line, timeout=60.0):
+    """ATTACH on a connection kept open (the client stays attached and never
+    releases); the ring's fds from the reply are closed at once.  Returns
+    the connection: closing it detaches."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    conn.connect(sock)
+    conn.sendall(line)
+    msg, anc, _, _ = conn.recvmsg(4096, socket.CMSG_SPACE(2 * 4))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            for i in range(0, len(data) - len(data) % 4, 4):
+                os.close(int.from_bytes(data[i:i + 4], "little"))
+    assert msg.startswith(b"OK attach"), msg
+    return conn
+
+
 def raw_request(sock, data, timeout=10.0):
     """Sends bytes on a fresh control connection; returns all reply bytes
     until the daemon has answered and gone quiet."""

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import ctl, raw_request, read_tool, run_read, wait_for
+from conftest import raw_request, read_tool, run_read, wait_for
 
 WAIT = 60.0
 

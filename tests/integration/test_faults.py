@@ -128,7 +128,7 @@ def test_each_point_failing_once(point, daemon_factory, packed_fmnist, reference
 def test_bad_spec_refused(daemon_factory, packed_fmnist):
     if not faults_built():
         pytest.skip("fault injection is built into debug and sanitizer builds only")
-    from conftest import Daemon, ringfeedd
+    from conftest import ringfeedd
     r = subprocess.run([ringfeedd(), "--socket", "/nonexistent/rf.sock", "--dataset",
                         f"fm={packed_fmnist['test']}"], env=dict(os.environ,
                        RINGFEED_FAULT="read:3,disk:2"), capture_output=True, text=True,

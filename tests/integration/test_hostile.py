@@ -18,12 +18,11 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import time
 
 import pytest
 
-from conftest import (connect_unix, ctl, raw_request, read_tool, run_read, wait_for)
+from conftest import (connect_unix, ctl, raw_request, run_read, wait_for)
 
 WAIT = 30.0
 

@@ -20,13 +20,12 @@ import json
 import os
 import re
 import shutil
-import socket
 import stat
 import subprocess
 
 import pytest
 
-from conftest import ctl, ctl_tool, raw_request, run_read, wait_for
+from conftest import attach_held, ctl, ctl_tool, raw_request, run_read, wait_for
 from test_service import parse_prometheus, install_root, find_installed
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -37,22 +36,6 @@ LE = ["1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.00
 HISTOGRAMS = ("ringfeed_client_wait_seconds", "ringfeed_batch_production_seconds")
 CLIENT_LABELS = {"dataset", "name", "rank", "world"}
 WAIT = 30.0
-
-
-def attach_held(sock, line):
-    """ATTACH on a connection kept open (the client stays attached and
-    never releases); the ring's fds are closed at once."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(WAIT)
-    conn.connect(sock)
-    conn.sendall(line)
-    msg, anc, _, _ = conn.recvmsg(4096, socket.CMSG_SPACE(2 * 4))
-    for level, kind, data in anc:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            for i in range(0, len(data) - len(data) % 4, 4):
-                os.close(int.from_bytes(data[i:i + 4], "little"))
-    assert msg.startswith(b"OK attach"), msg
-    return conn
 
 
 def metrics_text(sock):

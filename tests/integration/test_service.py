@@ -47,7 +47,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, ctl, pid_children, proc_alive, wait_for, ctl_tool, raw_request, read_tool, ringfeedd, run_read
+from conftest import BUILD, attach_held, ctl, pid_children, proc_alive, wait_for, ctl_tool, raw_request, read_tool, ringfeedd, run_read
 
 WAIT = 120.0
 READ_TIMEOUT = 600
@@ -827,29 +827,13 @@ def parse_prometheus(text):
     return families
 
 
-def attach_and_hold(sock, line):
-    """ATTACH on a connection kept open (the client stays attached); the
-    ring's fds are taken from the reply and closed."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(WAIT)
-    conn.connect(sock)
-    conn.sendall(line)
-    msg, anc, _, _ = conn.recvmsg(4096, socket.CMSG_SPACE(2 * 4))
-    for level, kind, data in anc:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            for i in range(0, len(data) - len(data) % 4, 4):
-                os.close(int.from_bytes(data[i:i + 4], "little"))
-    assert msg.startswith(b"OK attach"), msg
-    return conn
-
-
 def test_metrics_prometheus(svc, packed_fmnist):
     d = svc.dir()
     sock = os.path.join(d, "rf.sock")
     s = svc.start([ringfeedd(), "--socket", sock, "--workers", "2",
                    "--dataset", f"fmnist={packed_fmnist['test']}"], d)
     s.wait_up(sock, workers=2)
-    conn = attach_and_hold(sock, b"ATTACH dataset=fmnist batch=64 rank=1 world=2 "
+    conn = attach_held(sock, b"ATTACH dataset=fmnist batch=64 rank=1 world=2 "
                                  b"name=probe:a/b depth=4\n")
     try:
         wait_for(lambda: int(stats(sock)["total.batches"]) >= 4, "the ring to fill")
