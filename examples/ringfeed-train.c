@@ -7,12 +7,20 @@
  *                  [--batch B] [--eval-batch B] [--lr X] [--precision fp32|bf16]
  *                  [--accum K] [--seed S] [--backend auto|cpu|cuda]
  *                  [--max-steps N] [--copy-batches] [--json]
+ *                  [--print-checksum] [--dump-indices FILE] [--no-overlap]
+ *                  [--comm-timeout S] [--verbose]
+ *   mpirun -np N ringfeed-train ...
  *
  * Two rings from the same daemon: the training set (shuffled every epoch
  * with --seed) and the evaluation set (in order, one epoch per
- * evaluation); rank and world come from the environment as libringfeed
- * takes them (RANK/WORLD_SIZE, Open MPI's), and each rank reports its own
- * share.  Defaults: the datasets fmnist-train and fmnist-test, 10 epochs of
+ * evaluation).  Under mpirun (a build with MPI) the N processes are one
+ * data-parallel job: rank and world from MPI, passed to libringfeed, each
+ * rank attached to its node's daemon, every update made with the gradient
+ * averaged over the ranks (train_comm.h), and rank 0 prints the job's
+ * figures (the others only errors, or everything with --verbose).  The
+ * global batch is N x --batch.  Without mpirun (or without MPI) rank and
+ * world come from the environment as libringfeed takes them
+ * (RANK/WORLD_SIZE) and each process trains alone on its share.  Defaults: the datasets fmnist-train and fmnist-test, 10 epochs of
  * batch 128, lr 0.05 with a cosine decay to 0 over the run, momentum 0.9,
  * weight decay 5e-4, fp32, the backend CUDA when a device answers.  The
  * same seed and options give the same figures for any worker count.
@@ -66,6 +74,9 @@ struct opts {
     enum kn_backend backend;
     int json;
     int copy_batches;
+    int print_checksum, no_overlap, verbose;
+    const char *dump_indices;
+    double comm_timeout;
 };
 
 static void usage(FILE *f)
@@ -74,7 +85,9 @@ static void usage(FILE *f)
             "usage: %s [--socket PATH] [--train NAME] [--eval NAME] [--epochs E]\n"
             "       [--batch B] [--eval-batch B] [--lr X] [--precision fp32|bf16]\n"
             "       [--accum K] [--seed S] [--backend auto|cpu|cuda] [--max-steps N]\n"
-            "       [--copy-batches] [--json]\n"
+            "       [--copy-batches] [--json] [--print-checksum] [--dump-indices FILE]\n"
+            "       [--no-overlap] [--comm-timeout S] [--verbose]\n"
+            "       (as one data-parallel job: mpirun -np N %s ...)\n"
             "\n"
             "Trains the Fashion-MNIST MLP (784-512-256-10) on batches from ringfeedd and\n"
             "prints, per epoch, loss, accuracy, samples/s and where a step's time went.\n"
@@ -93,8 +106,14 @@ static void usage(FILE *f)
             "  --copy-batches    on the CPU too, copy each batch into backend buffers as\n"
             "                    the CUDA path does (to test that path without a device)\n"
             "  --json            one JSON object instead of the table\n"
+            "  --print-checksum  each rank prints a checksum of its parameters at the end\n"
+            "  --dump-indices FILE  write \"epoch seq index\" per training sample; {rank}\n"
+            "                    in FILE becomes the rank\n"
+            "  --no-overlap      finish each gradient all-reduce before taking the next batch\n"
+            "  --comm-timeout S  end the job when a collective takes S seconds; default 120\n"
+            "  --verbose         every rank prints, not only rank 0\n"
             "  --help            this text\n",
-            prog);
+            prog, prog);
 }
 
 static uint64_t num(const char *name, const char *v, uint64_t lo, uint64_t hi)
@@ -115,7 +134,8 @@ static uint64_t num(const char *name, const char *v, uint64_t lo, uint64_t hi)
 static void parse(int argc, char **argv, struct opts *o)
 {
     enum { O_SOCKET = 1, O_TRAIN, O_EVAL, O_EPOCHS, O_BATCH, O_EVAL_BATCH, O_LR, O_PREC,
-           O_ACCUM, O_SEED, O_BACKEND, O_MAX_STEPS, O_JSON, O_COPY, O_HELP };
+           O_ACCUM, O_SEED, O_BACKEND, O_MAX_STEPS, O_JSON, O_COPY, O_CHECKSUM, O_DUMP,
+           O_NO_OVERLAP, O_COMM_TIMEOUT, O_VERBOSE, O_HELP };
     static const struct option lo[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"train", required_argument, NULL, O_TRAIN},
@@ -131,6 +151,11 @@ static void parse(int argc, char **argv, struct opts *o)
         {"max-steps", required_argument, NULL, O_MAX_STEPS},
         {"json", no_argument, NULL, O_JSON},
         {"copy-batches", no_argument, NULL, O_COPY},
+        {"print-checksum", no_argument, NULL, O_CHECKSUM},
+        {"dump-indices", required_argument, NULL, O_DUMP},
+        {"no-overlap", no_argument, NULL, O_NO_OVERLAP},
+        {"comm-timeout", required_argument, NULL, O_COMM_TIMEOUT},
+        {"verbose", no_argument, NULL, O_VERBOSE},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -147,6 +172,7 @@ static void parse(int argc, char **argv, struct opts *o)
         .lr = 0.05f,
         .precision = KN_F32,
         .backend = KN_BACKEND_AUTO,
+        .comm_timeout = 120.0,
     };
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -161,6 +187,13 @@ static void parse(int argc, char **argv, struct opts *o)
         case O_MAX_STEPS: o->max_steps = num("max-steps", optarg, 1, UINT64_MAX); break;
         case O_JSON: o->json = 1; break;
         case O_COPY: o->copy_batches = 1; break;
+        case O_CHECKSUM: o->print_checksum = 1; break;
+        case O_DUMP: o->dump_indices = optarg; break;
+        case O_NO_OVERLAP: o->no_overlap = 1; break;
+        case O_VERBOSE: o->verbose = 1; break;
+        case O_COMM_TIMEOUT:
+            o->comm_timeout = (double)num("comm-timeout", optarg, 1, 86400);
+            break;
         case O_LR:
             o->lr = strtof(optarg, &end);
             if (end == optarg || *end || !isfinite(o->lr) || o->lr < 0.0f) {
@@ -203,13 +236,17 @@ static void parse(int argc, char **argv, struct opts *o)
 }
 
 /* Attaches to dataset; shuffle 1 for training, 0 for evaluation. */
-static int attach(const struct opts *o, const char *dataset, uint32_t batch, int shuffle,
-                  const char *name, struct rf_client **c)
+static int attach(const struct opts *o, const struct tr_comm *comm, const char *dataset,
+                  uint32_t batch, int shuffle, const char *name, struct rf_client **c)
 {
     struct rf_options ro;
     int rc;
 
     rf_options_init(&ro);
+    if (comm->mpi) { /* MPI's rank and world, whatever the environment says */
+        ro.rank = comm->rank;
+        ro.world = comm->world;
+    }
     ro.socket = o->socket;
     ro.dataset = dataset;
     ro.batch = batch;
@@ -218,7 +255,8 @@ static int attach(const struct opts *o, const char *dataset, uint32_t batch, int
     ro.name = name;
     rc = rf_open(&ro, c);
     if (rc < 0)
-        fprintf(stderr, "%s: attaching to %s: %s\n", prog, dataset, rf_last_error(*c));
+        fprintf(stderr, "%s: rank %d: attaching to %s: %s\n", prog, comm->rank, dataset,
+                rf_last_error(*c));
     return rc;
 }
 
@@ -238,8 +276,10 @@ static void json_str(const char *s)
     putchar('"');
 }
 
-static const char *bound(double wait_ms, double compute_ms)
+static const char *bound(double wait_ms, double compute_ms, double ar_ms)
 {
+    if (ar_ms > compute_ms && ar_ms >= wait_ms)
+        return "comm";
     return wait_ms > compute_ms ? "input" : "compute";
 }
 
@@ -277,38 +317,76 @@ static int weights(struct tr_step *t, double *sum, double *l2)
     return 0;
 }
 
+/* FNV-1a 64 over the fp32 bytes of every weight and bias, layer by layer:
+ * equal on two ranks exactly when their parameters are bit-identical
+ * (barring a collision). */
+static int checksum(struct tr_step *t, uint64_t *out)
+{
+    uint32_t dims[KN_FMNIST_NDIMS] = KN_FMNIST_DIMS;
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    dims[0] = t->in;
+    for (uint32_t l = 0; l < kn_model_layers(t->model); l++) {
+        size_t nw = (size_t)dims[l] * dims[l + 1], nb = dims[l + 1];
+        float *w = malloc(sizeof(float) * (nw + nb));
+        int rc;
+
+        if (!w)
+            return -ENOMEM;
+        rc = kn_model_read(t->model, KN_WEIGHTS, l, w, w + nw);
+        for (size_t i = 0; rc == 0 && i < (nw + nb) * sizeof(float); i++) {
+            h ^= ((const unsigned char *)w)[i];
+            h *= 0x100000001b3ull;
+        }
+        free(w);
+        if (rc < 0)
+            return rc;
+    }
+    *out = h;
+    return 0;
+}
+
 struct totals {
-    double wait, h2d, compute;
+    double wait, h2d, compute, ar;
     uint64_t timed;
 };
 
-static void print_header(const struct opts *o, const struct tr_loop *L, uint64_t total)
+static void print_header(const struct opts *o, const struct tr_comm *comm,
+                         const struct tr_loop *L, uint64_t total)
 {
     char dims[64];
 
     snprintf(dims, sizeof(dims), "%u-512-256-%d", L->st.in, TR_CLASSES);
     printf("%s: backend %s (%s)\n", prog, kn_backend_name(L->st.ctx),
            kn_backend_note(L->st.ctx));
-    printf("%s: train %s, %" PRIu64 " batches of %u an epoch; eval %s, %" PRIu64
+    printf("%s: train %s, %" PRIu64 " batches of %u an epoch%s; eval %s, %" PRIu64
            " batches of %u\n",
-           prog, o->train, L->bpe, o->batch, o->eval, L->eval_bpe, o->eval_batch);
+           prog, o->train, L->bpe, o->batch, comm->world > 1 ? " per rank" : "", o->eval,
+           L->eval_bpe, o->eval_batch);
     printf("%s: MLP %s %s, %zu parameters; SGD lr %g cosine to 0 over %" PRIu64
            " epochs (%" PRIu64 " updates), momentum %g, weight decay %g, accum %u\n",
            prog, dims, o->precision == KN_BF16 ? "bf16" : "fp32",
            kn_model_params(L->st.model), (double)o->lr, o->epochs, total,
            (double)L->st.cfg.momentum, (double)L->st.cfg.weight_decay, o->accum);
-    printf("%s: input: %s\n\n", prog, L->note);
-    printf("epoch  train loss  train acc  test loss  test acc  samples/s  wait ms  h2d ms"
-           "  compute ms  bound\n");
+    printf("%s: input: %s\n", prog, L->note);
+    if (comm->mpi)
+        printf("%s: ranks %d (%s), global batch %u = %d x %u%s; allreduce: %s\n", prog,
+               comm->world, comm->launcher[0] ? comm->launcher : "MPI",
+               (unsigned)comm->world * o->batch, comm->world, o->batch,
+               o->no_overlap ? ", all-reduce not overlapped" : "", comm->note);
+    else
+        printf("%s: ranks 1; allreduce: %s\n", prog, comm->note);
+    printf("\nepoch  train loss  train acc  test loss  test acc  samples/s  wait ms  h2d ms"
+           "  compute ms  allreduce ms  bound\n");
     fflush(stdout);
 }
 
 static void print_row(const struct tr_epoch *e)
 {
-    printf("%5" PRIu64 "  %10.4f  %9.4f  %9.4f  %8.4f  %9.0f  %7.3f  %6.3f  %10.3f  %s\n",
+    printf("%5" PRIu64 "  %10.4f  %9.4f  %9.4f  %8.4f  %9.0f  %7.3f  %6.3f  %10.3f  %12.3f  %s\n",
            e->epoch, e->loss, e->acc, e->test_loss, e->test_acc,
            e->seconds > 0 ? (double)e->samples / e->seconds : 0.0, e->wait_ms, e->h2d_ms,
-           e->compute_ms, bound(e->wait_ms, e->compute_ms));
+           e->compute_ms, e->allreduce_ms, bound(e->wait_ms, e->compute_ms, e->allreduce_ms));
     fflush(stdout);
 }
 
@@ -318,7 +396,8 @@ static void print_summary(const struct tr_loop *L, const struct kn_mem *mem, lon
     double w = t->timed ? t->wait / (double)t->timed : 0.0;
     double h = t->timed ? t->h2d / (double)t->timed : 0.0;
     double c = t->timed ? t->compute / (double)t->timed : 0.0;
-    double share = w + h + c > 0 ? 100.0 * w / (w + h + c) : 0.0;
+    double a = t->timed ? t->ar / (double)t->timed : 0.0;
+    double share = w + h + c + a > 0 ? 100.0 * w / (w + h + c + a) : 0.0;
 
     printf("\n");
     if (kn_backend_kind(L->st.ctx) == KN_BACKEND_CUDA)
@@ -330,7 +409,13 @@ static void print_summary(const struct tr_loop *L, const struct kn_mem *mem, lon
         printf("peak memory: host: %.1f MiB in the trainer's buffers and model, %.1f MiB "
                "resident (the whole process, rings included)\n",
                mib((double)mem->peak), (double)rss_kib / 1024.0);
-    if (w > c)
+    if (a > c && a >= w)
+        printf("verdict: communication-bound: a step spent %.3f ms on the gradient all-reduce "
+               "and computed %.3f ms (waited %.3f ms for data); give each rank more work per "
+               "update (--batch, --accum), or fewer ranks per node, or a faster link (NCCL "
+               "on GPUs)\n",
+               a, c, w);
+    else if (w > c)
         printf("verdict: input-bound: a step waited %.3f ms for data and computed %.3f ms "
                "(copy %.3f ms); give the daemon more workers (ringfeedctl workers N)\n",
                w, c, h);
@@ -342,14 +427,15 @@ static void print_summary(const struct tr_loop *L, const struct kn_mem *mem, lon
     printf("test accuracy: %.4f\n", acc);
 }
 
-static void print_json(const struct opts *o, const struct tr_loop *L,
-                       const struct tr_epoch *ep, size_t n, const struct kn_mem *mem,
-                       long rss_kib, const struct totals *t, double wsum, double wl2,
-                       uint64_t total)
+static void print_json(const struct opts *o, const struct tr_comm *comm,
+                       const struct tr_loop *L, const struct tr_epoch *ep, size_t n,
+                       const struct kn_mem *mem, long rss_kib, const struct totals *t,
+                       double wsum, double wl2, uint64_t total, const uint64_t *sums)
 {
     double w = t->timed ? t->wait / (double)t->timed : 0.0;
     double h = t->timed ? t->h2d / (double)t->timed : 0.0;
     double c = t->timed ? t->compute / (double)t->timed : 0.0;
+    double a = t->timed ? t->ar / (double)t->timed : 0.0;
     struct rf_stats st;
 
     rf_get_stats(L->train, &st);
@@ -359,6 +445,13 @@ static void print_json(const struct opts *o, const struct tr_loop *L,
     json_str(kn_backend_note(L->st.ctx));
     printf(",\"input\":");
     json_str(L->note);
+    printf(",\"world\":%d,\"mpi\":%s,\"global_batch\":%u,\"allreduce\":", comm->world,
+           comm->mpi ? "true" : "false", (unsigned)comm->world * o->batch);
+    json_str(comm->note);
+    printf(",\"param_checksums\":[");
+    for (int r = 0; r < comm->world; r++)
+        printf("%s\"%016" PRIx64 "\"", r ? "," : "", sums[r]);
+    printf("]");
     printf(",\"pinned\":%s,\"precision\":\"%s\",\"batch\":%u,\"accum\":%u,\"lr\":%.9g,"
            "\"seed\":%" PRIu64 ",\"epochs_planned\":%" PRIu64 ",\"updates_planned\":%" PRIu64
            ",\"updates\":%" PRIu64 ",\"batches_per_epoch\":%" PRIu64 ",\"epochs\":[",
@@ -371,18 +464,48 @@ static void print_json(const struct opts *o, const struct tr_loop *L,
                ",\"updates\":%" PRIu64 ",\"seconds\":%.6f,\"samples_per_s\":%.3f,"
                "\"loss\":%.17g,\"train_acc\":%.17g,\"test_loss\":%.17g,\"test_acc\":%.17g,"
                "\"test_samples\":%" PRIu64 ",\"wait_ms\":%.6f,\"h2d_ms\":%.6f,"
-               "\"compute_ms\":%.6f,\"timed_steps\":%" PRIu64 ",\"bound\":\"%s\"}",
+               "\"compute_ms\":%.6f,\"allreduce_ms\":%.6f,\"timed_steps\":%" PRIu64
+               ",\"bound\":\"%s\"}",
                i ? "," : "", e->epoch, e->samples, e->batches, e->updates, e->seconds,
                e->seconds > 0 ? (double)e->samples / e->seconds : 0.0, e->loss, e->acc,
                e->test_loss, e->test_acc, e->test_samples, e->wait_ms, e->h2d_ms,
-               e->compute_ms, e->timed, bound(e->wait_ms, e->compute_ms));
+               e->compute_ms, e->allreduce_ms, e->timed,
+               bound(e->wait_ms, e->compute_ms, e->allreduce_ms));
     }
     printf("],\"peak_bytes\":%zu,\"device_used_peak_bytes\":%zu,\"device_total_bytes\":%zu,"
            "\"peak_rss_bytes\":%lld,\"wait_ms\":%.6f,\"h2d_ms\":%.6f,\"compute_ms\":%.6f,"
-           "\"verdict\":\"%s\",\"weights_sum\":%.17g,\"weights_l2\":%.17g,"
-           "\"test_accuracy\":%.17g}\n",
+           "\"allreduce_ms\":%.6f,\"verdict\":\"%s\",\"weights_sum\":%.17g,"
+           "\"weights_l2\":%.17g,\"test_accuracy\":%.17g}\n",
            mem->peak, mem->dev_used_peak, mem->dev_total, (long long)rss_kib * 1024, w, h, c,
-           w > c ? "input-bound" : "compute-bound", wsum, wl2, n ? ep[n - 1].test_acc : 0.0);
+           a, a > c && a >= w ? "communication-bound" : w > c ? "input-bound" : "compute-bound",
+           wsum, wl2, n ? ep[n - 1].test_acc : 0.0);
+}
+
+/* Opens --dump-indices FILE, "{rank}" replaced by the rank. */
+static FILE *open_dump(const char *pattern, int rank)
+{
+    char path[4096];
+    const char *at = strstr(pattern, "{rank}");
+    FILE *f;
+
+    if (at)
+        snprintf(path, sizeof(path), "%.*s%d%s", (int)(at - pattern), pattern, rank, at + 6);
+    else
+        snprintf(path, sizeof(path), "%s", pattern);
+    f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "%s: rank %d: --dump-indices %s: %s\n", prog, rank, path,
+                strerror(errno));
+    return f;
+}
+
+/* A failure: with more ranks the whole job ends (the others would wait
+ * for this one's next all-reduce); alone, exit status 1. */
+static void fail_job(struct tr_comm *comm, const char *msg)
+{
+    if (comm->world > 1)
+        tr_comm_abort(comm, "%s", msg);
+    fprintf(stderr, "%s: %s\n", prog, msg);
 }
 
 int main(int argc, char **argv)
@@ -390,6 +513,7 @@ int main(int argc, char **argv)
     struct rf_client *train = NULL, *eval = NULL;
     struct tr_epoch *ep = NULL;
     struct tr_config cfg;
+    struct tr_comm comm;
     struct tr_loop L;
     struct rf_stats st;
     struct kn_mem mem;
@@ -397,17 +521,32 @@ int main(int argc, char **argv)
     struct rusage ru;
     struct opts o;
     double wsum = 0.0, wl2 = 0.0;
-    uint64_t total;
+    uint64_t total, sum = 0, *sums = NULL;
+    char msg[1024];
     size_t n = 0;
-    int rc, status = 1;
+    int rc, status = 1, speak, devices;
 
     parse(argc, argv, &o);
     memset(&L, 0, sizeof(L));
-    if (attach(&o, o.train, o.batch, 1, "ringfeed-train", &train) < 0 ||
-        attach(&o, o.eval, o.eval_batch, 0, "ringfeed-train:eval", &eval) < 0)
+    if (tr_comm_open(&comm, o.comm_timeout) < 0) {
+        fprintf(stderr, "%s: %s\n", prog, comm.err);
+        tr_comm_close(&comm);
+        return 1;
+    }
+    speak = comm.rank == 0 || o.verbose;
+    if (comm.env_rank != -1 || comm.env_world != -1)
+        fprintf(stderr, "%s: rank %d: RANK=%d WORLD_SIZE=%d in the environment differ from "
+                "MPI's rank %d of %d; using MPI's\n", prog, comm.rank, comm.env_rank,
+                comm.env_world, comm.rank, comm.world);
+    if (attach(&o, &comm, o.train, o.batch, 1, "ringfeed-train", &train) < 0 ||
+        attach(&o, &comm, o.eval, o.eval_batch, 0, "ringfeed-train:eval", &eval) < 0) {
+        if (comm.world > 1)
+            tr_comm_abort(&comm, "could not attach to the daemon (see above)");
         goto out;
+    }
     rf_get_stats(train, &st);
     total = o.epochs * tr_updates_per_epoch(st.batches_per_epoch, o.accum);
+    devices = kn_device_count();
     cfg = (struct tr_config){
         .backend = o.backend,
         .precision = o.precision,
@@ -422,50 +561,78 @@ int main(int argc, char **argv)
         .mean = 0.2860f,
         .std = 0.3530f,
         .copy_batches = o.copy_batches,
+        .comm = &comm,
+        .device = devices > 0 ? comm.local_rank % devices : 0,
     };
     rc = tr_loop_open(&L, train, eval, &cfg);
     if (rc < 0) {
-        fprintf(stderr, "%s: %s\n", prog, L.err);
+        fail_job(&comm, L.err);
+        goto out;
+    }
+    L.no_overlap = o.no_overlap;
+    if (o.dump_indices && !(L.dump = open_dump(o.dump_indices, comm.rank))) {
+        fail_job(&comm, "cannot write the --dump-indices file");
         goto out;
     }
     ep = calloc(o.epochs, sizeof(*ep));
-    if (!ep) {
-        fprintf(stderr, "%s: out of memory\n", prog);
+    sums = calloc((size_t)comm.world, sizeof(*sums));
+    if (!ep || !sums) {
+        fail_job(&comm, "out of memory");
         goto out;
     }
-    if (!o.json)
-        print_header(&o, &L, total);
+    if (!o.json && speak)
+        print_header(&o, &comm, &L, total);
     for (rc = 0; n < o.epochs && rc == 0; n++) {
         rc = tr_loop_epoch(&L, o.max_steps, &ep[n]);
         if (rc >= 0 && tr_loop_eval(&L, &ep[n]) < 0)
             rc = -1;
         if (rc < 0) {
-            fprintf(stderr, "%s: epoch %zu: %s\n", prog, n + 1, L.err);
+            snprintf(msg, sizeof(msg), "epoch %zu: %s", n + 1, L.err);
+            fail_job(&comm, msg);
             goto out;
         }
         tot.wait += ep[n].wait_ms * (double)ep[n].timed;
         tot.h2d += ep[n].h2d_ms * (double)ep[n].timed;
         tot.compute += ep[n].compute_ms * (double)ep[n].timed;
+        tot.ar += ep[n].allreduce_ms * (double)ep[n].timed;
         tot.timed += ep[n].timed;
-        if (!o.json)
+        if (!o.json && speak)
             print_row(&ep[n]);
+    }
+    if (L.dump && fflush(L.dump) != 0) {
+        fail_job(&comm, "writing the --dump-indices file failed");
+        goto out;
     }
     kn_mem_stats(L.st.ctx, &mem);
     getrusage(RUSAGE_SELF, &ru);
-    if (o.json) {
-        if (weights(&L.st, &wsum, &wl2) < 0) {
-            fprintf(stderr, "%s: reading the weights: %s\n", prog, kn_errmsg(L.st.ctx));
-            goto out;
-        }
-        print_json(&o, &L, ep, n, &mem, ru.ru_maxrss, &tot, wsum, wl2, total);
-    } else {
-        print_summary(&L, &mem, ru.ru_maxrss, &tot, n ? ep[n - 1].test_acc : 0.0);
+    if (checksum(&L.st, &sum) < 0 || weights(&L.st, &wsum, &wl2) < 0) {
+        snprintf(msg, sizeof(msg), "reading the weights: %s", kn_errmsg(L.st.ctx));
+        fail_job(&comm, msg);
+        goto out;
+    }
+    tr_comm_gather_u64(&comm, sum, sums);
+    if (o.print_checksum) {
+        printf("%s: rank %d of %d: parameter checksum %016" PRIx64 " (FNV-1a 64 of %zu fp32 "
+               "parameters after %" PRIu64 " updates)\n", prog, comm.rank, comm.world, sum,
+               kn_model_params(L.st.model), L.st.step);
+        fflush(stdout);
+    }
+    if (speak) {
+        if (o.json)
+            print_json(&o, &comm, &L, ep, n, &mem, ru.ru_maxrss, &tot, wsum, wl2, total, sums);
+        else
+            print_summary(&L, &mem, ru.ru_maxrss, &tot, n ? ep[n - 1].test_acc : 0.0);
     }
     status = 0;
 out:
+    if (L.dump)
+        fclose(L.dump);
+    L.dump = NULL;
     tr_loop_close(&L);
     rf_close(eval);
     rf_close(train);
     free(ep);
+    free(sums);
+    tr_comm_close(&comm);
     return status;
 }

@@ -6,9 +6,12 @@
  *                     backend (one DMA on CUDA, in place on the CPU), run
  *                     the step, time it; evaluation passes
  *   train_step.c      the step on backend memory: normalize, forward,
- *                     backward, SGD with a cosine lr and gradient
- *                     accumulation; no ring in sight (its unit test,
- *                     tests/test_train_step.c, drives it directly)
+ *                     backward, the gradient all-reduce across ranks, SGD
+ *                     with a cosine lr and gradient accumulation; no ring
+ *                     in sight (its unit test, tests/test_train_step.c,
+ *                     drives it directly)
+ *   train_comm.h      the ranks of a data-parallel job (MPI, NCCL) and
+ *                     their collectives (train_comm_mpi.c or _solo.c)
  *
  * Names carry the prefix tr_.
  */
@@ -17,8 +20,11 @@
 
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include "kernels.h"
 #include "ringfeed.h"
+#include "train_comm.h"
 
 #define TR_CLASSES 10
 #define TR_WARMUP_STEPS 10     /* first steps left out of the timings */
@@ -42,6 +48,13 @@ struct tr_config {
     /* the loop's: copy batches into backend buffers even on the CPU (the
      * CUDA path's code, run where there is no device) */
     int copy_batches;
+    /* the job: NULL or one rank trains alone; more ranks all-reduce every
+     * update's gradient (one fused buffer) and start from rank 0's
+     * weights.  Every rank's batch s holds the same number of samples
+     * (libringfeed pads the ranks' shares to equal), so the job's update
+     * divides the summed gradient by world x the local count. */
+    struct tr_comm *comm;
+    int device;                /* CUDA ordinal (a rank's local rank) */
 };
 
 /* The step's state: a context, the model, and the buffers of one batch.
@@ -55,6 +68,11 @@ struct tr_step {
     void *x;                   /* [max batch][in] normalized, model precision */
     uint64_t step;             /* SGD updates made */
     uint32_t micro;            /* micro-batches accumulated since the last */
+    /* ranks > 1: the update whose gradient all-reduce is in flight */
+    int pending;
+    struct kn_sgd pend_opt;
+    uint64_t pend_samples;     /* the job's samples in the summed gradient */
+    double ar_ms;              /* time spent on all-reduces, running sum */
     char err[512];
 };
 
@@ -88,8 +106,17 @@ int tr_step_input(struct tr_step *t, const uint8_t *raw, uint32_t n, int eval);
 
 /* Then one micro-batch of training on t->x: forward and backward adding
  * to the gradient and, with apply, the SGD update at tr_lr(step).
- * labels: [n] int32 in backend memory.  0 or a negative errno (t->err). */
+ * labels: [n] int32 in backend memory.  0 or a negative errno (t->err).
+ * With more than one rank the applying micro-batch starts the all-reduce
+ * of the gradient and leaves the update pending (t->pending): the next
+ * tr_step_learn or tr_step_score, or tr_step_settle, finishes it, so the
+ * caller can take and normalize the next batch meanwhile. */
 int tr_step_learn(struct tr_step *t, const int32_t *labels, uint32_t n, int apply);
+
+/* Finishes a pending update: waits for its all-reduce and applies SGD with
+ * the job's mean gradient.  0 (also when none is pending) or a negative
+ * errno.  A collective past its deadline ends the job (train_comm.h). */
+int tr_step_settle(struct tr_step *t);
 
 /* Or an evaluation of t->x (kn_eval, no gradient).  A label of -1
  * (padding) counts in kn_metrics.bad_labels and nowhere else. */
@@ -116,6 +143,7 @@ struct tr_epoch {
     double wait_ms;            /* in rf_next */
     double h2d_ms;             /* the copy to the device (0 on the CPU) */
     double compute_ms;         /* normalize + forward + backward + SGD */
+    double allreduce_ms;       /* the gradient all-reduce not hidden */
     uint64_t timed;
 };
 
@@ -126,6 +154,7 @@ struct tr_timing {
     int copied;                /* c0 and c1 were recorded */
     int timed;                 /* counts (past the warm-up) */
     double wait_s;
+    double ar_ms;              /* all-reduce time inside the step */
 };
 
 struct tr_loop {
@@ -144,13 +173,15 @@ struct tr_loop {
     unsigned k;                /* the input buffer of the next batch */
     uint64_t steps;            /* micro-batches run */
     /* the epoch's sums over timed steps */
-    double sum_wait, sum_h2d, sum_compute;
+    double sum_wait, sum_h2d, sum_compute, sum_ar;
     uint64_t n_timed;
     struct rf_batch first;     /* the train ring's first batch, taken at */
     int have_first;            /* open for its geometry; the first step's */
     double first_wait;
     int fallback;              /* rf_cuda_copy_release failed: plain copies */
     char note[256];            /* how batches reach the backend */
+    FILE *dump;                /* "epoch seq index" per training sample, or NULL */
+    int no_overlap;            /* finish each all-reduce before the next batch */
     char err[768];
 };
 
@@ -166,7 +197,9 @@ void tr_loop_close(struct tr_loop *L);
 
 /* Trains one epoch (all of the ring's batches for it, or until
  * max_updates SGD updates have been made in all, 0: no limit) and fills
- * the training half of *e.  Returns 0, or 1 when max_updates was reached,
+ * the training half of *e, the job's figures when there are ranks
+ * (summed over them: samples, batches, loss and accuracy; times are the
+ * ranks' mean).  Returns 0, or 1 when max_updates was reached,
  * or a negative errno with L->err. */
 int tr_loop_epoch(struct tr_loop *L, uint64_t max_updates, struct tr_epoch *e);
 

@@ -23,6 +23,14 @@
  * (CUDA context and cuBLAS start-up, first faults on the ring and the
  * buffers, the daemon's first fill).
  *
+ * Ranks: the applying step starts the gradient all-reduce and the loop
+ * goes on to take and normalize the next batch before the update is
+ * finished (tr_step_settle, at the next step's learn), so the all-reduce
+ * overlaps the wait in rf_next (--no-overlap finishes it at once).  Its
+ * host-blocked time (NCCL: its time on the stream) is the step's
+ * all-reduce time and is taken out of the compute time, which brackets
+ * it.  At the end of an epoch the figures are summed over the ranks.
+ *
  * Evaluation reads the eval ring's next epoch (the ring was opened without
  * shuffling, so every pass sees the same order) through the same way in.
  * Padding samples (RF_SAMPLE_PADDING, when ranks > 1 pad their share) get
@@ -277,7 +285,8 @@ static int read_timing(struct tr_loop *L, struct tr_timing *tm)
     if (tm->timed) {
         L->sum_wait += tm->wait_s * 1e3;
         L->sum_h2d += h2d;
-        L->sum_compute += comp;
+        L->sum_compute += comp > tm->ar_ms ? comp - tm->ar_ms : 0.0;
+        L->sum_ar += tm->ar_ms;
         L->n_timed++;
     }
     return 0;
@@ -289,6 +298,7 @@ static int train_one(struct tr_loop *L, const struct rf_batch *b, double wait_s,
     struct tr_timing *tm = &L->tm[L->steps & 1], *prev = &L->tm[(L->steps & 1) ^ 1];
     unsigned k = L->k;
     uint32_t n = b->count;
+    double ar0 = L->st.ar_ms;
     int rc;
 
     L->k ^= 1;
@@ -318,13 +328,54 @@ static int train_one(struct tr_loop *L, const struct rf_batch *b, double wait_s,
         if ((rc = tr_step_learn(&L->st, L->lab[k], n, apply)) < 0)
             return step_fail(L, rc);
     }
+    if (L->no_overlap && (rc = tr_step_settle(&L->st)) < 0)
+        return step_fail(L, rc);
     if ((rc = kn_event_record(tm->k1, L->st.compute)) < 0)
         return kn_fail(L, rc, "event");
+    tm->ar_ms = L->st.ar_ms - ar0;
     tm->pending = 1;
     L->steps++;
     /* at most one step ahead: wait for the previous step, read its times */
     rc = read_timing(L, L->copying ? prev : tm);
     return rc;
+}
+
+static int world(const struct tr_loop *L)
+{
+    return L->st.cfg.comm ? L->st.cfg.comm->world : 1;
+}
+
+/* Ranks > 1: the job's training figures, summed over ranks (samples,
+ * batches, loss, accuracy) or their mean (times, seconds).  Every rank's
+ * share must be as large: the sampler's padding makes it so, and the
+ * update's divisor counts on it. */
+static int job_train_figures(struct tr_loop *L, struct kn_metrics *met, struct tr_epoch *e)
+{
+    uint64_t local = e->samples;
+    double v[10] = {met->loss_sum, (double)met->correct, (double)met->samples,
+                    (double)e->samples, (double)e->batches, e->seconds, e->wait_ms, e->h2d_ms,
+                    e->compute_ms, e->allreduce_ms};
+    double r = world(L);
+
+    if (r == 1)
+        return 0;
+    tr_comm_sum(L->st.cfg.comm, v, 10);
+    met->loss_sum = v[0];
+    met->correct = (int64_t)v[1];
+    met->samples = (int64_t)v[2];
+    e->samples = (uint64_t)v[3];
+    e->batches = (uint64_t)v[4];
+    e->seconds = v[5] / r;
+    e->wait_ms = v[6] / r, e->h2d_ms = v[7] / r;
+    e->compute_ms = v[8] / r, e->allreduce_ms = v[9] / r;
+    if (e->samples != local * (uint64_t)world(L)) {
+        snprintf(L->err, sizeof(L->err),
+                 "the ranks trained on %" PRIu64 " samples in all where %d x %" PRIu64
+                 " were due: their shares differ, so the mean gradient was wrong",
+                 e->samples, world(L), local);
+        return -EPROTO;
+    }
+    return 0;
 }
 
 int tr_loop_epoch(struct tr_loop *L, uint64_t max_updates, struct tr_epoch *e)
@@ -335,7 +386,7 @@ int tr_loop_epoch(struct tr_loop *L, uint64_t max_updates, struct tr_epoch *e)
     double t0 = now_s(), wait_s;
     int rc, stop = 0;
 
-    L->sum_wait = L->sum_h2d = L->sum_compute = 0.0;
+    L->sum_wait = L->sum_h2d = L->sum_compute = L->sum_ar = 0.0;
     L->n_timed = 0;
     e->samples = e->batches = e->updates = 0;
     for (uint64_t s = 0; s < L->bpe && !stop; s++) {
@@ -359,6 +410,10 @@ int tr_loop_epoch(struct tr_loop *L, uint64_t max_updates, struct tr_epoch *e)
                      b.epoch, b.seq, epoch, s);
             return -EBADMSG;
         }
+        if (L->dump)
+            for (uint32_t i = 0; i < b.count; i++)
+                fprintf(L->dump, "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", b.epoch, b.seq,
+                        b.samples[i].index);
         apply = tr_group_ends(b.seq, L->bpe, L->st.cfg.accum);
         e->samples += b.count;
         e->batches++;
@@ -369,6 +424,13 @@ int tr_loop_epoch(struct tr_loop *L, uint64_t max_updates, struct tr_epoch *e)
         if (max_updates && L->st.step >= max_updates)
             stop = 1;
     }
+    {
+        double ar0 = L->st.ar_ms;
+
+        if ((rc = tr_step_settle(&L->st)) < 0) /* the epoch's last update */
+            return step_fail(L, rc);
+        L->sum_ar += L->st.ar_ms - ar0;
+    }
     for (int i = 0; i < 2; i++)
         if ((rc = read_timing(L, &L->tm[i])) < 0)
             return rc;
@@ -376,12 +438,15 @@ int tr_loop_epoch(struct tr_loop *L, uint64_t max_updates, struct tr_epoch *e)
         return step_fail(L, rc);
     e->seconds = now_s() - t0;
     e->epoch = epoch + 1;
-    e->loss = met.samples ? met.loss_sum / (double)met.samples : 0.0;
-    e->acc = met.samples ? (double)met.correct / (double)met.samples : 0.0;
     e->timed = L->n_timed;
     e->wait_ms = L->n_timed ? L->sum_wait / (double)L->n_timed : 0.0;
     e->h2d_ms = L->n_timed ? L->sum_h2d / (double)L->n_timed : 0.0;
     e->compute_ms = L->n_timed ? L->sum_compute / (double)L->n_timed : 0.0;
+    e->allreduce_ms = L->n_timed ? L->sum_ar / (double)L->n_timed : 0.0;
+    if ((rc = job_train_figures(L, &met, e)) < 0)
+        return rc;
+    e->loss = met.samples ? met.loss_sum / (double)met.samples : 0.0;
+    e->acc = met.samples ? (double)met.correct / (double)met.samples : 0.0;
     return stop;
 }
 
@@ -428,6 +493,14 @@ int tr_loop_eval(struct tr_loop *L, struct tr_epoch *e)
     }
     if ((rc = tr_step_metrics(&L->st, KN_EVAL, &met)) < 0)
         return step_fail(L, rc);
+    if (world(L) > 1) {
+        double v[4] = {met.loss_sum, (double)met.correct, (double)met.samples,
+                       (double)met.bad_labels};
+
+        tr_comm_sum(L->st.cfg.comm, v, 4);
+        met.loss_sum = v[0], met.correct = (int64_t)v[1];
+        met.samples = (int64_t)v[2], met.bad_labels = (int64_t)v[3];
+    }
     scored = (uint64_t)(met.samples - met.bad_labels);
     e->test_samples = scored;
     e->test_loss = scored ? met.loss_sum / (double)scored : 0.0;

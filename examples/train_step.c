@@ -16,10 +16,23 @@
  * an epoch and the epoch's last batch closes the last group, so K x B cuts
  * an epoch into exactly the updates a batch of K*B would: the same samples,
  * in the same order, the same lr for each update.
+ *
+ * Ranks (data parallel, train_comm.h): every rank starts from rank 0's
+ * weights (broadcast after creation) and each update uses the gradient
+ * summed over the ranks, one all-reduce of the model's one contiguous
+ * gradient buffer, started on the applying micro-batch only (so --accum K
+ * composes: K local micro-batches, then one all-reduce), divided by the
+ * job's sample count.  The update is left pending until the next step
+ * needs the weights (tr_step_settle), so the caller can take the next
+ * batch while the all-reduce runs.  R ranks at batch B make the updates
+ * one rank at batch R*B makes: the same samples (libringfeed deals an
+ * epoch's order round robin), the same lr, the mean gradient up to fp32
+ * summation order.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train.h"
@@ -28,6 +41,42 @@ static int fail(struct tr_step *t, int rc, const char *what)
 {
     snprintf(t->err, sizeof(t->err), "%s: %s", what, kn_errmsg(t->ctx));
     return rc;
+}
+
+static int world(const struct tr_step *t)
+{
+    return t->cfg.comm ? t->cfg.comm->world : 1;
+}
+
+/* Ranks > 1: every rank takes rank 0's initial weights (the same seed
+ * gives the same ones; the broadcast makes it so whatever the seeds). */
+static int share_weights(struct tr_step *t, const uint32_t *dims)
+{
+    size_t n = kn_model_params(t->model), off = 0;
+    float *all;
+    int rc = 0;
+
+    if (world(t) == 1)
+        return 0;
+    all = malloc(n * sizeof(float));
+    if (!all) {
+        snprintf(t->err, sizeof(t->err), "out of memory (%zu parameters)", n);
+        return -ENOMEM;
+    }
+    for (uint32_t pass = 0; pass < 2 && rc == 0; pass++) {
+        off = 0;
+        if (pass == 1)
+            tr_comm_bcast(t->cfg.comm, all, n * sizeof(float));
+        for (uint32_t l = 0; rc == 0 && l < kn_model_layers(t->model); l++) {
+            size_t nw = (size_t)dims[l] * dims[l + 1];
+
+            rc = pass == 0 ? kn_model_read(t->model, KN_WEIGHTS, l, all + off, all + off + nw)
+                           : kn_model_write(t->model, l, all + off, all + off + nw);
+            off += nw + dims[l + 1];
+        }
+    }
+    free(all);
+    return rc < 0 ? fail(t, rc, "sharing rank 0's initial weights") : 0;
 }
 
 int tr_step_open(struct tr_step *t, const struct tr_config *cfg)
@@ -46,9 +95,14 @@ int tr_step_open(struct tr_step *t, const struct tr_config *cfg)
         snprintf(t->err, sizeof(t->err), "bad step configuration");
         return -EINVAL;
     }
-    rc = kn_open(&t->ctx, cfg->backend, NULL, t->err, sizeof(t->err));
+    rc = kn_open(&t->ctx, cfg->backend, &(struct kn_open_opts){.device = cfg->device}, t->err,
+                 sizeof(t->err));
     if (rc < 0)
         return rc;
+    if (cfg->comm && (rc = tr_comm_bind(cfg->comm, t->ctx, cfg->device)) < 0) {
+        snprintf(t->err, sizeof(t->err), "%s", cfg->comm->err);
+        return rc;
+    }
     rc = kn_stream_create(t->ctx, &t->compute); /* on the CPU a placeholder */
     if (rc < 0)
         return fail(t, rc, "compute stream");
@@ -69,7 +123,7 @@ int tr_step_open(struct tr_step *t, const struct tr_config *cfg)
     rc = kn_buf_alloc(t->ctx, (size_t)max_batch * t->in * esz, &t->x);
     if (rc < 0)
         return fail(t, rc, "allocating the input batch");
-    return 0;
+    return share_weights(t, dims);
 }
 
 void tr_step_close(struct tr_step *t)
@@ -80,6 +134,8 @@ void tr_step_close(struct tr_step *t)
     kn_buf_free(t->ctx, t->x);
     kn_model_destroy(t->model);
     kn_stream_destroy(t->compute);
+    if (t->cfg.comm)
+        tr_comm_unbind(t->cfg.comm);
     kn_close(t->ctx);
     t->ctx = NULL;
 }
@@ -140,12 +196,30 @@ int tr_step_learn(struct tr_step *t, const int32_t *labels, uint32_t n, int appl
         .momentum = t->cfg.momentum,
         .weight_decay = t->cfg.weight_decay,
     };
-    int rc;
+    float *g;
+    size_t count;
+    uint64_t samples;
+    double ms;
+    int rc, alone = world(t) == 1;
 
-    rc = kn_train_step(t->model, t->compute, t->x, labels, n, apply ? &o : NULL,
-                       apply ? KN_STEP_APPLY : 0, NULL, NULL);
+    if ((rc = tr_step_settle(t)) < 0)
+        return rc;
+    rc = kn_train_step(t->model, t->compute, t->x, labels, n, apply && alone ? &o : NULL,
+                       apply && alone ? KN_STEP_APPLY : 0, NULL, NULL);
     if (rc < 0)
         return fail(t, rc, "kn_train_step");
+    if (apply && !alone) {
+        if ((rc = kn_model_grads(t->model, &g, &count, &samples)) < 0)
+            return fail(t, rc, "kn_model_grads");
+        t->pend_opt = o;
+        t->pend_samples = samples * (uint64_t)world(t);
+        if ((rc = tr_comm_grads_start(t->cfg.comm, g, count, t->compute, &ms)) < 0) {
+            snprintf(t->err, sizeof(t->err), "%s", t->cfg.comm->err);
+            return rc;
+        }
+        t->ar_ms += ms;
+        t->pending = 1;
+    }
     t->micro++;
     if (apply) {
         t->step++;
@@ -154,9 +228,32 @@ int tr_step_learn(struct tr_step *t, const int32_t *labels, uint32_t n, int appl
     return 0;
 }
 
+int tr_step_settle(struct tr_step *t)
+{
+    double ms;
+    int rc;
+
+    if (!t->pending)
+        return 0;
+    t->pending = 0;
+    if ((rc = tr_comm_grads_wait(t->cfg.comm, &ms)) < 0) {
+        snprintf(t->err, sizeof(t->err), "%s", t->cfg.comm->err);
+        return rc;
+    }
+    t->ar_ms += ms;
+    if ((rc = kn_model_set_samples(t->model, t->pend_samples)) < 0)
+        return fail(t, rc, "kn_model_set_samples");
+    rc = kn_model_apply(t->model, t->compute, &t->pend_opt);
+    return rc < 0 ? fail(t, rc, "kn_model_apply") : 0;
+}
+
 int tr_step_score(struct tr_step *t, const int32_t *labels, uint32_t n)
 {
-    int rc = kn_eval(t->model, t->compute, t->x, labels, n, NULL, NULL);
+    int rc = tr_step_settle(t);
+
+    if (rc < 0)
+        return rc;
+    rc = kn_eval(t->model, t->compute, t->x, labels, n, NULL, NULL);
 
     return rc < 0 ? fail(t, rc, "kn_eval") : 0;
 }

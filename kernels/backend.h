@@ -116,6 +116,8 @@ struct kn_ops {
     void (*event_fini)(struct kn_event *ev);
     int (*event_record)(struct kn_event *ev, struct kn_stream *s);
     int (*event_sync)(struct kn_event *ev);
+    /* 1 done, 0 not yet, or a negative errno; never waits. */
+    int (*event_query)(struct kn_event *ev);
     int (*event_elapsed)(struct kn_event *a, struct kn_event *b, float *ms);
 
     int (*normalize)(struct kn_ctx *ctx, struct kn_stream *s,
@@ -150,11 +152,15 @@ struct kn_ops {
                  const struct kn_sgd *opt);
     int (*metrics)(struct kn_model *m, struct kn_stream *s,
                    enum kn_phase phase, int reset, struct kn_metrics *out);
+    /* The flat gradient-sum array (backend memory, n_params floats). */
+    float *(*grad_buf)(struct kn_model *m);
 };
 
 extern const struct kn_ops kn_cpu_ops;
 #if RINGFEED_HAVE_CUDA
 extern const struct kn_ops kn_cuda_ops;
+/* cudaGetDeviceCount, 0 on any error. */
+int kn_cu_device_count(void);
 #endif
 
 /* Formats ctx->err and returns code (a negative errno). */

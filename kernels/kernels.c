@@ -186,6 +186,15 @@ void kn_close(struct kn_ctx *ctx)
     free(ctx);
 }
 
+int kn_device_count(void)
+{
+#if RINGFEED_HAVE_CUDA
+    return kn_cu_device_count();
+#else
+    return 0;
+#endif
+}
+
 const char *kn_backend_name(const struct kn_ctx *ctx)
 {
     return ctx ? ctx->ops->name : "none";

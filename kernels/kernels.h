@@ -146,6 +146,11 @@ int kn_open(struct kn_ctx **out, enum kn_backend want,
  * first (a buffer still allocated is freed here). */
 void kn_close(struct kn_ctx *ctx);
 
+/* CUDA devices this process sees (0 without CUDA built or without a
+ * device): for picking kn_open_opts.device, e.g. a rank's local rank
+ * modulo this. */
+int kn_device_count(void);
+
 /* "cuda" or "cpu". */
 const char *kn_backend_name(const struct kn_ctx *ctx);
 enum kn_backend kn_backend_kind(const struct kn_ctx *ctx);
@@ -209,6 +214,10 @@ void kn_event_destroy(struct kn_event *ev);
 int kn_event_record(struct kn_event *ev, struct kn_stream *s);
 /* Waits until the work before the mark is done. */
 int kn_event_sync(struct kn_event *ev);
+/* Without waiting: 1 when the work before the mark is done (or ev was
+ * never recorded), 0 while it is not, or a negative errno.  For a waiter
+ * that needs a deadline (kn_event_sync waits as long as it takes). */
+int kn_event_query(struct kn_event *ev);
 /* Milliseconds between two recorded, completed events (sync `end` first);
  * -EAGAIN when one has not completed, -EINVAL when one was never recorded. */
 int kn_event_elapsed_ms(struct kn_event *start, struct kn_event *end,
@@ -296,6 +305,25 @@ int kn_train_step(struct kn_model *m, struct kn_stream *s, const void *x,
  * accumulator; -EINVAL when nothing has been accumulated. */
 int kn_model_apply(struct kn_model *m, struct kn_stream *s,
                    const struct kn_sgd *opt);
+
+/*
+ * The gradient accumulator, for an all-reduce across data-parallel ranks.
+ * *sums gets the flat fp32 buffer of gradient sums in backend memory (device
+ * memory on CUDA): every parameter, laid out W_0, b_0, W_1, b_1, ... in one
+ * contiguous run, so one all-reduce call covers the whole model.  *count
+ * gets its floats (kn_model_params), *samples the samples accumulated into
+ * it since the last update.  The buffer stays the model's; a caller may
+ * overwrite it (with the sum over ranks, on the model's stream or after
+ * waiting for it) between the last kn_train_step of a group, made without
+ * KN_STEP_APPLY, and the kn_model_apply that ends the group, and then says
+ * how many samples the new sums cover with kn_model_set_samples, so the
+ * update divides by the job's sample count.  -EINVAL (the pointers left
+ * alone) when nothing has been accumulated.
+ */
+int kn_model_grads(struct kn_model *m, float **sums, size_t *count,
+                   uint64_t *samples);
+/* samples >= 1: the accumulator now holds sums over that many samples. */
+int kn_model_set_samples(struct kn_model *m, uint64_t samples);
 
 /* Forward pass only: logits [n][classes] fp32 into backend memory. */
 int kn_forward(struct kn_model *m, struct kn_stream *s, const void *x,

@@ -243,6 +243,31 @@ int kn_model_apply(struct kn_model *m, struct kn_stream *s,
     return rc;
 }
 
+int kn_model_grads(struct kn_model *m, float **sums, size_t *count,
+                   uint64_t *samples)
+{
+    if (!m || !sums || !count || !samples)
+        return -EINVAL;
+    if (m->n_acc == 0)
+        return kn_set_err(m->ctx, -EINVAL, "kn_model_grads: no gradient "
+                          "accumulated since the last update");
+    *sums = m->ctx->ops->grad_buf(m);
+    *count = m->n_params;
+    *samples = m->n_acc;
+    return 0;
+}
+
+int kn_model_set_samples(struct kn_model *m, uint64_t samples)
+{
+    if (!m)
+        return -EINVAL;
+    if (samples < 1)
+        return kn_set_err(m->ctx, -EINVAL, "kn_model_set_samples: 0 "
+                          "samples");
+    m->n_acc = samples;
+    return 0;
+}
+
 int kn_forward(struct kn_model *m, struct kn_stream *s, const void *x,
                uint32_t n, float *logits)
 {

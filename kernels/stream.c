@@ -134,6 +134,15 @@ int kn_event_sync(struct kn_event *ev)
     return ev->ctx->ops->event_sync(ev);
 }
 
+int kn_event_query(struct kn_event *ev)
+{
+    if (!ev)
+        return -EINVAL;
+    if (!ev->recorded)
+        return 1;
+    return ev->ctx->ops->event_query(ev);
+}
+
 int kn_event_elapsed_ms(struct kn_event *start, struct kn_event *end,
                         float *ms)
 {

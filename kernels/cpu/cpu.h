@@ -32,5 +32,6 @@ int kn_cpu_apply(struct kn_model *m, struct kn_stream *s,
                  const struct kn_sgd *opt);
 int kn_cpu_metrics(struct kn_model *m, struct kn_stream *s,
                    enum kn_phase phase, int reset, struct kn_metrics *out);
+float *kn_cpu_grad_buf(struct kn_model *m);
 
 #endif

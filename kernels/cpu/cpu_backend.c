@@ -193,6 +193,12 @@ static int cpu_event_sync(struct kn_event *ev)
     return 0;
 }
 
+static int cpu_event_query(struct kn_event *ev)
+{
+    (void)ev;
+    return 1;                   /* the work ran at the call */
+}
+
 static int cpu_event_elapsed(struct kn_event *a, struct kn_event *b,
                              float *ms)
 {
@@ -217,6 +223,7 @@ const struct kn_ops kn_cpu_ops = {
     .event_fini = cpu_event_fini,
     .event_record = cpu_event_record,
     .event_sync = cpu_event_sync,
+    .event_query = cpu_event_query,
     .event_elapsed = cpu_event_elapsed,
     .normalize = kn_cpu_normalize,
     .model_init = kn_cpu_model_init,
@@ -227,4 +234,5 @@ const struct kn_ops kn_cpu_ops = {
     .step = kn_cpu_step,
     .apply = kn_cpu_apply,
     .metrics = kn_cpu_metrics,
+    .grad_buf = kn_cpu_grad_buf,
 };

@@ -388,3 +388,8 @@ int kn_cpu_metrics(struct kn_model *m, struct kn_stream *s,
         memset(&c->met[phase], 0, sizeof c->met[phase]);
     return 0;
 }
+
+float *kn_cpu_grad_buf(struct kn_model *m)
+{
+    return ((struct cpu_model *)m->impl)->g;
+}

@@ -42,6 +42,17 @@ int kn_cu_blas_check(struct kn_ctx *ctx, const char *what, cublasStatus_t st)
                       cublasGetStatusName(st), cublasGetStatusString(st));
 }
 
+int kn_cu_device_count(void)
+{
+    int count = 0;
+
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
 static int cu_open(struct kn_ctx *ctx, const struct kn_open_opts *o,
                    char *why, size_t whylen)
 {
@@ -245,6 +256,17 @@ static int cu_event_sync(struct kn_event *ev)
                        cudaEventSynchronize((cudaEvent_t)ev->handle));
 }
 
+static int cu_event_query(struct kn_event *ev)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ev->handle);
+
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError();     /* not sticky: clear it */
+        return 0;
+    }
+    return kn_cu_check(ev->ctx, "cudaEventQuery", e) < 0 ? -EIO : 1;
+}
+
 static int cu_event_elapsed(struct kn_event *a, struct kn_event *b,
                             float *ms)
 {
@@ -292,6 +314,7 @@ const struct kn_ops kn_cuda_ops = {
     .event_fini = cu_event_fini,
     .event_record = cu_event_record,
     .event_sync = cu_event_sync,
+    .event_query = cu_event_query,
     .event_elapsed = cu_event_elapsed,
     .normalize = cu_normalize,
     .model_init = kn_cu_model_init,
@@ -302,4 +325,5 @@ const struct kn_ops kn_cuda_ops = {
     .step = kn_cu_step,
     .apply = kn_cu_apply,
     .metrics = kn_cu_metrics,
+    .grad_buf = kn_cu_grad_buf,
 };

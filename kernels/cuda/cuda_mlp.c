@@ -394,3 +394,8 @@ int kn_cu_metrics(struct kn_model *m, struct kn_stream *s,
     out->bad_labels = c->host->acc.bad;
     return 0;
 }
+
+float *kn_cu_grad_buf(struct kn_model *m)
+{
+    return ((struct cu_model *)m->impl)->g;
+}

@@ -63,10 +63,11 @@ def test_two_epochs_pass_80_percent(fm_daemon):
     assert header and header[0].split()[:3] == ["epoch", "train", "loss"], out
     for row in rows:
         f = row.split()
-        loss, acc, tloss, tacc, sps, wait, h2d, comp = map(float, f[1:9])
+        loss, acc, tloss, tacc, sps, wait, h2d, comp, ar = map(float, f[1:10])
         assert 0 < loss < 3 and 0 < acc <= 1 and 0 < tacc <= 1, row
         assert sps > 0 and wait >= 0 and h2d >= 0 and comp > 0, row
-        assert f[9] in ("input", "compute"), row
+        assert ar == 0, row                # one rank: no all-reduce
+        assert f[10] in ("input", "compute"), row
     assert re.search(r"^peak memory: (host|device): ", out, re.M), out
     assert re.search(r"^verdict: (input|compute)-bound: ", out, re.M), out
     last = out.strip().splitlines()[-1]
