@@ -288,12 +288,15 @@ static double mib(double bytes)
     return bytes / (1024.0 * 1024.0);
 }
 
-/* The final weights' sum and L2 norm over every parameter (for comparing
- * runs). */
-static int weights(struct tr_step *t, double *sum, double *l2)
+/* The final parameters' figures, for comparing runs: the sum and L2 norm
+ * of every weight and bias, and FNV-1a 64 over their fp32 bytes layer by
+ * layer (equal on two ranks exactly when their parameters are
+ * bit-identical, barring a collision).  0 or a negative errno. */
+static int param_figures(struct tr_step *t, double *sum, double *l2, uint64_t *hash)
 {
     uint32_t dims[KN_FMNIST_NDIMS] = KN_FMNIST_DIMS;
     double s = 0.0, q = 0.0;
+    uint64_t h = 0xcbf29ce484222325ull;
 
     dims[0] = t->in;
     for (uint32_t l = 0; l < kn_model_layers(t->model); l++) {
@@ -308,32 +311,6 @@ static int weights(struct tr_step *t, double *sum, double *l2)
             s += w[i];
             q += (double)w[i] * w[i];
         }
-        free(w);
-        if (rc < 0)
-            return rc;
-    }
-    *sum = s;
-    *l2 = sqrt(q);
-    return 0;
-}
-
-/* FNV-1a 64 over the fp32 bytes of every weight and bias, layer by layer:
- * equal on two ranks exactly when their parameters are bit-identical
- * (barring a collision). */
-static int checksum(struct tr_step *t, uint64_t *out)
-{
-    uint32_t dims[KN_FMNIST_NDIMS] = KN_FMNIST_DIMS;
-    uint64_t h = 0xcbf29ce484222325ull;
-
-    dims[0] = t->in;
-    for (uint32_t l = 0; l < kn_model_layers(t->model); l++) {
-        size_t nw = (size_t)dims[l] * dims[l + 1], nb = dims[l + 1];
-        float *w = malloc(sizeof(float) * (nw + nb));
-        int rc;
-
-        if (!w)
-            return -ENOMEM;
-        rc = kn_model_read(t->model, KN_WEIGHTS, l, w, w + nw);
         for (size_t i = 0; rc == 0 && i < (nw + nb) * sizeof(float); i++) {
             h ^= ((const unsigned char *)w)[i];
             h *= 0x100000001b3ull;
@@ -342,7 +319,9 @@ static int checksum(struct tr_step *t, uint64_t *out)
         if (rc < 0)
             return rc;
     }
-    *out = h;
+    *sum = s;
+    *l2 = sqrt(q);
+    *hash = h;
     return 0;
 }
 
@@ -605,7 +584,7 @@ int main(int argc, char **argv)
     }
     kn_mem_stats(L.st.ctx, &mem);
     getrusage(RUSAGE_SELF, &ru);
-    if (checksum(&L.st, &sum) < 0 || weights(&L.st, &wsum, &wl2) < 0) {
+    if (param_figures(&L.st, &wsum, &wl2, &sum) < 0) {
         snprintf(msg, sizeof(msg), "reading the weights: %s", kn_errmsg(L.st.ctx));
         fail_job(&comm, msg);
         goto out;

@@ -5,6 +5,7 @@ RINGFEED_BUILD_DIR; every binary is found under it.  A daemon fixture starts
 a real ringfeedd on a temporary socket and always stops it (SIGTERM, then
 SIGKILL), so a failing test never leaves a daemon or its workers behind.
 """
+import collections
 import contextlib
 import gzip
 import json
@@ -330,3 +331,31 @@ def read_dump(path):
             parts = line.split()
             rows.append((int(parts[0]), int(parts[1]), int(parts[2])))
     return rows
+
+
+def dump_rows(path):
+    """{epoch: {seq: [indices in order]}} of a --dump-indices file."""
+    out = collections.defaultdict(lambda: collections.defaultdict(list))
+    with open(path) as f:
+        for line in f:
+            e, s, i = (int(x) for x in line.split())
+            out[e][s].append(i)
+    return out
+
+
+def pack_first(root, n):
+    """Packs the first n samples of Fashion-MNIST's test split into
+    root/ds (raw IDX cut to n, then ringfeed-pack idx); returns the folder."""
+    with gzip.open(f"{FMNIST}/t10k-images-idx3-ubyte.gz") as f:
+        img = f.read()
+    with gzip.open(f"{FMNIST}/t10k-labels-idx1-ubyte.gz") as f:
+        lab = f.read()
+    rows, cols = int.from_bytes(img[8:12], "big"), int.from_bytes(img[12:16], "big")
+    (root / "images").write_bytes(img[:4] + n.to_bytes(4, "big") + img[8:16] +
+                                  img[16:16 + n * rows * cols])
+    (root / "labels").write_bytes(lab[:4] + n.to_bytes(4, "big") + lab[8:8 + n])
+    out = root / "ds"
+    subprocess.run([pack_tool(), "idx", "--images", str(root / "images"), "--labels",
+                    str(root / "labels"), str(out)], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return str(out)

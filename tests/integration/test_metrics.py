@@ -87,8 +87,13 @@ def live(daemon_factory, packed_fmnist):
             attach_held(d.sock, b"ATTACH dataset=fmnist batch=50 depth=4 name=solo rank=1 "
                                 b"world=2\n")]
     try:
-        # 100 batches of the reader, then 4 per held ring
-        wait_for(lambda: int(d.stats()["total.batches"]) >= 100 + 12, "the rings to fill")
+        # 4 batches per held ring (the reader's count is no guide: the daemon
+        # publishes up to a ring's depth past the last batch a reader takes)
+        def filled():
+            per = [int(v) for k, v in d.stats().items()
+                   if k.startswith("clients.") and k.endswith(".batches")]
+            return len(per) == 3 and all(n == 4 for n in per)
+        wait_for(filled, "the three rings to fill")
         yield d
     finally:
         for c in held:

@@ -22,7 +22,6 @@ cores: --oversubscribe --bind-to none, one OpenBLAS thread per rank.
 No timing is asserted.
 """
 import collections
-import gzip
 import json
 import os
 import re
@@ -33,7 +32,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, FMNIST, Daemon, binary, pack_tool, pid_children, wait_for
+from conftest import BUILD, Daemon, binary, dump_rows, pack_first, pid_children, wait_for
 
 SMALL = 2001   # odd: 2 ranks need one padding sample
 
@@ -95,33 +94,10 @@ def checksums(r):
     return {int(k): v for k, v in found.items()}
 
 
-def dump_rows(path):
-    """{epoch: {seq: [indices in order]}} of a --dump-indices file."""
-    out = collections.defaultdict(lambda: collections.defaultdict(list))
-    with open(path) as f:
-        for line in f:
-            e, s, i = (int(x) for x in line.split())
-            out[e][s].append(i)
-    return out
-
-
 @pytest.fixture(scope="module")
 def small_set(tmp_path_factory):
     """The first SMALL samples of Fashion-MNIST's test split, packed."""
-    root = tmp_path_factory.mktemp("small")
-    with gzip.open(f"{FMNIST}/t10k-images-idx3-ubyte.gz") as f:
-        img = f.read()
-    with gzip.open(f"{FMNIST}/t10k-labels-idx1-ubyte.gz") as f:
-        lab = f.read()
-    rows, cols = int.from_bytes(img[8:12], "big"), int.from_bytes(img[12:16], "big")
-    (root / "images").write_bytes(img[:4] + SMALL.to_bytes(4, "big") + img[8:16] +
-                                  img[16:16 + SMALL * rows * cols])
-    (root / "labels").write_bytes(lab[:4] + SMALL.to_bytes(4, "big") + lab[8:8 + SMALL])
-    out = root / "ds"
-    subprocess.run([pack_tool(), "idx", "--images", str(root / "images"), "--labels",
-                    str(root / "labels"), str(out)], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    return str(out)
+    return pack_first(tmp_path_factory.mktemp("small"), SMALL)
 
 
 def small_args(sock, *more):
