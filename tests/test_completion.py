@@ -13,12 +13,11 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 
+from fake_ctl import Fake  # tests/fake_ctl.py
 from tap import done, ok  # tests/tap.py
 
 FUNCS = {
@@ -30,41 +29,6 @@ FUNCS = {
 }
 DATASETS = ("OK 2\nfmnist-train samples=60000 kind=tensor shape=1x28x28 classes=10\n"
             "fmnist-test samples=10000 kind=tensor shape=1x28x28 classes=10\n")
-
-
-class FakeDaemon:
-    """Answers DATASETS as ringfeedd does, anything else with ERR."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(8)
-        threading.Thread(target=self.loop, daemon=True).start()
-
-    def loop(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                buf = b""
-                while b"\n" not in buf:
-                    data = conn.recv(4096)
-                    if not data:
-                        break
-                    buf += data
-                line = buf.decode().strip()
-                conn.sendall((DATASETS if line == "DATASETS"
-                              else "ERR bad-verb unknown verb\n").encode())
-
-    def close(self):
-        # shutdown wakes the thread blocked in accept; close alone does not
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
 
 
 def complete(files, cmd, words, env=None, cwd=None):
@@ -178,7 +142,7 @@ def main():
 
         # dataset names from the daemon, through the built ringfeedctl
         sock = os.path.join(tmp, "rf.sock")
-        fake = FakeDaemon(sock)
+        fake = Fake(sock, {"DATASETS": DATASETS})
         try:
             read = tools["ringfeed-read"]
             got = complete(files, "ringfeed-read", [read, "--socket", sock, "--dataset", "fm"],

@@ -12,13 +12,12 @@ its usage errors, and a daemon that goes away.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
+from fake_ctl import Fake  # tests/fake_ctl.py
 from tap import done, ok  # tests/tap.py
 
 REPLIES = {
@@ -58,51 +57,6 @@ def stats_reply(uptime, samples, busy, waited):
              "clients.7.ready 2", "clients.7.inflight 2", "clients.7.ring_bytes 2097152",
              "clients.7.locked 1", "clients.7.failed 0"]
     return f"OK {len(lines)}\n" + "".join(line + "\n" for line in lines)
-
-
-class Fake:
-    """Answers each request line with REPLIES[line] (or `override`).  A
-    list of replies is answered in turn, its last one from then on.  With
-    multi, a connection is answered line after line until the tool closes
-    it (ringfeedctl top asks STATUS, then STATS); else after one reply the
-    fake closes it."""
-
-    def __init__(self, path, replies, multi=False):
-        self.path, self.replies, self.lines, self.multi = path, replies, [], multi
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(8)
-        self.thread = threading.Thread(target=self.loop, daemon=True)
-        self.thread.start()
-
-    def loop(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                buf = b""
-                while True:
-                    while b"\n" not in buf:
-                        data = conn.recv(4096)
-                        if not data:
-                            break
-                        buf += data
-                    if b"\n" not in buf:
-                        break
-                    raw, buf = buf.split(b"\n", 1)
-                    line = raw.decode()
-                    self.lines.append(line)
-                    reply = self.replies.get(line, "ERR bad-verb unknown verb\n")
-                    if isinstance(reply, list):
-                        reply = reply.pop(0) if len(reply) > 1 else reply[0]
-                    conn.sendall(reply.encode())
-                    if not self.multi:
-                        break
-
-    def close(self):
-        self.sock.close()
 
 
 TOP_FRAME = """\
