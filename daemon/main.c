@@ -229,6 +229,7 @@ static void on_stop_signal(uv_signal_t *h, int signum)
     server_stop(d);
     server_close_all(d);
     pool_stop(d);
+    sched_close(d);
     reload_close(d);
     uv_close((uv_handle_t *)&sigint_h, NULL);
     uv_close((uv_handle_t *)&sigterm_h, NULL);
@@ -315,6 +316,7 @@ int main(int argc, char **argv)
     uv_signal_init(&loop, &sigterm_h);
     uv_signal_start(&sigterm_h, on_stop_signal, SIGTERM);
     reload_init(&d);
+    sched_init(&d);
     log_info("ringfeedd %s: %u worker(s), %u dataset(s), ring budget %llu bytes",
              RINGFEED_VERSION, d.cf.workers, d.ncat, (unsigned long long)d.cf.memory_budget);
 

@@ -169,14 +169,17 @@ static int send_job(struct daemon *d, struct worker *w, struct job *j)
     int rc;
 
     (void)d;
-    if (!sched_worker_knows(j->st, w->index)) {
+    for (uint32_t i = 0; i < j->ntargets; i++) {
+        struct stream *st = j->t[i].st;
         struct wire_ring_add ra;
 
-        sched_ring_message(j->st, &ra);
-        rc = send_msg(w, &ra, sizeof(ra), sched_ring_fd(j->st));
+        if (sched_worker_knows(st, w->index))
+            continue;
+        sched_ring_message(st, &ra);
+        rc = send_msg(w, &ra, sizeof(ra), sched_ring_fd(st));
         if (rc < 0)
             return rc;
-        sched_worker_learns(j->st, w->index, true);
+        sched_worker_learns(st, w->index, true);
     }
     len = sched_job_message(j, &m);
     return send_msg(w, &m, len, -1);
@@ -334,6 +337,7 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
     case WIRE_DONE: {
         struct wire_done m;
         struct job *j;
+        uint64_t busy;
 
         if (len != sizeof(m)) {
             worker_kill(w, "sent a bad DONE");
@@ -341,6 +345,9 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
         }
         memcpy(&m, buf, sizeof(m));
         m.reason[sizeof(m.reason) - 1] = '\0';
+        /* its time on this job: the counters are cumulative, and a worker
+         * runs its jobs one at a time (WEIGHTS in sched.c) */
+        busy = m.c.busy_ns >= w->c.busy_ns ? m.c.busy_ns - w->c.busy_ns : 0;
         w->c = m.c;
         w->busy_since = clock_mono_ns(); /* its next job, if any, starts now */
         j = take_inflight(w, m.job_id);
@@ -348,7 +355,7 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
             worker_kill(w, "reported a job it was not given");
             return;
         }
-        sched_job_done(d, j, &m);
+        sched_job_done(d, j, &m, busy);
         if (w->state == W_RETIRING && w->ninflight == 0) {
             struct wire_retire r = { .type = WIRE_RETIRE };
 

@@ -98,6 +98,23 @@ struct stream {
     uint64_t slot_plan_ns[RING_MAX_DEPTH]; /* when its batch was planned (WAITS) */
     uint8_t knows[POOL_MAX / 8];
 
+    /* WEIGHTS */
+    uint32_t weight;                /* 1..CTL_ATTACH_WEIGHT_MAX */
+    uint64_t worker_ns;             /* worker time of the jobs it was home of */
+    uint64_t win_worker_ns;         /* worker_ns when the share window began */
+    bool win_active;                /* had its turn in the window */
+    double worker_share, weight_share; /* over the last window; -1 before one */
+
+    /* SHARING */
+    bool can_share;                 /* share=1 and its position fits 64 bits */
+    uint64_t start_k;               /* the place of batch 0: start_epoch * bpe + start_seq */
+    struct share_group *grp;        /* its group (a group of one when alone), or NULL */
+    struct stream *g_next;          /* the next member of grp */
+    bool ever_shared;               /* was in a group of 2+: others' jobs may target it */
+    uint64_t join_wait_since;       /* waiting for a group to reach its place (ns) */
+    bool join_waited;               /* it waited SHARE_HOLD_NS once: no more waits */
+    uint64_t shared_batches;        /* its batches planned for 2+ rings */
+
     /* stats */
     uint64_t batches, samples;
     uint64_t attach_ns;
@@ -107,6 +124,22 @@ struct stream {
     uint64_t production_ns;         /* plan to publication, its published batches */
 };
 
+
+/* SHARING: streams that are the same function at the same place. */
+struct share_group {
+    struct share_group *next;       /* on d->sched.groups */
+    uint32_t id;
+    uint32_t refs;                  /* members, and jobs whose grp it is */
+    struct stream *members;         /* by g_next, the first planned in its home */
+    uint32_t n;                     /* members, 0..WIRE_TARGETS_MAX */
+    uint64_t pos;                   /* place of the batch it plans next: every
+                                     * member's start_k + next_g (G1) */
+    uint64_t unstarted;             /* no job of a batch at or past it was dispatched */
+    uint64_t held_since;            /* a member's full ring began holding a waiting
+                                     * member (ns), 0 when not */
+    bool closed;                    /* made by a split: nobody joins it, and its
+                                     * member joins nobody */
+};
 
 uint32_t sched_ring_id(const struct stream *st)
 {
@@ -197,23 +230,28 @@ static int make_sampler(const struct stream *st, uint64_t epoch, struct sampler 
 
 size_t sched_job_message(const struct job *j, struct wire_job *m)
 {
-    const struct stream *st = j->st;
+    const struct stream *st = j->t[0].st;
     uint64_t epoch, seq;
 
-    batch_pos(st, j->g, &epoch, &seq);
+    batch_pos(st, j->t[0].g, &epoch, &seq);
     *m = (struct wire_job){
         .type = WIRE_JOB,
         .ring_id = st->id,
         .job_id = j->job_id,
-        .stream_seq = j->g,
+        .stream_seq = j->t[0].g,
         .epoch = epoch,
         .seq = seq,
-        .slot = j->slot,
+        .slot = j->t[0].slot,
         .chunk = j->chunk,
         .first = j->first,
         .count = j->count,
         .careful = j->crashes > 0,
+        .ntargets = j->ntargets,
     };
+    for (uint32_t i = 1; i < j->ntargets; i++)
+        m->more[i - 1] = (struct wire_target){ .ring_id = j->t[i].st->id,
+                                               .slot = j->t[i].slot,
+                                               .stream_seq = j->t[i].g };
     return sizeof(*m);
 }
 
@@ -238,8 +276,17 @@ size_t sched_job_message(const struct job *j, struct wire_job *m)
  *     pays for each all the same); one that joins goes last in the round,
  *     with a quantum added.
  *
- * So while others wait, a stream is handed at most SCHED_QUANTUM_NS plus
- * one job's work a round, and streams with queued jobs share the workers
+ * WEIGHTS: a stream's quantum is SCHED_QUANTUM_NS times its weight (the
+ * ATTACH's weight=, else the config's rule for its name or uid, else 1),
+ * so while streams wait for the workers each gets work in proportion to
+ * its weight; a shared batch (SHARING) is charged to its home, the member
+ * that planned it, at the home's weight.  Worker time is credited the same
+ * way (sched_job_done), and STATS shows, per client, its share of the
+ * worker time over the last SHARE_WINDOW_NS against its weight's share of
+ * the streams that had a turn in that window.
+ *
+ * So while others wait, a stream is handed at most its quantum plus one
+ * job's work a round, and streams with queued jobs share the workers
  * equally by work whatever their depth, batch or job size; a stream with
  * the workers to itself gets them all.  The quantum is one well-sized job
  * (scheduler.h).  Round robin rather than fair queueing by virtual finish
@@ -255,12 +302,17 @@ size_t sched_job_message(const struct job *j, struct wire_job *m)
  *       holds nqueued jobs, all its own, none with a worker;
  *   Q2. a stream is on the active list iff it has queued jobs; nactive
  *       counts the list; a failed or detached stream has none;
- *   Q3. -WIRE_JOB_MAX * cost_ns < deficit <= SCHED_QUANTUM_NS, and
- *       deficit <= 0 off the list.
+ *   Q3. -WIRE_JOB_MAX * cost_ns < deficit <= quantum (SCHED_QUANTUM_NS *
+ *       weight), and deficit <= 0 off the list.
  */
 static int64_t job_work(const struct job *j)
 {
     return (int64_t)j->count * (int64_t)j->st->cost_ns;
+}
+
+static int64_t quantum(const struct stream *st)
+{
+    return (int64_t)SCHED_QUANTUM_NS * st->weight;
 }
 
 /* Puts st on the active list, last in the round (just before the stream
@@ -279,7 +331,7 @@ static void active_join(struct daemon *d, struct stream *st)
         d->sched.active = st;
     }
     d->sched.nactive++;
-    st->deficit += SCHED_QUANTUM_NS;
+    st->deficit += quantum(st);
 }
 
 /* Takes st off the active list (its queue is empty); the turn, if it was
@@ -331,11 +383,12 @@ struct job *sched_dequeue(struct daemon *d)
     /* a stream at 0 or below has had its turn: credit for the next one,
      * and the turn moves on (ends: every visit adds a quantum) */
     while ((st = d->sched.active) && st->deficit <= 0) {
-        st->deficit += SCHED_QUANTUM_NS;
+        st->deficit += quantum(st);
         d->sched.active = st->rr_next;
     }
     if (!st)
         return NULL;
+    st->win_active = true;
     j = st->q_head;
     st->q_head = j->next;
     if (!st->q_head)
@@ -346,26 +399,10 @@ struct job *sched_dequeue(struct daemon *d)
     d->sched.queued--;
     if (st->nqueued == 0)
         active_leave(d, st);
+    if (j->grp && j->k >= j->grp->unstarted)
+        j->grp->unstarted = j->k + 1; /* its batch has begun (SHARING) */
     sched_check(d);
     return j;
-}
-
-/* Takes every queued job of st out of its queue and frees it. */
-static void drop_queued(struct daemon *d, struct stream *st)
-{
-    while (st->q_head) {
-        struct job *j = st->q_head;
-
-        st->q_head = j->next;
-        d->sched.queued--;
-        st->jobs_live--;
-        free(j);
-    }
-    st->q_tail = NULL;
-    if (st->nqueued) {
-        st->nqueued = 0;
-        active_leave(d, st);
-    }
 }
 
 static void stream_free(struct stream *st)
@@ -373,27 +410,415 @@ static void stream_free(struct stream *st)
     free(st);
 }
 
-static void job_free(struct job *j)
+static void group_unref(struct daemon *d, struct share_group *g)
 {
-    struct stream *st = j->st;
-
-    free(j);
-    st->jobs_live--;
-    if (st->dead && st->jobs_live == 0)
-        stream_free(st);
+    if (--g->refs > 0)
+        return;
+    for (struct share_group **pp = &d->sched.groups; *pp; pp = &(*pp)->next)
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    free(g);
 }
 
-/* Plans batch g: writes the slot header (ring.h M2) and queues its jobs. */
-static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
+/* Frees a job: each target stream lets go of it (a detached one is freed
+ * with its last job), and so does its group. */
+static void job_free(struct daemon *d, struct job *j)
 {
-    uint32_t slot_i = (uint32_t)(g % st->geom.depth);
-    struct ring_slot *slot = stream_slot(st, slot_i);
+    for (uint32_t i = 0; i < j->ntargets; i++) {
+        struct stream *st = j->t[i].st;
+
+        if (--st->jobs_live == 0 && st->dead)
+            stream_free(st);
+    }
+    if (j->grp)
+        group_unref(d, j->grp);
+    free(j);
+}
+
+/* Takes target i out of j (its stream lets go of the job); the home is
+ * then the new t[0]. */
+static void job_untarget(struct job *j, uint32_t i)
+{
+    struct stream *st = j->t[i].st;
+
+    memmove(&j->t[i], &j->t[i + 1], (j->ntargets - i - 1) * sizeof(j->t[0]));
+    j->ntargets--;
+    st->jobs_live--; /* never the last here: the caller still holds st */
+    if (j->ntargets)
+        j->st = j->t[0].st;
+}
+
+static int32_t target_of(const struct job *j, const struct stream *st)
+{
+    for (uint32_t i = 0; i < j->ntargets; i++)
+        if (j->t[i].st == st)
+            return (int32_t)i;
+    return -1;
+}
+
+/* untarget_queued's work in q's queue: the jobs that need a new home go
+ * on *moved. */
+static void untarget_in(struct daemon *d, struct stream *q, struct stream *st,
+                        struct job ***moved_tail)
+{
+    struct job **pp = &q->q_head, *last = NULL;
+    uint32_t before = q->nqueued;
+
+    while (*pp) {
+        struct job *j = *pp;
+        int32_t i = target_of(j, st);
+
+        if (i < 0) {
+            last = j;
+            pp = &j->next;
+            continue;
+        }
+        if (i > 0) {        /* stays where it is, one ring fewer */
+            job_untarget(j, (uint32_t)i);
+            last = j;
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        q->nqueued--;
+        d->sched.queued--;
+        if (j->ntargets == 1) {
+            job_free(d, j); /* st is still held by the caller: never freed here */
+            continue;
+        }
+        job_untarget(j, 0); /* a new home */
+        j->next = NULL;
+        **moved_tail = j;
+        *moved_tail = &j->next;
+    }
+    q->q_tail = last;
+    if (before && q->nqueued == 0)
+        active_leave(d, q);
+}
+
+/*
+ * Takes st out of every queued job that would write its ring: a job left
+ * with no ring is freed, one whose home st was moves to the back of its
+ * new home's queue.  A stream never in a group of 2+ is a target only of
+ * its own jobs (the old drop of its queue); one that was may be a target
+ * of jobs in any member's queue, so every queue is searched (rare: a
+ * detach or a failure).
+ */
+static void untarget_queued(struct daemon *d, struct stream *st)
+{
+    struct job *moved = NULL, **moved_tail = &moved;
+
+    /* st first (a detaching one is off the list already), then the rest */
+    untarget_in(d, st, st, &moved_tail);
+    if (st->ever_shared)
+        for (struct stream *q = d->sched.streams; q; q = q->next)
+            if (q != st)
+                untarget_in(d, q, st, &moved_tail);
+    while (moved) {
+        struct job *j = moved;
+
+        moved = j->next;
+        sched_enqueue(d, j, false);
+    }
+}
+
+/*
+ * SHARING: decode once for identical streams.
+ *
+ * Two clients whose streams are the same function (same_function: the
+ * dataset as opened, seed, transform and every parameter of it, batch,
+ * rank, world, shuffle, drop_last, drop_last_batch) deliver the same bytes
+ * at the same place k = epoch * B + seq (B the batches per epoch).  A
+ * stream that may share (ATTACH share=1, the default) always stands in a
+ * share group, alone at first; a group plans each of its batches once, for
+ * every member: each member's slot header is written (its own g), and the
+ * batch's jobs each name every member's ring (job.t[]).  The worker
+ * decodes a chunk into the first ring and copies it into the others (a
+ * memcpy of the chunk, far cheaper than its decode), setting each ring's
+ * chunk bit.  The jobs stand in the queue of their home, the member that
+ * planned them, which the round robin charges.
+ *
+ * Joining: a stream alone joins a group of its function (try_join) when
+ * it is about to plan the place p and either the group plans p next, or
+ * the group has planned p but not yet handed a job of it or of any later
+ * batch to a worker (unstarted <= p): it then writes its slots of those
+ * batches and is added to their queued jobs, if its ring has room for all
+ * of them.  So clients started together share from their second batch or
+ * so (the first one's first batch is already with the workers when the
+ * second attaches), and a client attaching later joins when it asks for a
+ * place the group has not produced yet: planned and not begun, or ahead of
+ * the group by at most its ring depth, in which case it waits (planning
+ * nothing) until the group gets there, for SHARE_HOLD_NS at most, once.
+ *
+ * Pace: a group plans a batch only when every member's ring has room, so
+ * it goes at its slowest member's pace within the ring depth.  When a
+ * member whose ring is full holds back a member that waits (it released
+ * everything published) for SHARE_HOLD_NS, the full one is split off into
+ * a group of its own and the others go on: a member that stops reading
+ * holds the others for at most that long.  Nothing planned changes: the
+ * batches already planned for it are still written into its ring, and it
+ * plans its own from the same place on, alone for good (its group is
+ * closed: it would otherwise join the others again at once).  A member
+ * that detaches or fails
+ * is taken out of every queued job (untarget_queued); a job in flight
+ * still writes its ring, which the worker keeps mapped until the RING_DEL
+ * that follows the job on the same socket.
+ *
+ * So each member's bytes are its solo run's: the same function at the same
+ * place, whoever decoded it.  Invariants (sched_check):
+ *   G1. every member of a group has start_k + next_g == pos, and its grp is
+ *       that group; a group holds 0..WIRE_TARGETS_MAX members;
+ *   G2. a job's targets are distinct streams, t[0] is its home (j->st),
+ *       and a queued job's targets are neither detached nor failed.
+ */
+#define SHARE_HOLD_NS (1000ull * 1000000ull)
+#define SHARE_WINDOW_NS (5000ull * 1000000ull) /* WEIGHTS: the share window */
+
+static bool same_function(const struct stream *a, const struct stream *b)
+{
+    const struct daemon *d = a->d;
+
+    return a->dataset_id == b->dataset_id && d->cat[a->dataset_id].ds == d->cat[b->dataset_id].ds &&
+           a->a.seed == b->a.seed && a->a.batch == b->a.batch && a->a.rank == b->a.rank &&
+           a->a.world == b->a.world && a->a.shuffle == b->a.shuffle &&
+           a->a.drop_last == b->a.drop_last && a->a.drop_last_batch == b->a.drop_last_batch &&
+           a->xform_id == b->xform_id && memcmp(&a->xp, &b->xp, sizeof(a->xp)) == 0 &&
+           a->bpe == b->bpe && a->geom.slot_stride == b->geom.slot_stride &&
+           a->geom.meta_size == b->geom.meta_size && a->out.sample_bytes == b->out.sample_bytes;
+}
+
+static uint64_t next_pos(const struct stream *st)
+{
+    return st->start_k + st->next_g;
+}
+
+static bool has_room(const struct stream *st, uint64_t n)
+{
+    return st->next_g + n <= st->released + st->geom.depth;
+}
+
+static struct share_group *group_new(struct daemon *d, struct stream *st)
+{
+    struct share_group *g = fault_calloc(1, sizeof(*g));
+
+    if (!g)
+        return NULL;
+    g->id = ++d->sched.next_group_id;
+    g->refs = 1;
+    g->members = st;
+    g->n = 1;
+    g->pos = g->unstarted = next_pos(st);
+    g->next = d->sched.groups;
+    d->sched.groups = g;
+    st->grp = g;
+    st->g_next = NULL;
+    return g;
+}
+
+/* Takes st out of its group (the group lives on while a job holds it). */
+static void group_leave(struct daemon *d, struct stream *st)
+{
+    struct share_group *g = st->grp;
+
+    if (!g)
+        return;
+    for (struct stream **pp = &g->members; *pp; pp = &(*pp)->g_next)
+        if (*pp == st) {
+            *pp = st->g_next;
+            break;
+        }
+    g->n--;
+    g->held_since = 0;
+    st->grp = NULL;
+    st->g_next = NULL;
+    group_unref(d, g);
+}
+
+/* Puts st (alone in its group) into g, last; p: the place it joins at. */
+static void group_enter(struct daemon *d, struct share_group *g, struct stream *st, uint64_t p)
+{
+    struct stream **pp = &g->members;
+
+    group_leave(d, st);
+    while (*pp)
+        pp = &(*pp)->g_next;
+    *pp = st;
+    st->g_next = NULL;
+    st->grp = g;
+    g->n++;
+    g->refs++;
+    for (struct stream *m = g->members; m; m = m->g_next)
+        m->ever_shared = true;
+    d->sched.share_joins++;
+    log_info("client %u shares the producer of client %u (group %u, %u members, from "
+             "epoch %llu batch %llu)", st->id, g->members->id, g->id, g->n,
+             (unsigned long long)(p / st->bpe), (unsigned long long)(p % st->bpe));
+}
+
+/* Adds st as a target of every queued job of g's batches at places
+ * p .. g->pos - 1 (all queued: p >= g->unstarted), writing its slots of
+ * them first.  False when a job is missing (nothing changed then). */
+static bool join_planned(struct daemon *d, struct share_group *g, struct stream *st, uint64_t p)
+{
+    uint64_t nb = g->pos - p;
+    uint32_t found = 0, want = 0;
+    const struct stream *src = g->members;
+
+    /* each batch's slot, as the member that has it says */
+    for (uint64_t q = p; q < g->pos; q++) {
+        uint64_t sg = q - src->start_k;
+        const struct ring_slot *from = stream_slot(src, (uint32_t)(sg % src->geom.depth));
+
+        if (src->slot_g[sg % src->geom.depth] != sg)
+            return false;
+        want += from->chunks;
+    }
+    for (const struct stream *q = d->sched.streams; q; q = q->next)
+        for (const struct job *j = q->q_head; j; j = j->next)
+            if (j->grp == g && j->k >= p && j->k < g->pos) {
+                if (j->ntargets >= WIRE_TARGETS_MAX)
+                    return false;
+                found++;
+            }
+    if (found != want)
+        return false;
+    for (uint64_t q = p; q < g->pos; q++) {
+        uint64_t sg = q - src->start_k, g_new = st->next_g + (q - p);
+        uint32_t si = (uint32_t)(g_new % st->geom.depth);
+        const struct ring_slot *from = stream_slot(src, (uint32_t)(sg % src->geom.depth));
+        struct ring_slot *slot = stream_slot(st, si);
+
+        slot->count = from->count;
+        slot->stream_seq = g_new;
+        slot->epoch = from->epoch;
+        slot->seq = from->seq;
+        slot->chunks = from->chunks;
+        slot->substituted = 0;
+        atomic_store_explicit(&slot->chunks_done, 0, memory_order_release);
+        atomic_store_explicit(&slot->ready, 0, memory_order_release);
+        st->slot_g[si] = g_new;
+        st->slot_count[si] = from->count;
+        st->slot_plan_ns[si] = clock_mono_ns();
+        st->shared_batches++;
+    }
+    for (struct stream *q = d->sched.streams; q; q = q->next)
+        for (struct job *j = q->q_head; j; j = j->next)
+            if (j->grp == g && j->k >= p && j->k < g->pos) {
+                uint64_t g_new = st->next_g + (j->k - p);
+
+                j->t[j->ntargets++] = (struct job_target){
+                    .st = st, .slot = (uint32_t)(g_new % st->geom.depth), .g = g_new };
+                st->jobs_live++;
+                d->sched.shared_writes++;
+            }
+    st->next_g += nb;
+    (void)d;
+    return true;
+}
+
+/* What try_join did. */
+enum join { JOIN_NONE, JOIN_DONE, JOIN_WAIT };
+
+/* st, alone in its group, about to plan its next place p: joins a group of
+ * its function that plans p next, or has p planned and not yet begun; or,
+ * when a group is short of p by at most st's depth, waits for it to get
+ * there (JOIN_WAIT: st plans nothing meanwhile), for SHARE_HOLD_NS at most
+ * (join_wait_since). */
+static enum join try_join(struct daemon *d, struct stream *st)
+{
+    uint64_t p = next_pos(st), now;
+    bool ahead = false;
+
+    for (struct share_group *g = d->sched.groups; g; g = g->next) {
+        if (g == st->grp || g->n == 0 || g->n >= WIRE_TARGETS_MAX || g->closed ||
+            !same_function(g->members, st))
+            continue;
+        if (g->pos == p) {
+            group_enter(d, g, st, p);
+            st->join_wait_since = 0;
+            return JOIN_DONE;
+        }
+        if (g->unstarted <= p && p < g->pos && has_room(st, g->pos - p) &&
+            join_planned(d, g, st, p)) {
+            group_enter(d, g, st, p);
+            st->join_wait_since = 0;
+            return JOIN_DONE;
+        }
+        if (g->pos < p && p - g->pos <= st->geom.depth)
+            ahead = true;
+    }
+    if (!ahead || st->join_waited) {
+        st->join_wait_since = 0;
+        return JOIN_NONE;
+    }
+    now = clock_mono_ns();
+    if (!st->join_wait_since)
+        st->join_wait_since = now;
+    if (now - st->join_wait_since < SHARE_HOLD_NS)
+        return JOIN_WAIT;
+    st->join_waited = true; /* waited long enough: it goes alone */
+    st->join_wait_since = 0;
+    return JOIN_NONE;
+}
+
+/* Splits the members whose full rings hold back a waiting member, when
+ * that has gone on for SHARE_HOLD_NS; arms the tick to look again. */
+static void check_hold(struct daemon *d, struct share_group *g)
+{
+    bool waiting = false;
+    uint64_t now;
+
+    for (const struct stream *m = g->members; m; m = m->g_next)
+        if (has_room(m, 1) && m->released == m->published)
+            waiting = true;
+    if (!waiting) {
+        g->held_since = 0;
+        return;
+    }
+    now = clock_mono_ns();
+    if (!g->held_since) {
+        g->held_since = now;
+        return;
+    }
+    if (now - g->held_since < SHARE_HOLD_NS)
+        return;
+    for (struct stream *m = g->members, *next; m; m = next) {
+        next = m->g_next;
+        if (has_room(m, 1))
+            continue;
+        log_info("client %u is split off group %u: its ring has been full for %.1f s while "
+                 "another member waited; it decodes its own batches from epoch %llu batch "
+                 "%llu on", m->id, g->id, (double)(now - g->held_since) / 1e9,
+                 (unsigned long long)(next_pos(m) / m->bpe),
+                 (unsigned long long)(next_pos(m) % m->bpe));
+        group_leave(d, m);
+        if (group_new(d, m))
+            m->grp->closed = true;
+        else
+            m->can_share = false; /* out of memory: it plans alone, with no group */
+        d->sched.share_splits++;
+    }
+    g->held_since = 0;
+}
+
+/*
+ * Plans the next batch of the n streams m[] (one stream, or a group's
+ * members, all at the same place): writes each one's slot header (ring.h
+ * M2), queues the batch's jobs in m[0]'s queue, each naming every ring,
+ * and advances every next_g.
+ */
+static int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
+                      struct share_group *grp)
+{
+    struct stream *st = m[0];
     uint64_t epoch, seq;
     struct sampler s;
     uint32_t count, per, chunks;
     struct job *jobs[RING_MAX_CHUNKS];
 
-    batch_pos(st, g, &epoch, &seq);
+    batch_pos(st, st->next_g, &epoch, &seq);
     if (epoch > SCHED_EPOCH_MAX)
         return -EOVERFLOW;
     if (make_sampler(st, epoch, &s) < 0)
@@ -416,66 +841,143 @@ static int plan_batch(struct daemon *d, struct stream *st, uint64_t g)
         }
     }
 
-    slot->count = count;
-    slot->stream_seq = g;
-    slot->epoch = epoch;
-    slot->seq = seq;
-    slot->chunks = chunks;
-    slot->substituted = 0;
-    atomic_store_explicit(&slot->chunks_done, 0, memory_order_release);
-    atomic_store_explicit(&slot->ready, 0, memory_order_release);
-    st->slot_g[slot_i] = g;
-    st->slot_count[slot_i] = count;
-    st->slot_plan_ns[slot_i] = clock_mono_ns();
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t g = m[i]->next_g;
+        uint32_t slot_i = (uint32_t)(g % m[i]->geom.depth);
+        struct ring_slot *slot = stream_slot(m[i], slot_i);
+
+        slot->count = count;
+        slot->stream_seq = g;
+        slot->epoch = epoch;
+        slot->seq = seq;
+        slot->chunks = chunks;
+        slot->substituted = 0;
+        atomic_store_explicit(&slot->chunks_done, 0, memory_order_release);
+        atomic_store_explicit(&slot->ready, 0, memory_order_release);
+        m[i]->slot_g[slot_i] = g;
+        m[i]->slot_count[slot_i] = count;
+        m[i]->slot_plan_ns[slot_i] = clock_mono_ns();
+        if (n > 1)
+            m[i]->shared_batches++;
+    }
+    if (n > 1) {
+        d->sched.shared_batches++;
+        d->sched.shared_writes += n - 1;
+    }
 
     for (uint32_t c = 0; c < chunks; c++) {
         struct job *j = jobs[c];
 
         j->st = st;
+        j->grp = grp;
+        if (grp)
+            grp->refs++;
+        j->k = grp ? grp->pos : 0;
         j->job_id = ++d->sched.next_job_id;
-        j->g = g;
-        j->slot = slot_i;
+        j->ntargets = n;
+        for (uint32_t i = 0; i < n; i++) {
+            j->t[i] = (struct job_target){
+                .st = m[i], .slot = (uint32_t)(m[i]->next_g % m[i]->geom.depth),
+                .g = m[i]->next_g };
+            m[i]->jobs_live++;
+        }
         j->chunk = c;
         j->first = c * per;
         j->count = count - j->first < per ? count - j->first : per;
         j->progress = -1;
         j->suspect = -1;
-        st->jobs_live++;
         sched_enqueue(d, j, false);
     }
+    for (uint32_t i = 0; i < n; i++)
+        m[i]->next_g++;
+    if (grp)
+        grp->pos++;
     return 0;
 }
 
 static void stream_fail(struct daemon *d, struct stream *st, int code, const char *why);
 
-/* Plans every batch the stream's ring has room for (M1). */
-static void fill_stream(struct daemon *d, struct stream *st)
+/* What a plan that failed with rc means for the streams m[] (all at the
+ * same place); false when nothing more may be planned now. */
+static void plan_failed(struct daemon *d, struct stream *const *m, uint32_t n, int rc)
 {
-    if (st->failed || d->stopping)
-        return;
-    while (st->next_g < st->released + st->geom.depth) {
-        int rc = plan_batch(d, st, st->next_g);
+    for (uint32_t i = 0; i < n; i++) {
+        struct stream *st = m[i];
 
         if (rc == -EOVERFLOW) {
             /* never wrap to epoch 0's stream: end with a reason instead */
             if (st->published == st->next_g)
                 stream_fail(d, st, -EOVERFLOW, "the stream reached epoch 4294967296: epochs "
                             "are numbered 0..4294967295 (the sampler's key)");
-            break;
-        }
-        if (rc == -ENOMEM) {
+        } else if (rc == -ENOMEM) {
             /* nothing of the batch was queued: the client gets an error
              * rather than a wait that never ends */
             stream_fail(d, st, -ENOMEM, "the daemon is out of memory: it could not plan the "
                         "next batch");
-            break;
-        }
-        if (rc < 0) {
+        } else {
             log_error("client %u: cannot plan batch %llu", st->id,
                       (unsigned long long)st->next_g);
+        }
+    }
+}
+
+/* Plans every batch a group's rings all have room for (M1). */
+static void fill_group(struct daemon *d, struct share_group *g)
+{
+    for (;;) {
+        struct stream *m[WIRE_TARGETS_MAX];
+        uint32_t n = 0;
+        bool room = true;
+        int rc;
+
+        for (struct stream *x = g->members; x; x = x->g_next) {
+            m[n++] = x;
+            room = room && has_room(x, 1);
+        }
+        if (n == 0 || d->stopping)
+            return;
+        if (!room) {
+            if (n > 1)
+                check_hold(d, g);
+            if (g->n == n) /* nobody split off: wait for a release */
+                return;
+            continue;
+        }
+        g->held_since = 0;
+        if (n == 1 && !g->closed) {
+            enum join jn = try_join(d, m[0]);
+
+            if (jn == JOIN_WAIT)
+                return; /* the tick looks again */
+            if (jn == JOIN_DONE) {
+                fill_group(d, m[0]->grp); /* a group of 2+: no join again */
+                return;
+            }
+        }
+        rc = plan_batch(d, m, n, g);
+        if (rc < 0) {
+            plan_failed(d, m, n, rc);
+            return;
+        }
+    }
+}
+
+/* Plans every batch the stream's ring has room for (M1). */
+static void fill_stream(struct daemon *d, struct stream *st)
+{
+    if (st->failed || d->stopping)
+        return;
+    if (st->grp) {
+        fill_group(d, st->grp);
+        return;
+    }
+    while (has_room(st, 1)) {
+        int rc = plan_batch(d, &st, 1, NULL);
+
+        if (rc < 0) {
+            plan_failed(d, &st, 1, rc);
             break;
         }
-        st->next_g++;
     }
 }
 
@@ -502,7 +1004,8 @@ static void stream_fail(struct daemon *d, struct stream *st, int code, const cha
     atomic_store_explicit(&h->state, RING_FAILED, memory_order_release);
     for (uint32_t i = 0; i < st->geom.depth; i++)
         ring_futex_wake(&stream_slot(st, i)->ready);
-    drop_queued(d, st);
+    untarget_queued(d, st);
+    group_leave(d, st);
 }
 
 /*
@@ -582,20 +1085,21 @@ static void advance_published(struct daemon *d, struct stream *st)
  * died after its fetch_or but before its DONE, and the release reached the
  * loop before the worker's exit did.  Running the job again would write
  * batch g's samples into batch g + depth and set that batch's bit. */
-static bool chunk_written(struct stream *st, const struct job *j, bool *published)
+static bool chunk_written(const struct job *j, const struct job_target *t, bool *published)
 {
-    struct ring_slot *slot = stream_slot(st, j->slot);
+    struct stream *st = t->st;
+    struct ring_slot *slot = stream_slot(st, t->slot);
     uint64_t mask = atomic_load_explicit(&slot->chunks_done, memory_order_acquire);
     uint64_t all = slot->chunks >= 64 ? ~0ull : (1ull << slot->chunks) - 1;
 
     *published = false;
-    if (st->slot_g[j->slot] != j->g)
+    if (st->slot_g[t->slot] != t->g)
         return true;
     if (!(mask & (1ull << j->chunk)))
         return false;
     if (mask == all) {
-        if (atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(j->g)) {
-            atomic_store_explicit(&slot->ready, ring_ready_word(j->g), memory_order_release);
+        if (atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(t->g)) {
+            atomic_store_explicit(&slot->ready, ring_ready_word(t->g), memory_order_release);
             ring_futex_wake(&slot->ready);
         }
         *published = true;
@@ -603,33 +1107,48 @@ static bool chunk_written(struct stream *st, const struct job *j, bool *publishe
     return true;
 }
 
-void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m)
+void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, uint64_t busy_ns)
 {
-    struct stream *st = j->st;
+    struct stream *live[WIRE_TARGETS_MAX];
+    uint32_t nlive = 0;
+    bool dataset_failed = false;
 
-    if (st->dead || st->failed) {
-        job_free(j);
-        return;
-    }
-    switch (m->status) {
-    case WIRE_OK:
-        if (m->published)
+    j->st->worker_ns += busy_ns; /* the home pays (WEIGHTS) */
+    for (uint32_t i = 0; i < j->ntargets; i++) {
+        struct stream *st = j->t[i].st;
+
+        if (st->dead || st->failed)
+            continue;
+        switch (m->status) {
+        case WIRE_OK:
             advance_published(d, st);
-        break;
-    case WIRE_STREAM_FAILED:
-        stream_fail(d, st, -EIO, m->reason);
-        break;
-    case WIRE_DATASET_FAILED:
-        /* the files changed under the dataset: every stream of it fails,
-         * and the catalogue stops offering it (catalog.c) */
-        catalog_fail(d, st->dataset_id, m->reason);
-        break;
-    default:
-        stream_fail(d, st, -EIO, m->reason[0] ? m->reason : "a worker could not run a job");
-        break;
+            break;
+        case WIRE_STREAM_FAILED:
+            stream_fail(d, st, -EIO, m->reason);
+            break;
+        case WIRE_DATASET_FAILED:
+            dataset_failed = true;
+            break;
+        default:
+            stream_fail(d, st, -EIO, m->reason[0] ? m->reason : "a worker could not run a job");
+            break;
+        }
+        live[nlive++] = st;
     }
-    job_free(j);
-    take_release(d, st);
+    /* the files changed under the dataset: every stream of it fails, and
+     * the catalogue stops offering it (catalog.c) */
+    if (dataset_failed)
+        catalog_fail(d, j->t[0].st->dataset_id, m->reason);
+    /* the job holds its streams until here: take_release may free none */
+    for (uint32_t i = 0; i < nlive; i++)
+        live[i]->jobs_live++;
+    job_free(d, j);
+    for (uint32_t i = 0; i < nlive; i++) {
+        live[i]->jobs_live--;
+        take_release(d, live[i]);
+        if (live[i]->dead && live[i]->jobs_live == 0)
+            stream_free(live[i]);
+    }
 }
 
 void sched_fail_dataset(struct daemon *d, uint32_t dataset_id, const char *why)
@@ -650,42 +1169,63 @@ static void quarantine(struct daemon *d, struct stream *st, uint64_t index)
 
 void sched_job_orphaned(struct daemon *d, struct job *j)
 {
-    struct stream *st = j->st;
-    bool published;
+    struct stream *held[WIRE_TARGETS_MAX];
+    uint32_t nheld = 0;
 
-    if (st->dead || st->failed) {
-        job_free(j);
-        return;
+    /* every ring it names is held until the end (take_release may kick) */
+    for (uint32_t i = 0; i < j->ntargets; i++) {
+        held[nheld++] = j->t[i].st;
+        j->t[i].st->jobs_live++;
     }
-    if (chunk_written(st, j, &published)) {
-        if (published)
+    /* the rings it still has to write: not those gone or failed, nor those
+     * whose chunk is written (chunk_written publishes a batch whose worker
+     * died between the mask and ready) */
+    for (uint32_t i = 0; i < j->ntargets;) {
+        struct job_target *t = &j->t[i];
+        bool published;
+
+        if (t->st->dead || t->st->failed || chunk_written(j, t, &published))
+            job_untarget(j, i);
+        else
+            i++;
+    }
+    if (j->ntargets == 0) {
+        job_free(d, j);
+    } else if (j->crashes >= 8) {
+        for (uint32_t i = 0; i < j->ntargets; i++)
+            stream_fail(d, j->t[i].st, -EIO, "a job keeps killing workers; see the daemon's log");
+        job_free(d, j);
+    } else {
+        struct stream *st = j->st;
+
+        /* Run it again, carefully (reporting each sample).  A careful run
+         * that dies twice on the same sample quarantines that sample:
+         * random kills (an operator, the OOM killer) do not land twice on
+         * one sample. */
+        if (j->crashes > 0 && j->progress >= 0 && j->progress == j->suspect) {
+            uint64_t epoch, seq;
+            struct sampler s;
+
+            batch_pos(st, j->t[0].g, &epoch, &seq);
+            if (make_sampler(st, epoch, &s) == 0)
+                quarantine(d, st, sampler_sample(&s, seq, j->first + (uint32_t)j->progress));
+            j->suspect = -1;
+        } else if (j->progress >= 0) {
+            j->suspect = j->progress;
+        }
+        j->crashes++;
+        sched_enqueue(d, j, true);
+    }
+    for (uint32_t i = 0; i < nheld; i++) {
+        struct stream *st = held[i];
+
+        if (!st->dead && !st->failed) {
             advance_published(d, st);
-        job_free(j);
-        take_release(d, st);
-        return;
+            take_release(d, st);
+        }
+        if (--st->jobs_live == 0 && st->dead)
+            stream_free(st);
     }
-    /* Run it again, carefully (reporting each sample).  A careful run that
-     * dies twice on the same sample quarantines that sample: random kills
-     * (an operator, the OOM killer) do not land twice on one sample. */
-    if (j->crashes > 0 && j->progress >= 0 && j->progress == j->suspect) {
-        uint64_t epoch, seq;
-        struct sampler s;
-
-        batch_pos(st, j->g, &epoch, &seq);
-        if (make_sampler(st, epoch, &s) == 0)
-            quarantine(d, st, sampler_sample(&s, seq, j->first + (uint32_t)j->progress));
-        j->suspect = -1;
-    } else if (j->progress >= 0) {
-        j->suspect = j->progress;
-    }
-    j->crashes++;
-    if (j->crashes > 8) {
-        stream_fail(d, st, -EIO, "a job keeps killing workers; see the daemon's log");
-        job_free(j);
-        sched_check(d);
-        return;
-    }
-    sched_enqueue(d, j, true);
     sched_check(d);
 }
 
@@ -851,7 +1391,7 @@ static uint32_t auto_depth(uint32_t batch, uint64_t sample_bytes)
     return n < AUTO_DEPTH_MIN ? AUTO_DEPTH_MIN : n > AUTO_DEPTH_MAX ? AUTO_DEPTH_MAX : (uint32_t)n;
 }
 
-int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **out,
+int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, struct stream **out,
                  struct rf_err *err)
 {
     struct stream *st;
@@ -949,7 +1489,17 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
                         (unsigned long long)d->sched.mem_used, d->sched.nstreams);
         goto fail;
     }
+    st->weight = a->weight ? a->weight : conf_weight_for(&d->cf, a->name, uid);
+    st->worker_share = st->weight_share = -1;
+    st->can_share = a->share &&
+                    !__builtin_mul_overflow(st->start_epoch, st->bpe, &st->start_k) &&
+                    !__builtin_add_overflow(st->start_k, st->start_seq, &st->start_k) &&
+                    st->start_k <= UINT64_MAX / 2; /* room for next_g */
     st->id = ++d->sched.next_stream_id;
+    if (st->can_share && !group_new(d, st)) {
+        rc = rf_err_set(err, -EAGAIN, "the daemon is out of memory; try again");
+        goto fail;
+    }
     rc = make_ring(d, st, err);
     if (rc < 0)
         goto fail_ring;
@@ -962,14 +1512,15 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **o
     d->sched.streams = st;
     d->sched.nstreams++;
     d->attaches++;
-    log_info("client %u attached: dataset %s batch %u rank %u/%u depth %u, ring %llu bytes%s",
-             st->id, a->dataset, a->batch, a->rank, a->world, st->geom.depth,
-             (unsigned long long)st->geom.total_size, st->locked ? " (locked)" : "");
+    log_info("client %u attached: dataset %s batch %u rank %u/%u depth %u weight %u, ring %llu "
+             "bytes%s", st->id, a->dataset, a->batch, a->rank, a->world, st->geom.depth,
+             st->weight, (unsigned long long)st->geom.total_size, st->locked ? " (locked)" : "");
     *out = st;
     return 0;
 
 fail_ring:
     unmake_ring(d, st);
+    group_leave(d, st);
 fail:
     free(st);
     return rc;
@@ -1006,7 +1557,8 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
     d->sched.nstreams--;
     d->detaches++;
     log_info("client %u detached: %s", st->id, why);
-    drop_queued(d, st);
+    untarget_queued(d, st);
+    group_leave(d, st);
     pool_forget_ring(d, st);
     if (h) {
         if (atomic_load_explicit(&h->state, memory_order_relaxed) == RING_LIVE) {
@@ -1028,6 +1580,15 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
     sched_check(d);
 }
 
+static const char *share_text(double v, char *buf, size_t cap)
+{
+    if (v < 0)
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.3f", v);
+    return buf;
+}
+
 int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
     int lines = 0;
@@ -1038,8 +1599,11 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
         const char *names[] = {
             "dataset", "name", "rank", "world", "batch", "depth", "batches", "samples",
             "waited_s", "ready", "inflight", "ring_bytes", "locked", "failed",
+            "weight", "worker_s", "worker_share", "weight_share", "group", "group_members",
+            "shared_batches",
         };
-        char vals[14][80];
+        enum { NV = sizeof(names) / sizeof(names[0]) };
+        char vals[NV][80];
 
         snprintf(vals[0], 80, "%s", st->a.dataset);
         snprintf(vals[1], 80, "%s", st->a.name[0] ? st->a.name : "-");
@@ -1055,7 +1619,14 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
         snprintf(vals[11], 80, "%llu", (unsigned long long)st->geom.total_size);
         snprintf(vals[12], 80, "%d", st->locked);
         snprintf(vals[13], 80, "%d", st->failed);
-        for (unsigned i = 0; i < 14; i++) {
+        snprintf(vals[14], 80, "%u", st->weight);
+        snprintf(vals[15], 80, "%.3f", (double)st->worker_ns / 1e9);
+        share_text(st->worker_share, vals[16], 80);
+        share_text(st->weight_share, vals[17], 80);
+        snprintf(vals[18], 80, "%u", st->grp && st->grp->n > 1 ? st->grp->id : 0);
+        snprintf(vals[19], 80, "%u", st->grp ? st->grp->n : 1);
+        snprintf(vals[20], 80, "%llu", (unsigned long long)st->shared_batches);
+        for (unsigned i = 0; i < NV; i++) {
             int n = snprintf(buf + *len, cap - *len, "clients.%u.%s %s\n", st->id, names[i],
                              vals[i]);
 
@@ -1066,6 +1637,70 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
         }
     }
     return lines;
+}
+
+uint32_t sched_share_count(const struct daemon *d, bool members)
+{
+    uint32_t n = 0;
+
+    for (const struct share_group *g = d->sched.groups; g; g = g->next)
+        if (g->n > 1)
+            n += members ? g->n : 1;
+    return n;
+}
+
+/* Ends a share window (WEIGHTS): each stream's share of the worker time
+ * spent in it, against its weight's share of the streams that had a turn. */
+static void share_window(struct daemon *d, uint64_t now)
+{
+    uint64_t total = 0, weights = 0;
+
+    for (struct stream *st = d->sched.streams; st; st = st->next) {
+        total += st->worker_ns - st->win_worker_ns;
+        if (st->win_active)
+            weights += st->weight;
+    }
+    for (struct stream *st = d->sched.streams; st; st = st->next) {
+        st->worker_share = total ? (double)(st->worker_ns - st->win_worker_ns) / (double)total
+                                 : 0;
+        st->weight_share = st->win_active && weights ? (double)st->weight / (double)weights : 0;
+        st->win_worker_ns = st->worker_ns;
+        st->win_active = st->nqueued > 0;
+    }
+    d->sched.win_start_ns = now;
+}
+
+/* Once a second: the share windows, and groups held by a full ring
+ * (check_hold looks again when fill_group runs). */
+static void on_tick(uv_timer_t *t)
+{
+    struct daemon *d = t->loop->data;
+    uint64_t now = clock_mono_ns();
+
+    if (now - d->sched.win_start_ns >= SHARE_WINDOW_NS)
+        share_window(d, now);
+    for (const struct stream *st = d->sched.streams; st; st = st->next)
+        if ((st->grp && st->grp->held_since) || st->join_wait_since) {
+            sched_fill(d);
+            pool_dispatch(d);
+            break;
+        }
+}
+
+void sched_init(struct daemon *d)
+{
+    d->sched.win_start_ns = clock_mono_ns();
+    uv_timer_init(d->loop, &d->sched.tick);
+    d->sched.tick_open = true;
+    uv_timer_start(&d->sched.tick, on_tick, 1000, 1000);
+    uv_unref((uv_handle_t *)&d->sched.tick);
+}
+
+void sched_close(struct daemon *d)
+{
+    if (d->sched.tick_open)
+        uv_close((uv_handle_t *)&d->sched.tick, NULL);
+    d->sched.tick_open = false;
 }
 
 void sched_check(const struct daemon *d)
@@ -1098,7 +1733,7 @@ void sched_check(const struct daemon *d)
             CHECK_FAIL("client %u has %u jobs queued and is %s the active list", st->id, n,
                        st->rr_next ? "on" : "off");
         if (st->deficit <= -debt_max ||                            /* Q3 */
-            st->deficit > (st->rr_next ? SCHED_QUANTUM_NS : 0))
+            st->deficit > (st->rr_next ? quantum(st) : 0))
             CHECK_FAIL("client %u's deficit %lld is out of bounds (%s the active list)",
                        st->id, (long long)st->deficit, st->rr_next ? "on" : "off");
         queued += n;
@@ -1133,6 +1768,38 @@ void sched_check(const struct daemon *d)
             CHECK_FAIL("client %u counted as waiting with %llu batches ready", st->id,
                        (unsigned long long)(st->published - st->released));
     }
+    for (const struct share_group *g = d->sched.groups; g; g = g->next) {   /* G1 */
+        uint32_t n = 0;
+
+        for (const struct stream *m = g->members; m; m = m->g_next) {
+            if (m->grp != g || next_pos(m) != g->pos || m->dead || m->failed)
+                CHECK_FAIL("client %u in group %u: %s", m->id, g->id,
+                           m->grp != g ? "its group is another" :
+                           m->dead || m->failed ? "detached or failed" : "at another place");
+            n++;
+        }
+        if (n != g->n || n > WIRE_TARGETS_MAX || g->refs < n || g->unstarted > g->pos + 1)
+            CHECK_FAIL("group %u holds %u members, says %u (refs %u, unstarted %llu, pos %llu)",
+                       g->id, n, g->n, g->refs, (unsigned long long)g->unstarted,
+                       (unsigned long long)g->pos);
+    }
+    for (const struct stream *st = d->sched.streams; st; st = st->next)        /* G2 */
+        for (const struct job *j = st->q_head; j; j = j->next) {
+            if (j->ntargets < 1 || j->ntargets > WIRE_TARGETS_MAX || j->t[0].st != j->st)
+                CHECK_FAIL("queued job %llu names %u rings, its home %s its first",
+                           (unsigned long long)j->job_id, j->ntargets,
+                           j->ntargets && j->t[0].st == j->st ? "is" : "is not");
+            for (uint32_t a = 0; a < j->ntargets; a++) {
+                if (j->t[a].st->dead || j->t[a].st->failed)
+                    CHECK_FAIL("queued job %llu names client %u, %s",
+                               (unsigned long long)j->job_id, j->t[a].st->id,
+                               j->t[a].st->dead ? "detached" : "failed");
+                for (uint32_t b = 0; b < a; b++)
+                    if (j->t[a].st == j->t[b].st)
+                        CHECK_FAIL("queued job %llu names client %u twice",
+                                   (unsigned long long)j->job_id, j->t[a].st->id);
+            }
+        }
     for (int k = 0; k < 2; k++) {                                       /* H1 (WAITS) */
         const struct hist *h = k ? &d->sched.prod_hist : &d->sched.wait_hist;
         uint64_t sum = 0;
@@ -1176,6 +1843,13 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
         .inflight = st->next_g - st->published,
         .ring_bytes = st->geom.total_size,
         .queued = st->nqueued,
+        .weight = st->weight,
+        .worker_ns = st->worker_ns,
+        .worker_share = st->worker_share,
+        .weight_share = st->weight_share,
+        .group = st->grp && st->grp->n > 1 ? st->grp->id : 0,
+        .group_members = st->grp && st->grp->n > 1 ? st->grp->n : 0,
+        .shared_batches = st->shared_batches,
         .locked = st->locked,
         .failed = st->failed,
     };

@@ -13,21 +13,37 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
+
 #include "hist.h"
 #include "wire.h"
 
 struct daemon;
 struct stream;
+struct share_group;
 struct ctl_attach;
 struct rf_err;
 
+/* A ring a job writes: the stream, the slot, and the batch's number in
+ * that stream (its g).  A solo batch has one; a shared one (SHARING in
+ * sched.c) one per member of its group. */
+struct job_target {
+    struct stream *st;
+    uint32_t slot;
+    uint64_t g;
+};
+
 /* One chunk of one batch, waiting or in flight. */
 struct job {
-    struct job *next;          /* link in its stream's queue */
-    struct stream *st;
+    struct job *next;          /* link in its home stream's queue */
+    struct stream *st;         /* its home: t[0].st, whose queue holds it and whose
+                                * turn of the round robin pays for it */
+    struct share_group *grp;   /* the group that planned it (holds a reference), or NULL */
+    uint64_t k;                /* the batch's place in the stream function (sched.c) */
     uint64_t job_id;
-    uint64_t g;
-    uint32_t slot, chunk, first, count;
+    uint32_t ntargets;         /* 1..WIRE_TARGETS_MAX */
+    struct job_target t[WIRE_TARGETS_MAX];
+    uint32_t chunk, first, count;
     uint32_t crashes;          /* workers that died running it */
     int32_t worker;            /* pool index running it, -1 when queued */
     int32_t progress;          /* last WIRE_PROGRESS sample, -1 none */
@@ -58,9 +74,24 @@ struct sched_state {
     uint64_t mem_locked;       /* of them, mlocked */
     struct hist wait_hist;     /* clients' waits, all clients (sched.c, WAITS) */
     struct hist prod_hist;     /* batches' production times, all clients */
+    /* SHARING (sched.c) */
+    struct share_group *groups;
+    uint32_t next_group_id;
+    uint64_t shared_batches;   /* batches planned once for 2+ rings */
+    uint64_t shared_writes;    /* rings those batches went to beyond the first */
+    uint64_t share_joins, share_splits;
+    /* the tick: holds that outlast SHARE_HOLD_NS, the share windows (WEIGHTS) */
+    uv_timer_t tick;
+    bool tick_open;
+    uint64_t win_start_ns;
 };
 
-int sched_attach(struct daemon *d, const struct ctl_attach *a, struct stream **out,
+/* Starts and stops the scheduler's timer (main.c). */
+void sched_init(struct daemon *d);
+void sched_close(struct daemon *d);
+
+/* uid: the client's, for the config's weight rules (conf.h weight). */
+int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, struct stream **out,
                  struct rf_err *err);
 /* Ends a client's stream; the ring says why and gives code (negative errno,
  * see server.c) so the client knows whether to reconnect. */
@@ -77,8 +108,8 @@ void sched_enqueue(struct daemon *d, struct job *j, bool front);
  * owned by the caller (a worker's in-flight list) from then on; NULL when
  * nothing is queued. */
 struct job *sched_dequeue(struct daemon *d);
-/* A worker reported a job done. */
-void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m);
+/* A worker reported a job done, having spent busy_ns on it. */
+void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, uint64_t busy_ns);
 /* Fails every attached stream of a dataset, with why (catalog_fail). */
 void sched_fail_dataset(struct daemon *d, uint32_t dataset_id, const char *why);
 /* A worker died with these jobs: run them again (or quarantine). */
@@ -112,6 +143,11 @@ struct sched_client {
                                     * the one going on, if any */
     uint64_t production_ns;        /* plan to publication, its batches together */
     uint32_t queued;               /* its jobs waiting for a worker */
+    uint32_t weight;               /* WEIGHTS */
+    uint64_t worker_ns;            /* worker time of the jobs it was home of */
+    double worker_share, weight_share; /* over the last share window, -1 none yet */
+    uint32_t group, group_members; /* its share group's id and size; 0, 0 alone */
+    uint64_t shared_batches;       /* its batches that other rings shared */
     bool locked, failed;
 };
 /* The attached clients in turn: prev NULL gives the first; returns NULL
@@ -119,6 +155,9 @@ struct sched_client {
 const struct stream *sched_client_next(const struct daemon *d, const struct stream *prev,
                                        struct sched_client *out);
 
+
+/* Share groups of 2+ clients, or (members) the clients in them. */
+uint32_t sched_share_count(const struct daemon *d, bool members);
 
 /* per-stream lines, called by stats.c */
 int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len);

@@ -73,6 +73,7 @@ struct conn {
     int closing;            /* handles (pipe, epoll) whose close is pending */
     char kick_reason[200];
     uint64_t last_ns;       /* last bytes read (idle-sec) */
+    uint32_t uid;           /* the peer's (SO_PEERCRED): the config's weight rules */
 };
 
 static uv_pipe_t listener;
@@ -443,7 +444,7 @@ static void do_attach(struct conn *c, const struct ctl_req *req)
         return send_err(c, CTL_E_BUSY, "this connection is already attached; open another");
     if (c->d->stopping)
         return send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
-    rc = sched_attach(c->d, &req->attach, &st, &err);
+    rc = sched_attach(c->d, &req->attach, c->uid, &st, &err);
     if (rc < 0) {
         /* every refusal counts: version, dataset, transform, fit, budget */
         c->d->attach_refused++;
@@ -690,6 +691,7 @@ static void on_connection(uv_stream_t *server, int status)
                  d->cf.n_allow_uid || d->cf.n_allow_gid ? "the allow-uid/allow-gid lists"
                                                         : "the socket file's group");
     }
+    c->uid = (uint32_t)cr.uid;
     c->state = C_READING;
     conn_drive(c);
 }

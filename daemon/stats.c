@@ -128,6 +128,16 @@ static double bad_total(struct daemon *d)
       totals(d).substituted)                                                             \
     X("errors.quarantined", "counter", "Samples quarantined for killing workers",        \
       d->quarantine.total)                                                                    \
+    X("sharing.groups", "gauge", "Groups of 2+ clients whose batches are decoded once",     \
+      sched_share_count(d, false))                                                             \
+    X("sharing.members", "gauge", "Clients in those groups", sched_share_count(d, true))         \
+    X("sharing.batches", "counter", "Batches decoded once for 2+ clients",               \
+      d->sched.shared_batches)                                                           \
+    X("sharing.copies", "counter", "Ring writes of shared batches past the first (decodes " \
+      "saved)", d->sched.shared_writes)                                                   \
+    X("sharing.joins", "counter", "Clients that joined a group", d->sched.share_joins)     \
+    X("sharing.splits", "counter", "Members split off a group for holding it back",       \
+      d->sched.share_splits)                                                             \
     X("memory.rings_bytes", "gauge", "Bytes of client rings", d->sched.mem_used)               \
     X("memory.locked_bytes", "gauge", "Bytes of rings locked in RAM", d->sched.mem_locked)     \
     X("memory.budget_bytes", "gauge", "The memory budget for rings", d->cf.memory_budget)
@@ -346,7 +356,9 @@ static double client_value(const struct sched_client *c, unsigned f)
 {
     const double v[] = { (double)c->batches, (double)c->samples, (double)c->waited_ns / 1e9,
                          (double)c->waits, (double)c->production_ns / 1e9, (double)c->ready,
-                         (double)c->inflight, (double)c->ring_bytes, c->locked, c->failed };
+                         (double)c->inflight, (double)c->ring_bytes, c->locked, c->failed,
+                         (double)c->weight, (double)c->worker_ns / 1e9,
+                         (double)c->shared_batches };
 
     return v[f];
 }
@@ -378,6 +390,12 @@ static int client_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
         { "ringfeed_client_ring_locked", "gauge", "1 when this client's ring is locked in RAM",
           MIN },
         { "ringfeed_client_failed", "gauge", "1 when this client's stream has failed", MAX },
+        { "ringfeed_client_weight", "gauge", "This client's weight for the workers' time", MAX },
+        { "ringfeed_client_worker_seconds_total", "counter",
+          "Worker time spent on this client's jobs (a shared batch's on the member that "
+          "planned it)", SUM },
+        { "ringfeed_client_shared_batches_total", "counter",
+          "Batches of this client decoded once for it and other clients", SUM },
     };
     /* the loop is single-threaded and nstreams <= max-clients */
     static struct sched_client all[CONF_MAX_CLIENTS_MAX];

@@ -84,6 +84,17 @@ struct wire_ring_del {
     uint32_t ring_id;
 };
 
+/* Rings one job writes at most: the members of one share group
+ * (SHARING in sched.c).  The worker decodes into the first and copies the
+ * chunk into the others. */
+#define WIRE_TARGETS_MAX 8
+
+struct wire_target {
+    uint32_t ring_id;
+    uint32_t slot;
+    uint64_t stream_seq;  /* batch g in that ring's stream */
+};
+
 struct wire_job {
     uint32_t type;
     uint32_t ring_id;
@@ -96,7 +107,8 @@ struct wire_job {
     uint32_t first;       /* first sample of the chunk within the batch */
     uint32_t count;
     uint32_t careful;     /* report WIRE_PROGRESS before each sample */
-    uint32_t pad;
+    uint32_t ntargets;    /* 1 + the rings in more[] */
+    struct wire_target more[WIRE_TARGETS_MAX - 1]; /* the same chunk, copied there */
 };
 
 /* Worker counters, cumulative since the worker started. */

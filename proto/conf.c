@@ -25,6 +25,7 @@ enum kind {
     K_DATASET, /* dataset.NAME = DIR, into datasets[] */
     K_MODE,    /* uint32_t file mode in octal, in min..max */
     K_GROUP,   /* char[] group name or number, 1..max bytes */
+    K_WEIGHTS, /* struct conf_weight[CONF_WEIGHTS_MAX] and its unsigned count */
 };
 
 struct keydef {
@@ -60,6 +61,8 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"max-connections", CONF_MAX_CONNECTIONS, K_UINT, FIELD(max_connections), 0, 1,
      CONF_MAX_CONNECTIONS_MAX},
     {"idle-sec", CONF_IDLE_SEC, K_UINT, FIELD(idle_sec), 0, 0, CONF_IDLE_SEC_MAX},
+    {"weight", CONF_WEIGHT, K_WEIGHTS, FIELD(weights), offsetof(struct conf, n_weights), 1,
+     CTL_ATTACH_WEIGHT_MAX},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
@@ -162,6 +165,11 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         snprintf(buf, cap, "a group name or number: 1 to %llu of A-Z a-z 0-9 . _ -, "
                  "not starting with -", (unsigned long long)k->max);
         return;
+    case K_WEIGHTS:
+        snprintf(buf, cap, "1 to %d comma-separated rules name:LABEL=W or uid:UID=W, "
+                 "W in %llu..%llu", CONF_WEIGHTS_MAX, (unsigned long long)k->min,
+                 (unsigned long long)k->max);
+        return;
     }
     snprintf(buf, cap, "?");
 }
@@ -208,6 +216,80 @@ static int set_ids(const struct keydef *k, struct conf *c, const char *key, cons
     memcpy((char *)c + k->off, ids, n * sizeof(ids[0]));
     *(unsigned *)((char *)c + k->count_off) = n;
     return 0;
+}
+
+/* One rule "name:LABEL=W" or "uid:UID=W" from p[0..len), no blanks around. */
+static int parse_weight(const struct keydef *k, const char *p, size_t len, struct conf_weight *w)
+{
+    const char *eq = memchr(p, '=', len);
+    uint64_t v;
+    size_t lab;
+
+    memset(w, 0, sizeof(*w));
+    if (!eq || strnum_u64(eq + 1, len - (size_t)(eq + 1 - p), &v) < 0 || v < k->min ||
+        v > k->max)
+        return -EINVAL;
+    w->weight = (uint32_t)v;
+    if (len > 4 && memcmp(p, "uid:", 4) == 0) {
+        w->by_uid = true;
+        if (strnum_u64(p + 4, (size_t)(eq - p) - 4, &v) < 0 || v > UINT32_MAX - 1)
+            return -EINVAL;
+        w->uid = (uint32_t)v;
+        return 0;
+    }
+    if (len <= 5 || memcmp(p, "name:", 5) != 0)
+        return -EINVAL;
+    lab = (size_t)(eq - p) - 5;
+    if (lab == 0 || lab > CTL_LABEL_MAX || !ctl_label_ok(p + 5, lab))
+        return -EINVAL;
+    memcpy(w->name, p + 5, lab);
+    return 0;
+}
+
+static int set_weights(const struct keydef *k, struct conf *c, const char *key, const char *v,
+                       struct rf_err *err)
+{
+    struct conf_weight ws[CONF_WEIGHTS_MAX];
+    unsigned n = 0;
+    const char *p = v;
+
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+
+        while (len && is_blank(*p))
+            p++, len--;
+        while (len && is_blank(p[len - 1]))
+            len--;
+        if (n == CONF_WEIGHTS_MAX)
+            return rf_err_set(err, -E2BIG, "%s: more than %d rules", key, CONF_WEIGHTS_MAX);
+        if (parse_weight(k, p, len, &ws[n]) < 0) {
+            char what[128];
+
+            describe(k, what, sizeof(what));
+            return rf_err_set(err, -EINVAL, "%s: rule \"%.*s\" is not one of %s", key,
+                              (int)(len > 64 ? 64 : len), p, what);
+        }
+        n++;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    memcpy(c->weights, ws, n * sizeof(ws[0]));
+    c->n_weights = n;
+    (void)k;
+    return 0;
+}
+
+uint32_t conf_weight_for(const struct conf *c, const char *name, uint32_t uid)
+{
+    for (unsigned i = 0; name && name[0] && i < c->n_weights; i++)
+        if (!c->weights[i].by_uid && strcmp(c->weights[i].name, name) == 0)
+            return c->weights[i].weight;
+    for (unsigned i = 0; i < c->n_weights; i++)
+        if (c->weights[i].by_uid && c->weights[i].uid == uid)
+            return c->weights[i].weight;
+    return 1;
 }
 
 static int set_dataset(const struct keydef *k, struct conf *c, const char *key, const char *v,
@@ -305,6 +387,8 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
         return bad_value(k, key, v, err);
     case K_IDS:
         return set_ids(k, c, key, v, err);
+    case K_WEIGHTS:
+        return set_weights(k, c, key, v, err);
     case K_DATASET:
         return set_dataset(k, c, key, v, err);
     case K_MODE:
@@ -333,7 +417,7 @@ static const struct keydef *find_key(const char *key)
 
 static int unknown_key(const char *key, struct rf_err *err)
 {
-    char list[256];
+    char list[512];
     size_t used = 0;
 
     list[0] = '\0';
@@ -506,7 +590,7 @@ int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
             }
         } else {
             memcpy((char *)dst + k->off, (const char *)src + k->off, k->width);
-            if (k->kind == K_IDS)
+            if (k->kind == K_IDS || k->kind == K_WEIGHTS)
                 memcpy((char *)dst + k->count_off, (const char *)src + k->count_off,
                        sizeof(unsigned));
         }
@@ -560,6 +644,18 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
                                    ((const uint32_t *)field)[i]);
         break;
     }
+    case K_WEIGHTS:
+        for (unsigned i = 0; i < c->n_weights && vu < sizeof(v); i++) {
+            const struct conf_weight *w = &c->weights[i];
+
+            if (w->by_uid)
+                vu += (size_t)snprintf(v + vu, sizeof(v) - vu, "%suid:%u=%u", i ? ", " : "",
+                                       w->uid, w->weight);
+            else
+                vu += (size_t)snprintf(v + vu, sizeof(v) - vu, "%sname:%s=%u", i ? ", " : "",
+                                       w->name, w->weight);
+        }
+        break;
     case K_DATASET:
         for (unsigned i = 0; i < c->n_datasets; i++) {
             n = snprintf(buf + *used, cap - *used, "dataset.%s = %s\n", c->datasets[i].name,
@@ -602,8 +698,15 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         strcmp(a->socket_group, b->socket_group) != 0 || a->max_clients != b->max_clients ||
         a->max_connections != b->max_connections || a->idle_sec != b->idle_sec ||
         a->n_allow_uid != b->n_allow_uid ||
-        a->n_allow_gid != b->n_allow_gid || a->n_datasets != b->n_datasets)
+        a->n_allow_gid != b->n_allow_gid || a->n_datasets != b->n_datasets ||
+        a->n_weights != b->n_weights)
         return false;
+    for (unsigned i = 0; i < a->n_weights; i++)
+        if (a->weights[i].by_uid != b->weights[i].by_uid ||
+            a->weights[i].uid != b->weights[i].uid ||
+            a->weights[i].weight != b->weights[i].weight ||
+            strcmp(a->weights[i].name, b->weights[i].name) != 0)
+            return false;
     if (memcmp(a->allow_uid, b->allow_uid, a->n_allow_uid * sizeof(a->allow_uid[0])) != 0 ||
         memcmp(a->allow_gid, b->allow_gid, a->n_allow_gid * sizeof(a->allow_gid[0])) != 0)
         return false;
@@ -635,6 +738,8 @@ int conf_check_table(struct rf_err *err)
                               k->name);
         if (k->kind == K_MODE && (k->width != sizeof(uint32_t) || k->max > 07777))
             return rf_err_set(err, -EINVAL, "config key %s: mode field or range", k->name);
+        if (k->kind == K_WEIGHTS && k->width != CONF_WEIGHTS_MAX * sizeof(struct conf_weight))
+            return rf_err_set(err, -EINVAL, "config key %s: list field size", k->name);
         if (k->kind == K_IDS && k->width != CONF_ALLOW_MAX * sizeof(uint32_t))
             return rf_err_set(err, -EINVAL, "config key %s: list field size", k->name);
         for (int j = 0; j < i; j++)

@@ -22,6 +22,7 @@
  *     max-clients   = 256
  *     max-connections = 1024
  *     idle-sec      = 60
+ *     weight        = name:trainer=3, uid:1000=2
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -89,6 +90,15 @@
  *                          that owns the socket file the daemon creates;
  *                          1..32 of [A-Za-z0-9._-], not starting with '-'.
  *                          Not set: the daemon's own group.
+ *   weight = LIST          default weights of clients that name none in
+ *                          their ATTACH: comma-separated rules
+ *                          "name:LABEL=W" (clients with name=LABEL) and
+ *                          "uid:UID=W" (clients of that user), W in
+ *                          1..1000, at most CONF_WEIGHTS_MAX rules; a name
+ *                          rule comes before a uid rule.  While clients
+ *                          wait for workers, each gets worker time in
+ *                          proportion to its weight.  Not set: every
+ *                          client's weight is 1.
  *
  * FLAGS OVER FILE
  *
@@ -124,6 +134,7 @@
 #define CONF_MAX_CLIENTS_MAX 1024  /* a worker maps every attached ring (wire.h) */
 #define CONF_MAX_CONNECTIONS_MAX 16384
 #define CONF_IDLE_SEC_MAX 86400
+#define CONF_WEIGHTS_MAX 64        /* rules in one weight list */
 
 /* The keys, in the order conf_format writes them; bits of conf->set. */
 enum conf_key {
@@ -142,6 +153,7 @@ enum conf_key {
     CONF_MAX_CLIENTS,
     CONF_MAX_CONNECTIONS,
     CONF_IDLE_SEC,
+    CONF_WEIGHT,
     CONF_KEY_COUNT
 };
 
@@ -156,6 +168,15 @@ enum conf_log_level {
 struct conf_dataset {
     char name[CTL_DATASET_NAME_MAX + 1];
     char dir[CONF_PATH_MAX];
+};
+
+/* One rule of the weight list: clients named name, or of user uid, get
+ * weight unless their ATTACH names one. */
+struct conf_weight {
+    bool by_uid;
+    uint32_t uid;
+    char name[CTL_LABEL_MAX + 1];
+    uint32_t weight;                 /* 1..CTL_ATTACH_WEIGHT_MAX */
 };
 
 struct conf {
@@ -177,7 +198,14 @@ struct conf {
     uint32_t allow_gid[CONF_ALLOW_MAX];
     unsigned n_datasets;
     struct conf_dataset datasets[CONF_DATASETS_MAX];
+    unsigned n_weights;
+    struct conf_weight weights[CONF_WEIGHTS_MAX];
 };
+
+/* The weight the config gives a client called name (NULL or "": none) of
+ * user uid: the first rule naming it, else the first rule of its uid, else
+ * 1.  (An ATTACH weight= comes before both; sched.c, WEIGHTS.) */
+uint32_t conf_weight_for(const struct conf *c, const char *name, uint32_t uid);
 
 /* Fills c with the defaults above, nothing set. */
 void conf_defaults(struct conf *c);

@@ -72,6 +72,16 @@
  *                       not given = 0, which the daemon reads as its own
  *                       current version (the daemon checks, not the parser)
  *     name=TEXT         client label for stats, 1..64 of [A-Za-z0-9._:@/+-]
+ *     weight=W          the client's share of the workers while others wait,
+ *                       1..1000 (a client of weight 3 gets three times the
+ *                       worker time of one of weight 1); not given = 0: the
+ *                       config's weight for the client's name or uid, else 1
+ *     share=0|1         default 1: a client whose stream is the same as
+ *                       another's (dataset, seed, transform and its
+ *                       parameters, batch, rank, world, shuffle, drop_last,
+ *                       drop_last_batch) at the same point shares its
+ *                       producer (each batch decoded once, written into
+ *                       both rings); 0 always decodes its own
  *
  * The defaults are part of the protocol and never change: a client may
  * leave out any key whose default it wants, and ctl_format_attach() does.
@@ -115,11 +125,12 @@
 #define CTL_WORKERS_MAX 256
 #define CTL_DATASET_NAME_MAX 64   /* bytes of [A-Za-z0-9._-] */
 #define CTL_LABEL_MAX 64          /* bytes of [A-Za-z0-9._:@/+-] */
-#define CTL_ATTACH_KEYS 20        /* rows in the ATTACH key table */
+#define CTL_ATTACH_KEYS 22        /* rows in the ATTACH key table */
 #define CTL_ATTACH_BATCH_MAX 65536
 #define CTL_ATTACH_WORLD_MAX 65536
 #define CTL_ATTACH_DEPTH_MIN 2
 #define CTL_ATTACH_DEPTH_MAX 64
+#define CTL_ATTACH_WEIGHT_MAX 1000
 
 enum ctl_status {
     CTL_DONE,
@@ -199,6 +210,8 @@ struct ctl_attach {
     bool drop_last;
     bool drop_last_batch;
     uint32_t version;                       /* 0 when not given */
+    uint32_t weight;                        /* 0 when not given */
+    bool share;
 };
 
 /* A token of the request line: buf[off .. off + len). */
@@ -257,6 +270,8 @@ size_t ctl_text_check(const char *s, size_t len);
 
 /* True when s[0..len) is a dataset name: 1..64 bytes of [A-Za-z0-9._-]. */
 bool ctl_dataset_name_ok(const char *s, size_t len);
+/* A client label (ATTACH name=): 1..CTL_LABEL_MAX of [A-Za-z0-9._:@/+-]. */
+bool ctl_label_ok(const char *s, size_t len);
 
 /* Fills a with every default; dataset is "" (the caller must set it). */
 void ctl_attach_defaults(struct ctl_attach *a);

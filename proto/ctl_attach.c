@@ -69,6 +69,8 @@ static const struct key keys[] = {
     U("drop_last_batch", K_BOOL, drop_last_batch, 0, 1),
     {"version", K_U32, F(version), 1, UINT32_MAX, 0, 0, false, true, NULL, 0},
     {"name", K_LABEL, F(name), 0, 0, 0, 0, false, true, NULL, 0},
+    {"weight", K_U32, F(weight), 1, CTL_ATTACH_WEIGHT_MAX, 0, 0, false, true, NULL, 0},
+    U("share", K_BOOL, share, 0, 1),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -100,6 +102,8 @@ void ctl_attach_defaults(struct ctl_attach *a)
     a->drop_last = false;
     a->drop_last_batch = false;
     a->version = 0;
+    a->weight = 0; /* the daemon's default for the client (sched.c, WEIGHTS) */
+    a->share = true;
 }
 
 const char *ctl_transform_name(uint32_t t)
@@ -112,7 +116,7 @@ const char *ctl_layout_name(uint32_t l)
     return l < CTL_LAYOUT_COUNT ? layouts[l] : NULL;
 }
 
-static bool label_ok(const char *s, size_t len)
+bool ctl_label_ok(const char *s, size_t len)
 {
     if (len == 0 || len > CTL_LABEL_MAX)
         return false;
@@ -242,7 +246,7 @@ static bool parse_value(const struct key *k, const char *v, size_t vlen, struct 
         return true;
     case K_NAME:
     case K_LABEL:
-        if (k->kind == K_NAME ? !ctl_dataset_name_ok(v, vlen) : !label_ok(v, vlen))
+        if (k->kind == K_NAME ? !ctl_dataset_name_ok(v, vlen) : !ctl_label_ok(v, vlen))
             return false;
         memcpy(field, v, vlen);
         field[vlen] = '\0';
@@ -342,7 +346,7 @@ static bool field_ok(const struct key *k, const struct ctl_attach *a)
         n = strnlen(field, k->kind == K_NAME ? CTL_DATASET_NAME_MAX + 1 : CTL_LABEL_MAX + 1);
         if (k->zero_unset && n == 0)
             return true;
-        return k->kind == K_NAME ? ctl_dataset_name_ok(field, n) : label_ok(field, n);
+        return k->kind == K_NAME ? ctl_dataset_name_ok(field, n) : ctl_label_ok(field, n);
     }
     return false;
 }

@@ -104,9 +104,15 @@ static void test_example(void)
         "socket-group  = ringfeed\n"
         "max-clients   = 256\n"
         "max-connections = 1024\n"
-        "idle-sec      = 60\n";
+        "idle-sec      = 60\n"
+        "weight        = name:trainer=3, uid:1000=2\n";
 
     expect_ok(example, "the example in conf.h parses");
+    TAP_IS_INT(c.n_weights, 2, "two weight rules");
+    TAP_IS_INT(conf_weight_for(&c, "trainer", 1000), 3, "  a name rule before a uid rule");
+    TAP_IS_INT(conf_weight_for(&c, "other", 1000), 2, "  the uid rule for another name");
+    TAP_IS_INT(conf_weight_for(&c, NULL, 1000), 2, "  and for no name");
+    TAP_IS_INT(conf_weight_for(&c, "trainer2", 7), 1, "  else weight 1");
     TAP_IS_INT(c.set, (1u << CONF_KEY_COUNT) - 1, "every key set");
     TAP_IS_INT(c.workers, 8, "workers");
     TAP_IS_INT(c.memory_budget, 16ull << 30, "memory-budget 16G");
@@ -230,6 +236,20 @@ static void test_keys(void)
     one("socket-group", "abcdefghijabcdefghijabcdefghijabc", 0);
     expect_bad("socket-group = a/b\n", "group message says what is accepted", "socket-group",
                "group name or number", NULL);
+    one("weight", "name:trainer=3", 1);
+    one("weight", "uid:0=1000, name:a.b@c/d+e-f:g=1", 1);
+    one("weight", "name:x=0", 0);
+    one("weight", "name:x=1001", 0);
+    one("weight", "name:=3", 0);
+    one("weight", "name:a b=3", 0);
+    one("weight", "uid:4294967295=2", 0);
+    one("weight", "uid:x=2", 0);
+    one("weight", "gid:5=2", 0);
+    one("weight", "name:x", 0);
+    one("weight", "name:x=3,", 0);
+    one("weight", "", 0);
+    expect_bad("weight = name:x=3, pid:4=2\n", "a bad weight rule is named with the forms",
+               "weight", "\"pid:4=2\"", "name:LABEL=W or uid:UID=W", "1..1000", NULL);
 
     one("socket", "/run/x.sock", 1);
     one("socket", "run/x.sock", 0);

@@ -469,6 +469,12 @@ static void test_attach_bounds(void)
     attach_kv("ratio=0,1", 0, "ratio LO = 0");
     attach_kv("ratio=1,100.00001", 0, "ratio HI past 100");
     attach_kv("ratio=2,1", 0, "ratio LO > HI");
+    attach_kv("weight=1", 1, "weight min");
+    attach_kv("weight=1000", 1, "weight max");
+    attach_kv("weight=0", 0, "weight 0 (not given is the daemon's default)");
+    attach_kv("weight=1001", 0, "weight past 1000");
+    attach_kv("share=0", 1, "share=0");
+    attach_kv("share=2", 0, "share=2");
     attach_kv("flip=0", 1, "flip min");
     attach_kv("flip=1", 1, "flip max");
     attach_kv("flip=-0.001", 0, "flip below 0");
@@ -548,13 +554,15 @@ static void test_attach_bounds(void)
     TAP_IS_INT(req.attach.batch, 8, "batch=08 -> 8");
     expect_ok("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
               "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
-              "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x\n",
-              CTL_VERB_ATTACH, "all 20 keys at once");
+              "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0\n",
+              CTL_VERB_ATTACH, "all 22 keys at once");
+    TAP_OK(req.attach.weight == 7 && !req.attach.share, "weight=7 share=0 parsed");
     TAP_OK(req.attach.drop_last && req.attach.drop_last_batch, "drop_last_batch=1 parsed");
     expect_err("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
                "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
-               "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x name=y\n",
-               CTL_E_BAD_ARG, "21 arguments", "takes 1 to 20", NULL);
+               "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0 "
+               "name=y\n",
+               CTL_E_BAD_ARG, "23 arguments", "takes 1 to 22", NULL);
     {
         char line[1024];
         size_t o = (size_t)snprintf(line, sizeof(line), "ATTACH");

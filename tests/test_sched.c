@@ -110,6 +110,16 @@ struct client {
 
 static struct daemon g_d;
 static struct catalog_entry g_cat[1];
+static struct client *g_clients[16]; /* attached, by the ring ids of their streams */
+static unsigned g_nclients;
+
+static struct client *client_of_ring(uint32_t id)
+{
+    for (unsigned i = 0; i < g_nclients; i++)
+        if (g_clients[i]->si.id == id)
+            return g_clients[i];
+    return NULL;
+}
 
 static int make_dataset(const char *dir)
 {
@@ -154,6 +164,9 @@ static void sampler_of(const struct client *c, uint64_t epoch, struct sampler *s
     sampler_init(s, &p, NULL);
 }
 
+static uint32_t g_next_weight, g_next_epoch, g_next_seq, g_next_seed = 77;
+static bool g_next_noshare;
+
 static int attach(struct client *c, uint32_t batch, uint32_t depth, uint32_t rank,
                   uint32_t world)
 {
@@ -166,8 +179,16 @@ static int attach(struct client *c, uint32_t batch, uint32_t depth, uint32_t ran
     c->a.depth = depth;
     c->a.rank = rank;
     c->a.world = world;
-    c->a.seed = 77;
-    if (sched_attach(&g_d, &c->a, &c->st, &err) < 0) {
+    c->a.seed = g_next_seed;
+    c->a.weight = g_next_weight;
+    c->a.epoch = g_next_epoch;
+    c->a.seq = g_next_seq;
+    c->a.share = !g_next_noshare;
+    g_next_weight = g_next_epoch = 0;
+    g_next_seq = 0;
+    g_next_seed = 77;
+    g_next_noshare = false;
+    if (sched_attach(&g_d, &c->a, 0, &c->st, &err) < 0) {
         tap_diag("attach: %s", err.msg);
         return -1;
     }
@@ -175,6 +196,8 @@ static int attach(struct client *c, uint32_t batch, uint32_t depth, uint32_t ran
     c->mem = mmap(NULL, c->si.size, PROT_READ | PROT_WRITE, MAP_SHARED, c->si.memfd, 0);
     if (c->mem == MAP_FAILED)
         return -1;
+    g_clients[g_nclients++] = c;
+    c->consumed = 0;
     sched_start(&g_d, c->st, c);
     return 0;
 }
@@ -234,7 +257,7 @@ static int work(struct client *c, struct job *j, int report)
         atomic_store(&s->ready, ring_ready_word(m.stream_seq));
     done.job_id = m.job_id;
     if (report)
-        sched_job_done(&g_d, j, &done);
+        sched_job_done(&g_d, j, &done, 0);
     return done.published;
 }
 
@@ -281,8 +304,18 @@ static void run(struct client *c, uint64_t batches)
     }
 }
 
+static void forget(struct client *c)
+{
+    for (unsigned i = 0; i < g_nclients; i++)
+        if (g_clients[i] == c) {
+            g_clients[i] = g_clients[--g_nclients];
+            break;
+        }
+}
+
 static void detach(struct client *c)
 {
+    forget(c);
     sched_detach(&g_d, c->st, "test done", 0);
     munmap(c->mem, c->si.size);
 }
@@ -389,6 +422,7 @@ static void crashes(void)
     j = sched_dequeue(&g_d);
     k = sched_dequeue(&g_d);
     j->worker = k->worker = 0;
+    forget(&c);
     sched_detach(&g_d, c.st, "gone", 0);
     work(&c, j, 1);
     sched_job_orphaned(&g_d, k);
@@ -510,6 +544,249 @@ static void fair_turns(void)
     TAP_IS_INT(g_d.sched.nstreams, 0, "both detached, their jobs freed");
 }
 
+
+/* Plays a worker on a job that may name several rings (sched.c SHARING):
+ * writes the chunk into each ring whose client is still attached, or only
+ * into target `only` when it is >= 0; sets each chunk bit and publishes
+ * the slots it completes.  With report, tells the scheduler it is done. */
+static void work_multi(struct job *j, int only, int report)
+{
+    struct wire_job m;
+    struct wire_done done = {.type = WIRE_DONE};
+
+    sched_job_message(j, &m);
+    for (uint32_t t = 0; t < m.ntargets; t++) {
+        uint32_t id = t ? m.more[t - 1].ring_id : m.ring_id;
+        uint64_t g = t ? m.more[t - 1].stream_seq : m.stream_seq;
+        struct client *c = client_of_ring(id);
+        struct ring_slot *s;
+        struct sampler smp;
+        uint64_t bit, old, all;
+
+        if (!c || (only >= 0 && (uint32_t)only != t))
+            continue;
+        s = slot_of(c, g);
+        sampler_of(c, m.epoch, &smp);
+        for (uint32_t k = 0; k < m.count; k++) {
+            ring_samples(s)[m.first + k].index = sampler_sample(&smp, m.seq, m.first + k);
+            ring_samples(s)[m.first + k].label =
+                (int32_t)(ring_samples(s)[m.first + k].index % 10);
+        }
+        bit = 1ull << m.chunk;
+        old = atomic_fetch_or(&s->chunks_done, bit);
+        all = s->chunks >= 64 ? ~0ull : (1ull << s->chunks) - 1;
+        if ((old | bit) == all && old != all) {
+            atomic_store(&s->ready, ring_ready_word(g));
+            done.published = 1;
+        }
+    }
+    done.job_id = m.job_id;
+    if (report)
+        sched_job_done(&g_d, j, &done, (uint64_t)m.count * 1000);
+}
+
+/* Runs jobs, consuming the clients in cs[] (the others do not read), until
+ * the queue is dry or `jobs` jobs ran; returns the jobs run. */
+static unsigned run_multi(struct client *const *cs, unsigned n, unsigned jobs)
+{
+    unsigned ran = 0;
+    struct job *j;
+
+    while (ran < jobs && (j = sched_dequeue(&g_d))) {
+        j->worker = 0;
+        work_multi(j, -1, 1);
+        ran++;
+        for (unsigned i = 0; i < n; i++) {
+            check_invariants(cs[i]);
+            consume(cs[i]);
+        }
+    }
+    return ran;
+}
+
+static void client_figures(const struct client *c, struct sched_client *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (const struct stream *st = sched_client_next(&g_d, NULL, out); st;
+         st = sched_client_next(&g_d, st, out))
+        if (st == c->st)
+            return;
+    memset(out, 0, sizeof(*out));
+}
+
+/*
+ * SHARING (sched.c): identical streams share one producer and each still
+ * gets exactly its solo stream: consume() checks every batch against the
+ * sampler.  Covered: two attached together (the second joins the first's
+ * planned batches), a third joining at the group's place mid-epoch, a
+ * worker dying after writing one ring of two, a member detaching with
+ * jobs queued and in flight, a member that stops reading (split off after
+ * SHARE_HOLD_NS, the others go on), share=0, and another seed (no group).
+ */
+static void shared(void)
+{
+    struct client a, b, c, x;
+    struct client *ab[] = {&a, &b}, *abc[] = {&a, &b, &c}, *ac[] = {&a, &c}, *aa[] = {&a};
+    struct sched_client fa, fb, fc;
+    struct job *j;
+    uint64_t shared0 = g_d.sched.shared_batches, c_start;
+
+    if (attach(&a, 64, 4, 0, 1) < 0 || attach(&b, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    TAP_IS_INT(g_d.sched.queued, 4, "a second identical stream joins the first's 4 planned "
+               "batches: 4 jobs queued, not 8");
+    j = sched_dequeue(&g_d);
+    TAP_IS_INT(j ? j->ntargets : 0, 2, "  each job names both rings");
+    sched_enqueue(&g_d, j, true);
+    run_multi(ab, 2, 3 * (unsigned)a.si.bpe / 2);
+    tap_ok(a.consumed > a.si.bpe && b.consumed == a.consumed,
+           "both read past an epoch at one pace (%llu, %llu batches)",
+           (unsigned long long)a.consumed, (unsigned long long)b.consumed);
+    TAP_IS_INT(a.bad + b.bad, 0, "  every batch of both is the sampler's");
+    client_figures(&b, &fb);
+    tap_ok(fb.group != 0 && fb.group_members == 2 && fb.shared_batches >= b.consumed,
+           "  STATS: one group of 2, every batch shared (%llu)",
+           (unsigned long long)fb.shared_batches);
+    tap_ok(g_d.sched.shared_batches - shared0 >= b.consumed, "  the daemon counts them");
+
+    /* a third asks for the group's next place: it joins there */
+    c_start = a.consumed + 4; /* a's ring is full: the group plans a.consumed + 4 next */
+    g_next_epoch = (uint32_t)(c_start / a.si.bpe);
+    g_next_seq = c_start % a.si.bpe;
+    if (attach(&c, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&c, &fc);
+    TAP_IS_INT(fc.group_members, 3, "a client asking for the group's next place joins it");
+    run_multi(abc, 3, 40);
+    TAP_IS_INT(a.bad + b.bad + c.bad, 0, "  three members, every batch the sampler's");
+
+    /* a worker dies having written one ring of three: the job runs again
+     * for the other two only, from its new home */
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    work_multi(j, 0, 0);
+    sched_job_orphaned(&g_d, j);
+    tap_ok(j->ntargets == 2 && j->st != a.st,
+           "a job whose worker died after one ring runs again for the others (%u rings)",
+           j->ntargets);
+    run_multi(abc, 3, 40);
+    TAP_IS_INT(a.bad + b.bad + c.bad, 0, "  and no batch is written twice or missed");
+
+    /* b leaves with jobs queued and one in flight */
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    detach(&b);
+    work_multi(j, -1, 1);
+    tap_ok(g_d.sched.queued > 0, "a member detaches with jobs queued");
+    run_multi(ac, 2, 40);
+    TAP_IS_INT(a.bad + c.bad, 0, "  the others go on, their batches the sampler's");
+    client_figures(&a, &fa);
+    TAP_IS_INT(fa.group_members, 2, "  a group of the two left");
+    TAP_IS_INT(g_broken, 0, "  invariants held");
+
+    /* c stops reading: once its full ring has held a for SHARE_HOLD_NS, it
+     * is split off and a goes on alone */
+    run_multi(aa, 1, 200);
+    tap_ok(a.consumed <= c_start + c.consumed + 4, "a member that stops reading holds the "
+           "group within its depth (places %llu and %llu)", (unsigned long long)a.consumed,
+           (unsigned long long)(c_start + c.consumed));
+    sched_fill(&g_d);
+    usleep(1100 * 1000);
+    sched_fill(&g_d);
+    client_figures(&c, &fc);
+    TAP_IS_INT(fc.group, 0, "  after 1.1 s it is split off");
+    {
+        uint64_t before = a.consumed;
+
+        run_multi(aa, 1, 100);
+        tap_ok(a.consumed > before + 20, "  and the other reads on (%llu more batches)",
+               (unsigned long long)(a.consumed - before));
+    }
+    run_multi(ac, 2, 300);
+    TAP_IS_INT(a.bad + c.bad, 0, "  both still get exactly their streams");
+    TAP_IS_INT(g_d.sched.share_splits, 1, "  one split counted");
+    detach(&c);
+
+    /* a client asking for a place two batches ahead of the group waits for
+     * it (planning nothing), then joins */
+    {
+        struct client y;
+        struct client *ay[] = {&a, &y};
+        uint32_t queued = g_d.sched.queued;
+        uint64_t y_start;
+
+        client_figures(&a, &fa);
+        y_start = a.consumed + fa.ready + fa.inflight + 2;
+        g_next_epoch = (uint32_t)(y_start / a.si.bpe);
+        g_next_seq = y_start % a.si.bpe;
+        if (attach(&y, 64, 4, 0, 1) < 0)
+            return (void)tap_ok(0, "attach");
+        TAP_IS_INT(g_d.sched.queued, queued, "a client ahead of the group plans nothing yet");
+        run_multi(ay, 2, 40);
+        client_figures(&y, &fc);
+        tap_ok(fc.group_members == 2 && y.consumed > 10,
+               "  it joins when the group gets there (%u members, %llu batches)",
+               fc.group_members, (unsigned long long)y.consumed);
+        TAP_IS_INT(a.bad + y.bad, 0, "  both exactly their streams");
+        detach(&y);
+    }
+
+    /* share=0, and a different seed: never grouped */
+    g_next_noshare = true;
+    if (attach(&x, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&x, &fc);
+    TAP_IS_INT(fc.group_members, 0, "share=0 decodes its own");
+    detach(&x);
+    g_next_seed = 78;
+    if (attach(&x, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&x, &fc);
+    TAP_IS_INT(fc.group_members, 0, "another seed is another stream: no group");
+    detach(&x);
+    detach(&a);
+    while ((j = sched_dequeue(&g_d)))
+        sched_job_orphaned(&g_d, j);
+    TAP_IS_INT(g_d.sched.nstreams, 0, "all detached");
+    tap_ok(g_d.sched.groups == NULL, "  no group left");
+}
+
+/*
+ * WEIGHTS (sched.c): two streams that always have jobs queued, weights 1
+ * and 3, are handed work 1:3 (within 10%), and the worker time the pool
+ * reports is credited to each the same way.
+ */
+static void weights(void)
+{
+    struct client l, h;
+    struct client *lh[] = {&l, &h};
+    struct sched_client fl, fh;
+    double ratio;
+
+    g_next_weight = 1;
+    if (attach(&l, 64, 16, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    g_next_weight = 3;
+    g_next_seed = 5;
+    if (attach(&h, 64, 16, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    run_multi(lh, 2, 3000);
+    client_figures(&l, &fl);
+    client_figures(&h, &fh);
+    tap_ok(fl.weight == 1 && fh.weight == 3, "weights 1 and 3 as attached");
+    ratio = fl.worker_ns ? (double)fh.worker_ns / (double)fl.worker_ns : 0;
+    tap_ok(ratio > 2.7 && ratio < 3.3, "worker time 1:3 within 10%% (%.2f)", ratio);
+    TAP_IS_INT(l.bad + h.bad, 0, "  each stream exactly its own");
+    detach(&l);
+    detach(&h);
+    {
+        struct job *j;
+
+        while ((j = sched_dequeue(&g_d)))
+            sched_job_orphaned(&g_d, j);
+    }
+}
+
 int main(void)
 {
     char dir[] = "/tmp/rf-test-sched-XXXXXX", path[64];
@@ -530,6 +807,8 @@ int main(void)
     crashes();
     hostile_release();
     fair_turns();
+    shared();
+    weights();
     dataset_close(g_cat[0].ds);
     {
         char cmd[128];

@@ -575,6 +575,25 @@ static void wake_client(const struct wring *r, struct ring_slot *slot)
         ring_futex_wake(&slot->ready);
 }
 
+/* Sets chunk's bit in the slot of batch g; the worker completing the mask
+ * publishes (ring.h W1, W2).  True when it published. */
+static bool mark_chunk(const struct wring *r, struct ring_slot *slot, uint32_t chunk, uint64_t g)
+{
+    uint64_t bit = 1ull << chunk, old;
+
+    old = atomic_fetch_or_explicit(&slot->chunks_done, bit, memory_order_acq_rel);
+    if (slot->chunks >= 1 && slot->chunks <= RING_MAX_CHUNKS) {
+        uint64_t all = slot->chunks == 64 ? ~0ull : (1ull << slot->chunks) - 1;
+
+        if ((old | bit) == all && old != all) {
+            atomic_store_explicit(&slot->ready, ring_ready_word(g), memory_order_release);
+            wake_client(r, slot);
+            return true;
+        }
+    }
+    return false;
+}
+
 static int plan_job(const struct wring *r, const struct wire_job *job, struct sampler *s,
                     uint64_t *plan)
 {
@@ -613,7 +632,6 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     size_t total = 0, off = 0;
     uint64_t t0 = clock_mono_ns(), t1;
     uint64_t faults = mapguard_faults();
-    uint64_t bit, old;
     struct dataset *ds;
     bool direct, checked = false;
 
@@ -759,19 +777,37 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     if (mapguard_faults() != faults && dataset_changed(ws, r->p.dataset_id))
         goto failed;
 
-    /* 3. mark the chunk; the worker completing the mask publishes (ring.h W1, W2) */
-    bit = 1ull << job->chunk;
-    old = atomic_fetch_or_explicit(&slot->chunks_done, bit, memory_order_acq_rel);
-    if (slot->chunks >= 1 && slot->chunks <= RING_MAX_CHUNKS) {
-        uint64_t all = slot->chunks == 64 ? ~0ull : (1ull << slot->chunks) - 1;
+    /* 3. the same chunk into the other rings of a shared batch (SHARING in
+     * the daemon's sched.c): the rings of one stream function, so the same
+     * geometry, checked here, never assumed */
+    for (uint32_t t = 0; t + 1 < job->ntargets && t + 1 < WIRE_TARGETS_MAX; t++) {
+        const struct wire_target *to = &job->more[t];
+        struct wring *r2 = ring_find(ws, to->ring_id);
+        struct ring_slot *slot2;
+        uint32_t subst = 0;
 
-        if ((old | bit) == all && old != all) {
-            atomic_store_explicit(&slot->ready, ring_ready_word(job->stream_seq),
-                                  memory_order_release);
-            wake_client(r, slot);
+        if (!r2 || !r2->mem || r2->g.batch != r->g.batch ||
+            r2->g.sample_bytes != r->g.sample_bytes || r2->g.meta_size != r->g.meta_size ||
+            to->slot >= r2->g.depth)
+            continue; /* a ring gone since (its client left): nothing to write */
+        slot2 = (struct ring_slot *)((char *)r2->mem + RING_HDR_SIZE +
+                                     (uint64_t)to->slot * r2->g.slot_stride);
+        memcpy(ring_samples(slot2) + job->first, meta + job->first,
+               (size_t)job->count * sizeof(*meta));
+        memcpy((uint8_t *)slot2 + r2->g.meta_size + (uint64_t)job->first * r->g.sample_bytes,
+               data + (uint64_t)job->first * r->g.sample_bytes,
+               (size_t)job->count * r->g.sample_bytes);
+        for (uint32_t j = 0; j < job->count; j++)
+            subst += (meta[job->first + j].flags & RING_SAMPLE_SUBSTITUTED) != 0;
+        if (subst)
+            __atomic_fetch_add(&slot2->substituted, subst, __ATOMIC_RELAXED);
+        if (mark_chunk(r2, slot2, job->chunk, to->stream_seq))
             done.published = 1;
-        }
     }
+
+    /* 4. mark the chunk; the worker completing the mask publishes (ring.h W1, W2) */
+    if (mark_chunk(r, slot, job->chunk, job->stream_seq))
+        done.published = 1;
     goto out;
 failed:
     done.status = WIRE_DATASET_FAILED;
