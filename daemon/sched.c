@@ -711,10 +711,15 @@ static bool join_planned(struct daemon *d, struct share_group *g, struct stream 
                 j->t[j->ntargets++] = (struct job_target){
                     .st = st, .slot = (uint32_t)(g_new % st->geom.depth), .g = g_new };
                 st->jobs_live++;
-                d->sched.shared_writes++;
             }
+    /* the batches' writes past the first (and, when they were planned for
+     * one ring, that they are shared now) */
+    d->sched.shared_writes += nb;
+    if (g->n == 1) {
+        d->sched.shared_batches += nb;
+        g->members->shared_batches += nb;
+    }
     st->next_g += nb;
-    (void)d;
     return true;
 }
 

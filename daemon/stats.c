@@ -25,8 +25,8 @@
  * the least, failed the most of them); client_metrics sorts them so.
  * Two histograms, daemon-wide (sched.c WAITS, hist.h buckets), follow:
  * ringfeed_client_wait_seconds and ringfeed_batch_production_seconds.  Per
- * client histograms would be 23 series each, over the reply's 16384 lines
- * at 1024 clients; per client there are the sums and counts instead
+ * client histograms would be 23 series each, 23552 of the reply's 32768
+ * lines at 1024 clients; per client there are the sums and counts instead
  * (waited_seconds_total / waits_total, production_seconds_total /
  * batches_total).
  */
@@ -97,6 +97,8 @@ static double bad_total(struct daemon *d)
     X("total.batches", "counter", "Batches published", d->batches)                       \
     X("total.samples", "counter", "Samples published", d->samples)                       \
     X("total.jobs", "counter", "Jobs run by workers", totals(d).jobs)                    \
+    X("total.samples_made", "counter", "Samples the workers made (a shared batch's once)",  \
+      totals(d).samples)                                                                 \
     X("total.bytes_read", "counter", "Bytes read from shards", totals(d).bytes_read)     \
     X("time.busy_seconds", "counter", "Worker time spent on jobs",                      \
       (double)totals(d).busy_ns / 1e9)                                                   \

@@ -118,7 +118,7 @@
 #define CTL_ARGS_MAX 32           /* arguments after the verb */
 #define CTL_MSG_MAX 512           /* a parsed request's error message, NUL included */
 #define CTL_ERR_MSG_MAX 1024      /* an ERR reply's message is cut to this many bytes */
-#define CTL_REPLY_LINES_MAX 16384 /* lines after a multi-line reply's header */
+#define CTL_REPLY_LINES_MAX 32768 /* lines after a multi-line reply's header */
 #define CTL_REPLY_MAX (1u << 20)  /* bytes in one reply, header included */
 
 #define CTL_WORKERS_MIN 1

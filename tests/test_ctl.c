@@ -855,7 +855,7 @@ static void test_reply_parse(void)
     TAP_IS_INT(reply_str("ERR aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa x\n", &used), CTL_BAD,
                "ERR with an overlong name");
     TAP_IS_INT(reply_str("OK 3x\n", &used), CTL_BAD, "count with junk");
-    TAP_IS_INT(reply_str("OK 16385\n", &used), CTL_BAD, "count over CTL_REPLY_LINES_MAX");
+    TAP_IS_INT(reply_str("OK 32769\n", &used), CTL_BAD, "count over CTL_REPLY_LINES_MAX");
     TAP_IS_INT(reply_str("OK 99999999999999999999999\n", &used), CTL_BAD, "count overflow");
     TAP_IS_INT(ctl_parse_reply("OK a\0b\n", 7, &rep, &used), CTL_BAD, "NUL in a reply");
     TAP_IS_INT(reply_str("OK 1\nx\x01y\n", &used), CTL_BAD, "control in a body line");

@@ -261,6 +261,11 @@ class Daemon:
                     return int(line.split()[1])
         return 0
 
+    def sanitized(self):
+        """Does the daemon run with AddressSanitizer's runtime (the ASan build)?"""
+        with open(f"/proc/{self.proc.pid}/maps") as f:
+            return any("libasan" in line for line in f)
+
     def read_log(self):
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")

@@ -1,0 +1,269 @@
+"""test_share.py - one pool for many trainers: weighted shares and
+decode-once for identical streams (daemon/sched.c, WEIGHTS and SHARING).
+
+The daemon serves a small photo set (bench/make-photos, from
+mate-backgrounds) to ringfeed-read clients cropping 64-pixel train crops.
+Every client's digest (XXH64 of its indices, labels and pixels) must equal
+the digest of the same client's run alone on the daemon: sharing a
+producer, joining one, being split off one, another member dying, workers
+dying, or a weight never changes a byte of a stream.
+
+  - two identical readers started together: the workers decode (and count
+    as written, total.samples_made) about one stream's worth, not two, and
+    time.image_decode_seconds grows by ~1x a solo run's, not 2x (within
+    20%: the second reader attaches while the first's first batch is with
+    the workers, so that batch is decoded twice);
+  - a third reader asking for a place just ahead of the group joins it mid
+    epoch, and a member killed mid-epoch leaves the others untouched;
+  - a client that attaches at the group's place and never reads is split
+    off once its full ring has held the others for 1 s; the reader goes on;
+  - kill storms on the workers while two readers share;
+  - share=0 opts out;
+  - two input-bound readers at weights 1 and 3 get worker time 1:3 (within
+    10%) while both read.
+"""
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import BUILD, attach_held, read_tool, run_read, wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MATE = "/usr/share/backgrounds/mate/nature"
+BATCH = 16
+COUNT = 96
+CROP = ["--transform", "train", "--size", "64", "--seed", "5"]
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(MATE),
+                                reason="mate-backgrounds is not installed")
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    out = tmp_path_factory.mktemp("share-photos")
+    subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/make-photos"), "--count",
+                    str(COUNT), "--seed", "3", "--out", str(out), "--build", BUILD],
+                   check=True, capture_output=True, timeout=300)
+    return str(out / "ds")
+
+
+def reader(sock, epochs, extra=()):
+    cmd = [read_tool(), "--socket", sock, "--dataset", "photos", "--batch", str(BATCH),
+           "--epochs", str(epochs), "--json"] + CROP + list(extra)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(p, timeout=300):
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, f"{p.args} exited {p.returncode}: {err}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def solo(sock, epochs, extra=()):
+    out, _ = run_read(sock, "photos", batch=BATCH, epochs=epochs, extra=CROP + list(extra))
+    return out
+
+
+def clients(d):
+    """{id: {field: value}} of the attached clients, from STATS."""
+    out = {}
+    for k, v in d.stats().items():
+        parts = k.split(".")
+        if len(parts) == 3 and parts[0] == "clients" and parts[1].isdigit():
+            out.setdefault(int(parts[1]), {})[parts[2]] = v
+    return out
+
+
+def wait_clients(d, n, what, timeout=60):
+    wait_for(lambda: len(clients(d)) >= n, what, timeout=timeout)
+    return clients(d)
+
+
+def group_place(c):
+    """The place (batches since epoch 0) a client's next planned batch has."""
+    return int(c["batches"]) + int(c["inflight"])
+
+
+def bpe():
+    return (COUNT + BATCH - 1) // BATCH
+
+
+def start_args(place):
+    return ["--start-epoch", str(place // bpe()), "--start-seq", str(place % bpe())]
+
+
+def counter(d, key):
+    return float(d.stats()[key])
+
+
+def test_identical_readers_decode_once(photos, daemon_factory):
+    d = daemon_factory({"photos": photos}, workers=2)
+    epochs = 6
+    alone = solo(d.sock, 1)  # warm-up: page cache, the workers' decoders
+    tries = []
+    for _ in range(3):
+        t0, m0 = counter(d, "time.image_decode_seconds"), counter(d, "total.samples_made")
+        alone = solo(d.sock, epochs)
+        t1, m1 = counter(d, "time.image_decode_seconds"), counter(d, "total.samples_made")
+        j0 = counter(d, "sharing.joins")
+        a, b = reader(d.sock, epochs), reader(d.sock, epochs)
+        ra, rb = finish(a), finish(b)
+        t2, m2 = counter(d, "time.image_decode_seconds"), counter(d, "total.samples_made")
+        assert ra["digest"] == alone["digest"] and rb["digest"] == alone["digest"], \
+            "a shared stream is not its solo stream"
+        assert counter(d, "sharing.joins") == j0 + 1, d.read_log()
+        made_alone, made_pair = m1 - m0, m2 - m1
+        # at most the first few batches of the second reader are its own
+        assert made_alone <= made_pair <= made_alone + 4 * BATCH, (made_alone, made_pair)
+        tries.append((t1 - t0, t2 - t1))
+        if t2 - t1 <= 1.2 * (t1 - t0):
+            break
+    else:
+        pytest.fail(f"decode time of two identical readers vs one, three tries: {tries}")
+
+
+def test_join_mid_epoch_and_member_killed(photos, daemon_factory):
+    d = daemon_factory({"photos": photos}, workers=2)
+    epochs = 30
+    a = reader(d.sock, epochs, ["--params", "name=a"])
+    b = reader(d.sock, epochs, ["--params", "name=b"])
+    try:
+        cs = wait_clients(d, 2, "both readers attached")
+        ids = sorted(cs)
+        wait_for(lambda: int(clients(d).get(ids[0], {}).get("batches", 0)) >= 8,
+                 "the readers under way")
+        c0 = clients(d)[ids[0]]
+        assert c0["group_members"] == "2", c0
+        # ahead of the group by less than its depth: the third waits, then joins
+        place = group_place(c0) + 4
+        c = reader(d.sock, 6, ["--params", "name=c"] + start_args(place))
+        wait_for(lambda: any(v.get("name") == "c" and v.get("group_members") == "3"
+                             for v in clients(d).values()),
+                 "the third reader in the group", timeout=30)
+        b.send_signal(signal.SIGKILL)
+        b.wait(10)
+        ra, rc = finish(a), finish(c)
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert ra["digest"] == solo(d.sock, epochs)["digest"], "a, beside a killed member"
+    assert rc["digest"] == solo(d.sock, 6, start_args(place))["digest"], "c, joined mid-epoch"
+    assert "shares the producer" in d.read_log()
+
+
+def test_member_that_stops_reading_is_split_off(photos, daemon_factory):
+    d = daemon_factory({"photos": photos}, workers=2)
+    epochs = 30
+    a = reader(d.sock, epochs)
+    held = None
+    try:
+        cs = wait_clients(d, 1, "the reader attached")
+        aid = min(cs)
+        wait_for(lambda: int(clients(d)[aid]["batches"]) >= 4, "the reader under way")
+        place = group_place(clients(d)[aid]) + 2
+        line = ("ATTACH dataset=photos batch=%d transform=train size=64 seed=5 epoch=%d "
+                "seq=%d name=held\n" % (BATCH, place // bpe(), place % bpe())).encode()
+        held = attach_held(d.sock, line)
+        wait_for(lambda: counter(d, "sharing.joins") >= 1, "the silent client in the group",
+                 timeout=30)
+        wait_for(lambda: counter(d, "sharing.splits") >= 1, "the silent client split off",
+                 timeout=30)
+        ra = finish(a)
+    finally:
+        if a.poll() is None:
+            a.kill()
+            a.wait()
+        if held:
+            held.close()
+    assert ra["digest"] == solo(d.sock, epochs)["digest"]
+    assert "split off" in d.read_log()
+
+
+def test_kill_storm_while_shared(photos, daemon_factory):
+    d = daemon_factory({"photos": photos}, workers=2)
+    epochs = 50
+    stop = threading.Event()
+    killed = []
+
+    def storm():  # eight kills, one every 0.1 s of a reader's run
+        while len(killed) < 8 and not stop.wait(0.1):
+            for pid in d.worker_pids()[:1]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
+
+    a, b = reader(d.sock, epochs), reader(d.sock, epochs)
+    t = threading.Thread(target=storm)
+    t.start()
+    try:
+        ra, rb = finish(a), finish(b)
+    finally:
+        stop.set()
+        t.join()
+        for p in (a, b):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert len(killed) >= 4, "the storm killed too few workers to mean anything"
+    wait_for(lambda: int(d.stats()["workers.alive"]) == 2, "the pool back to 2")
+    want = solo(d.sock, epochs)["digest"]
+    assert ra["digest"] == want and rb["digest"] == want
+    assert counter(d, "sharing.batches") > 0
+
+
+def test_share_off(photos, daemon_factory):
+    d = daemon_factory({"photos": photos}, workers=2)
+    m0 = counter(d, "total.samples_made")
+    a = reader(d.sock, 3, ["--params", "share=0"])
+    b = reader(d.sock, 3, ["--params", "share=0"])
+    ra, rb = finish(a), finish(b)
+    assert counter(d, "sharing.joins") == 0
+    # each decoded its own (and up to its ring's depth past its end)
+    assert counter(d, "total.samples_made") - m0 >= 2 * 3 * COUNT
+    assert ra["digest"] == rb["digest"] == solo(d.sock, 3)["digest"]
+
+
+def test_weights_share_the_workers(photos, daemon_factory):
+    d = daemon_factory({"photos": photos}, workers=2)
+    # large crops (full-scale decodes): the readers stay input-bound for
+    # seconds (AddressSanitizer's build decodes some 4x slower)
+    epochs, big = 6 if d.sanitized() else 20, ["--size", "224"]
+    light = reader(d.sock, epochs, big + ["--seed", "21", "--params",
+                                          "name=light weight=1 scale=0.6,1"])
+    heavy = reader(d.sock, epochs, big + ["--seed", "22", "--params",
+                                          "name=heavy weight=3 scale=0.6,1"])
+    try:
+        wait_clients(d, 2, "both readers attached")
+        time.sleep(0.5)  # both under way
+
+        def by_name():
+            return {v["name"]: v for v in clients(d).values()}
+
+        s0 = by_name()
+        time.sleep(1.0)
+        s1 = by_name()
+        assert set(s1) == {"light", "heavy"}, "a reader finished inside the window"
+        assert s1["light"]["weight"] == "1" and s1["heavy"]["weight"] == "3"
+        wl = float(s1["light"]["worker_s"]) - float(s0["light"]["worker_s"])
+        wh = float(s1["heavy"]["worker_s"]) - float(s0["heavy"]["worker_s"])
+        assert wl > 0, s1
+        assert 2.7 <= wh / wl <= 3.3, f"worker time heavy:light {wh / wl:.2f}, weights 3:1"
+        rl, rh = finish(light), finish(heavy)
+    finally:
+        for p in (light, heavy):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    # last: a solo run of each, the same bytes
+    for r, seed in ((rl, "21"), (rh, "22")):
+        want = solo(d.sock, epochs, big + ["--seed", seed, "--params", "scale=0.6,1"])
+        assert r["digest"] == want["digest"], f"seed {seed} beside the other"
