@@ -135,10 +135,10 @@ enum as_bound autoscale_classify(const struct as_params *p, const struct as_clie
     return AS_BOUND_NONE;
 }
 
-/* "5", "1.25": a span in seconds for a reason line. */
+/* "5", "1.2": a span in seconds for a reason line (two digits: 5.01 s is "5"). */
 static void fmt_secs(char *b, size_t cap, uint64_t ns)
 {
-    snprintf(b, cap, "%.3g", (double)ns / 1e9);
+    snprintf(b, cap, "%.2g", (double)ns / 1e9);
 }
 
 void autoscale_decide(const struct as_params *p, const struct as_snapshot *s,
