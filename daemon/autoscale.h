@@ -3,8 +3,10 @@
  * worker pool under a CPU budget.  Its state, struct autoscale, lives in
  * struct daemon (only autoscale.c changes it; stats.c reads it).  The
  * decision is a pure function of a snapshot (autoscale_decide), so
- * tests/test_autoscale.c drives it with synthetic figures; autoscale.c's
- * comment has the rules and the reasons for the constants below.
+ * tests/test_autoscale.c drives it with synthetic figures.  The rules and
+ * the reasons for the constants below are at the top of
+ * autoscale_decide.c; the budget, the samples and the invariants at the
+ * top of autoscale.c.
  */
 #ifndef RINGFEED_DAEMON_AUTOSCALE_H
 #define RINGFEED_DAEMON_AUTOSCALE_H
