@@ -1,7 +1,7 @@
 /*
  * daemon.h - ringfeedd's main process: struct daemon, which composes the
  * state of its modules (each in its own header: catalog.h, pool.h,
- * sched.h, server.h, service.h, reload.h, stats.h; every field has the one
+ * sched.h, server.h, service.h, reload.h, stats.h, autoscale.h; every field has the one
  * module that changes it), and main.c's config functions.
  *
  * The main process is one libuv loop (docs/design.md).  It owns:
@@ -34,6 +34,7 @@
 
 #include "clock.h"
 
+#include "autoscale.h"
 #include "catalog.h"
 #include "conf.h"
 #include "ctl.h"
@@ -56,6 +57,7 @@ struct daemon {
     uint32_t ncat;
 
     struct pool pool;          /* pool.c's */
+    struct autoscale autoscale; /* autoscale.c's: workers auto, the CPU budget */
 
     struct sched_state sched;  /* sched.c's: streams, the job queue, ring memory */
     uint64_t start_ns;

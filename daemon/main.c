@@ -2,13 +2,15 @@
  * main.c - ringfeedd: command line, configuration, and the main loop.
  *
  *   ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...
- *             [--workers N] [--memory-budget SIZE] [--log-level LEVEL]
+ *             [--workers N|auto] [--cpu-budget N] [--memory-budget SIZE]
+ *             [--log-level LEVEL]
  *
  * Flags override the config file (proto/conf.h documents its format).
  * The socket, when neither names it: $RINGFEED_SOCKET, else
  * $XDG_RUNTIME_DIR/ringfeed.sock, else /run/ringfeed/ringfeed.sock.
- * Workers, when neither sets them: one per CPU.  Memory budget for rings:
- * a quarter of physical memory.
+ * Workers, when neither sets them: one per CPU.  "auto": the controller
+ * sizes the pool under the CPU budget (autoscale.c), from one worker.
+ * Memory budget for rings: a quarter of physical memory.
  *
  * Runs in the foreground and logs to stderr.  SIGINT and SIGTERM stop it:
  * clients are told through their rings, workers are ended (SIGKILLed
@@ -44,13 +46,18 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...\n"
-            "                 [--workers N] [--memory-budget SIZE] [--log-level LEVEL]\n"
+            "                 [--workers N|auto] [--cpu-budget N] [--memory-budget SIZE]\n"
+            "                 [--log-level LEVEL]\n"
             "\n"
             "  --config FILE         read settings from FILE (key = value lines)\n"
             "  --socket PATH         control socket (default $RINGFEED_SOCKET,\n"
             "                        $XDG_RUNTIME_DIR/ringfeed.sock, /run/ringfeed/ringfeed.sock)\n"
             "  --dataset NAME=DIR    serve the packed dataset in DIR as NAME (repeatable)\n"
-            "  --workers N           worker processes, 1..256 (default: one per CPU)\n"
+            "  --workers N|auto      worker processes, 1..256 (default: one per CPU), or auto:\n"
+            "                        the daemon sizes the pool under the CPU budget\n"
+            "  --cpu-budget N        CPUs the pool may use with --workers auto, 1..256\n"
+            "                        (default: the CPUs allowed, cgroup quota included,\n"
+            "                        less one per attached client)\n"
             "  --memory-budget SIZE  bytes for client rings, e.g. 2G (default: RAM/4)\n"
             "  --log-level LEVEL     error, warn, info (default) or debug\n"
             "  --version             print the version\n"
@@ -117,7 +124,9 @@ int daemon_load_config(struct conf *out, struct rf_err *err)
         return rc;
     if (!conf_is_set(out, CONF_SOCKET))
         default_socket(out->socket, sizeof(out->socket));
-    if (!out->workers) {
+    if (out->workers_auto) {
+        out->workers = AS_START_WORKERS; /* the controller takes it from here */
+    } else if (!out->workers) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
 
         out->workers = n < 1 ? 1 : n > POOL_MAX ? POOL_MAX : (uint32_t)n;
@@ -139,6 +148,7 @@ static int configure(struct daemon *d, int argc, char **argv)
         { "socket", required_argument, NULL, 's' },
         { "dataset", required_argument, NULL, 'd' },
         { "workers", required_argument, NULL, 'w' },
+        { "cpu-budget", required_argument, NULL, 'b' },
         { "memory-budget", required_argument, NULL, 'm' },
         { "log-level", required_argument, NULL, 'l' },
         { "help", no_argument, NULL, 'h' },
@@ -161,6 +171,7 @@ static int configure(struct daemon *d, int argc, char **argv)
         case 'c': config = optarg; continue;
         case 's': key = "socket"; break;
         case 'w': key = "workers"; break;
+        case 'b': key = "cpu-budget"; break;
         case 'm': key = "memory-budget"; break;
         case 'l': key = "log-level"; break;
         case 'd': {
@@ -228,6 +239,7 @@ static void on_stop_signal(uv_signal_t *h, int signum)
     service_stopping(d);
     server_stop(d);
     server_close_all(d);
+    autoscale_stop(d);
     pool_stop(d);
     sched_close(d);
     reload_close(d);
@@ -301,6 +313,16 @@ int main(int argc, char **argv)
     /* reads (and unsets) NOTIFY_SOCKET and WATCHDOG_*; server_start takes
      * LISTEN_FDS: both before pool_start, so no worker inherits them */
     service_init(&d);
+    {
+        struct rf_err aerr;
+
+        if (autoscale_init(&d, &aerr) < 0) {
+            log_error("%s", aerr.msg);
+            catalog_close(&d);
+            uv_loop_close(&loop);
+            return 2;
+        }
+    }
     if (server_start(&d) < 0) {
         catalog_close(&d);
         uv_loop_close(&loop);
@@ -311,14 +333,20 @@ int main(int argc, char **argv)
         catalog_close(&d);
         return 1;
     }
+    autoscale_start(&d);
     uv_signal_init(&loop, &sigint_h);
     uv_signal_start(&sigint_h, on_stop_signal, SIGINT);
     uv_signal_init(&loop, &sigterm_h);
     uv_signal_start(&sigterm_h, on_stop_signal, SIGTERM);
     reload_init(&d);
     sched_init(&d);
-    log_info("ringfeedd %s: %u worker(s), %u dataset(s), ring budget %llu bytes",
-             RINGFEED_VERSION, d.cf.workers, d.ncat, (unsigned long long)d.cf.memory_budget);
+    if (d.cf.workers_auto)
+        log_info("ringfeedd %s: workers auto from %u, cpu budget %u: %s; %u dataset(s), ring "
+                 "budget %llu bytes", RINGFEED_VERSION, d.cf.workers, d.autoscale.budget,
+                 d.autoscale.budget_source, d.ncat, (unsigned long long)d.cf.memory_budget);
+    else
+        log_info("ringfeedd %s: %u worker(s), %u dataset(s), ring budget %llu bytes",
+                 RINGFEED_VERSION, d.cf.workers, d.ncat, (unsigned long long)d.cf.memory_budget);
 
     uv_run(&loop, UV_RUN_DEFAULT);
 

@@ -14,8 +14,12 @@
  *   dataset.*         catalog_reload: added ones opened and offered,
  *                     removed ones no longer offered (attached clients
  *                     read on until they detach)
- *   workers           applied when the file's value changed (a WORKERS
- *                     request since the last load is otherwise kept)
+ *   workers           applied when the file's value changed, a number or
+ *                     auto (a WORKERS request since the last load is
+ *                     otherwise kept, auto or not); to auto: the
+ *                     controller starts from the pool's size now
+ *   cpu-budget        the controller's next decision; a pool over the
+ *                     new budget is cut at once
  *   memory-budget     applies to the next ATTACH; rings in use stay
  *   log-level         the main process at once, workers by the restart
  *   max-bad-samples,  reach workers with the rings they map, so the
@@ -70,7 +74,8 @@ static bool datasets_changed(const struct conf *a, const struct conf *b)
 static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, size_t cap)
 {
     struct conf *old = &d->cf;
-    bool workers_changed = nc->workers != old->workers;
+    bool workers_changed = nc->workers != old->workers || nc->workers_auto != old->workers_auto;
+    bool budget_changed = nc->cpu_budget != old->cpu_budget;
 
     if (strcmp(nc->socket, old->socket) != 0) {
         log_warn("reload: the socket cannot change while running: staying on %s "
@@ -114,13 +119,21 @@ static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, s
         note(changes, cap, "allow lists");
     if (workers_changed)
         note(changes, cap, "workers");
+    if (budget_changed)
+        note(changes, cap, "cpu-budget");
 
     *old = *nc;
     log_threshold = (enum log_level)d->cf.log_level;
     server_reconfigure(d);
     pool_reconfigure(d);
-    if (workers_changed)
+    if (workers_changed && d->cf.workers_auto) {
+        autoscale_set_auto(d, true, "workers = auto by a reload");
+    } else if (workers_changed) {
+        autoscale_set_auto(d, false, "workers = N by a reload");
         pool_resize(d, d->cf.workers);
+    }
+    if (budget_changed)
+        autoscale_budget_changed(d);
     if (roll)
         pool_roll(d);
 }
@@ -150,8 +163,9 @@ static void reload_run(struct daemon *d)
         note(changes, sizeof(changes), "datasets");
     apply(d, nc, added, changes, sizeof(changes));
     free(nc);
-    log_info("reload done: %s; %u dataset(s) offered, %u worker(s)",
-             changes[0] ? changes : "nothing changed", catalog_offered(d), d->pool.target);
+    log_info("reload done: %s; %u dataset(s) offered, %u worker(s)%s",
+             changes[0] ? changes : "nothing changed", catalog_offered(d), d->pool.target,
+             d->autoscale.mode == AS_AUTO ? " (auto)" : "");
     service_pool_changed(d); /* READY=1 now, or once the new workers are up */
     return;
 

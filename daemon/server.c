@@ -363,13 +363,21 @@ static void do_workers(struct conn *c, const struct ctl_req *req)
 {
     char *out;
 
-    if (pool_resize(c->d, req->workers) < 0)
-        return send_err(c, CTL_E_BAD_ARG, "WORKERS %u: out of range", req->workers);
-    log_info("workers: %u (asked over the control socket)", req->workers);
+    if (req->workers_auto) {
+        autoscale_set_auto(c->d, true, "WORKERS auto over the control socket");
+    } else {
+        if (pool_resize(c->d, req->workers) < 0)
+            return send_err(c, CTL_E_BAD_ARG, "WORKERS %u: out of range", req->workers);
+        autoscale_set_auto(c->d, false, "WORKERS n over the control socket");
+        log_info("workers: %u (asked over the control socket)", req->workers);
+    }
     out = malloc(64);
     if (!out)
         return conn_close(c, "out of memory");
-    conn_send(c, out, (size_t)ctl_reply_ok(out, 64, "workers %u", req->workers));
+    if (req->workers_auto)
+        conn_send(c, out, (size_t)ctl_reply_ok(out, 64, "workers auto"));
+    else
+        conn_send(c, out, (size_t)ctl_reply_ok(out, 64, "workers %u", req->workers));
 }
 
 static enum ctl_errcode attach_code(int rc)
@@ -471,6 +479,7 @@ static void do_attach(struct conn *c, const struct ctl_req *req)
         }
     }
     sched_start(c->d, st, c);
+    autoscale_budget_changed(c->d); /* the default budget leaves the new client a CPU */
 }
 
 static verb_fn *const verbs[CTL_VERB_COUNT] = {

@@ -5,7 +5,10 @@
  * dotted name (STATS), their Prometheus name (dots become underscores,
  * prefixed "ringfeed_"), type and help text (METRICS).  Per-worker and
  * per-client lines follow with the worker's or client's number in the name
- * (workers.<i>.<field>, clients.<id>.<field>).
+ * (workers.<i>.<field>, clients.<id>.<field>).  The controller's words
+ * (workers.mode, .budget_source, .auto_state, .auto_reason) and each
+ * client's wait_share and bound over its window (autoscale.c's verdict)
+ * are STATS lines only, after the rest.
  *
  * METRICS is the Prometheus text exposition format (version 0.0.4): per
  * family one "# HELP" and one "# TYPE" line, then its samples, families
@@ -72,6 +75,12 @@ static double bad_total(struct daemon *d)
     X("workers.respawn_loops", "counter", "Respawn loops reported", d->pool.respawn_loops) \
     X("workers.watchdog_kills", "counter", "Workers killed for a job past watchdog-sec",  \
       d->pool.watchdog_kills)                                                            \
+    X("workers.auto", "gauge", "1 while the daemon sizes the pool itself (workers auto)", \
+      d->autoscale.mode == AS_AUTO)                                                      \
+    X("workers.budget", "gauge", "CPUs the worker pool may use (cpu-budget, or derived)", \
+      d->autoscale.budget)                                                               \
+    X("workers.auto_changes", "counter", "Pool size changes made by workers auto",        \
+      d->autoscale.changes)                                                              \
     X("clients.attached", "gauge", "Clients attached now", d->sched.nstreams)                  \
     X("clients.attaches", "counter", "Attaches accepted", d->attaches)                   \
     X("clients.detaches", "counter", "Clients detached", d->detaches)                    \
@@ -201,6 +210,41 @@ static int worker_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
     return lines;
 }
 
+/*
+ * workers auto's words, then clients.<id>.wait_share (0..1 over the
+ * controller's window, "-" while it is too new to judge) and
+ * clients.<id>.bound (input, compute or -) for every attached client.
+ */
+static int autoscale_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
+{
+    const struct autoscale *as = &d->autoscale;
+    const struct stream *st = NULL;
+    struct sched_client c;
+    int lines = 4;
+
+    if (put(buf, cap, len, "workers.mode %s\n", as->mode == AS_AUTO ? "auto" : "fixed") < 0 ||
+        put(buf, cap, len, "workers.budget_source %s\n", as->budget_source) < 0 ||
+        put(buf, cap, len, "workers.auto_state %s\n",
+            as->mode == AS_AUTO ? autoscale_state_name(as->state) : "-") < 0 ||
+        put(buf, cap, len, "workers.auto_reason %s\n", as->reason[0] ? as->reason : "-") < 0)
+        return -1;
+    while ((st = sched_client_next(d, st, &c))) {
+        double share;
+        enum as_bound b = autoscale_client(d, c.id, &share);
+        char v[40];
+
+        if (share < 0)
+            snprintf(v, sizeof(v), "-");
+        else
+            snprintf(v, sizeof(v), "%.3f", share);
+        if (put(buf, cap, len, "clients.%u.wait_share %s\n", c.id, v) < 0 ||
+            put(buf, cap, len, "clients.%u.bound %s\n", c.id, autoscale_bound_name(b)) < 0)
+            return -1;
+        lines += 2;
+    }
+    return lines;
+}
+
 int stats_format(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
     int lines = 0, n;
@@ -225,6 +269,10 @@ int stats_format(struct daemon *d, char *buf, size_t cap, size_t *len)
         return -1;
     lines += n;
     n = sched_stats_lines(d, buf, cap, len);
+    if (n < 0)
+        return -1;
+    lines += n;
+    n = autoscale_lines(d, buf, cap, len);
     if (n < 0)
         return -1;
     return lines + n;

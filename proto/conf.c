@@ -5,7 +5,7 @@
  * format is documented in conf.h.
  *
  * keys[] is the source of truth for names, fields and ranges: the parser,
- * the messages ("workers: expected an integer in 1..256"), the formatter
+ * the messages ("workers: expected an integer in 1..256 or auto"), the formatter
  * and the merge all walk it.  conf_check_table() checks it at start-up.
  */
 #include "conf.h"
@@ -26,6 +26,7 @@ enum kind {
     K_MODE,    /* uint32_t file mode in octal, in min..max */
     K_GROUP,   /* char[] group name or number, 1..max bytes */
     K_WEIGHTS, /* struct conf_weight[CONF_WEIGHTS_MAX] and its unsigned count */
+    K_WORKERS, /* uint32_t count in min..max, or "auto" (workers_auto, count 0) */
 };
 
 struct keydef {
@@ -42,7 +43,8 @@ struct keydef {
 static const struct keydef keys[CONF_KEY_COUNT] = {
     {"socket", CONF_SOCKET, K_PATH, FIELD(socket), 0, 1, CONF_SOCKET_MAX},
     {"dataset.NAME", CONF_DATASET, K_DATASET, FIELD(datasets), 0, 1, CONF_PATH_MAX - 1},
-    {"workers", CONF_WORKERS, K_UINT, FIELD(workers), 0, CTL_WORKERS_MIN, CTL_WORKERS_MAX},
+    {"workers", CONF_WORKERS, K_WORKERS, FIELD(workers), 0, CTL_WORKERS_MIN, CTL_WORKERS_MAX},
+    {"cpu-budget", CONF_CPU_BUDGET, K_UINT, FIELD(cpu_budget), 0, 1, CONF_CPU_BUDGET_MAX},
     {"memory-budget", CONF_MEMORY_BUDGET, K_SIZE, FIELD(memory_budget), 0,
      CONF_MEMORY_BUDGET_MIN, UINT64_MAX},
     {"log-level", CONF_LOG_LEVEL, K_LEVEL, FIELD(log_level), 0, 0, CONF_LOG_COUNT - 1},
@@ -144,6 +146,10 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         return;
     case K_UINT:
         snprintf(buf, cap, "an integer in %llu..%llu", (unsigned long long)k->min,
+                 (unsigned long long)k->max);
+        return;
+    case K_WORKERS:
+        snprintf(buf, cap, "an integer in %llu..%llu or auto", (unsigned long long)k->min,
                  (unsigned long long)k->max);
         return;
     case K_SIZE:
@@ -377,6 +383,17 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
             return bad_value(k, key, v, err);
         *(uint64_t *)field = u;
         return 0;
+    case K_WORKERS:
+        if (strcmp(v, "auto") == 0) {
+            c->workers = 0;
+            c->workers_auto = true;
+            return 0;
+        }
+        if (strnum_u64(v, vlen, &u) < 0 || u < k->min || u > k->max)
+            return bad_value(k, key, v, err);
+        c->workers = (uint32_t)u;
+        c->workers_auto = false;
+        return 0;
     case K_LEVEL:
         for (unsigned i = 0; i < CONF_LOG_COUNT; i++) {
             if (strcmp(v, levels[i]) == 0) {
@@ -593,6 +610,8 @@ int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
             if (k->kind == K_IDS || k->kind == K_WEIGHTS)
                 memcpy((char *)dst + k->count_off, (const char *)src + k->count_off,
                        sizeof(unsigned));
+            if (k->kind == K_WORKERS)
+                dst->workers_auto = src->workers_auto;
         }
         dst->set |= 1u << k->key;
     }
@@ -616,6 +635,12 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
         break;
     case K_MODE:
         snprintf(v, sizeof(v), "0%03o", *(const uint32_t *)field);
+        break;
+    case K_WORKERS:
+        if (c->workers_auto)
+            snprintf(v, sizeof(v), "auto");
+        else
+            snprintf(v, sizeof(v), "%u", *(const uint32_t *)field);
         break;
     case K_UINT:
         snprintf(v, sizeof(v), "%llu",
@@ -692,6 +717,7 @@ int conf_format(const struct conf *c, char *buf, size_t cap)
 bool conf_equal(const struct conf *a, const struct conf *b)
 {
     if (a->set != b->set || strcmp(a->socket, b->socket) != 0 || a->workers != b->workers ||
+        a->workers_auto != b->workers_auto || a->cpu_budget != b->cpu_budget ||
         a->memory_budget != b->memory_budget || a->log_level != b->log_level ||
         a->watchdog_sec != b->watchdog_sec || a->max_bad_samples != b->max_bad_samples ||
         a->pixel_cap != b->pixel_cap || a->socket_mode != b->socket_mode ||
@@ -733,6 +759,9 @@ int conf_check_table(struct rf_err *err)
             return rf_err_set(err, -EINVAL, "config key %s: field is not 4 or 8 bytes", k->name);
         if (k->kind == K_UINT && k->width == sizeof(uint32_t) && k->max > UINT32_MAX)
             return rf_err_set(err, -EINVAL, "config key %s: range past its field", k->name);
+        if (k->kind == K_WORKERS &&
+            (k->width != sizeof(uint32_t) || k->min < 1 || k->max > UINT32_MAX))
+            return rf_err_set(err, -EINVAL, "config key %s: count field or range", k->name);
         if ((k->kind == K_PATH || k->kind == K_GROUP) && k->max >= k->width)
             return rf_err_set(err, -EINVAL, "config key %s: path bound past its field",
                               k->name);

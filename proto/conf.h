@@ -10,6 +10,7 @@
  *     dataset.fmnist   = /var/lib/ringfeed/fmnist
  *     dataset.imagenet = /srv/data/imagenet
  *     workers       = 8
+ *     cpu-budget    = 8
  *     memory-budget = 16G
  *     log-level     = info
  *     allow-uid     = 1000, 1001
@@ -42,8 +43,16 @@
  *                          One line per dataset, at most CONF_DATASETS_MAX;
  *                          a NAME given twice is an error.  Clients never
  *                          name paths: the daemon opens only these.
- *   workers = N            worker processes, 1..256.  Not set: the daemon
- *                          picks (one per CPU).
+ *   workers = N | auto     worker processes, 1..256, or "auto": the daemon
+ *                          sizes the pool itself under cpu-budget
+ *                          (daemon/autoscale.c has the rules), starting
+ *                          with one worker.  Not set: one per CPU, fixed.
+ *   cpu-budget = N         CPUs the worker pool may use, 1..256: with
+ *                          workers = auto the pool never has more workers
+ *                          alive than this.  Used as given.  Not set: the
+ *                          CPUs the daemon may run on (sched_getaffinity),
+ *                          lowered to a cgroup v2 cpu.max quota (rounded
+ *                          up), less one per attached client, at least 1.
  *   memory-budget = SIZE   bytes the daemon may spend on rings, at least 1M:
  *                          digits with an optional binary suffix K, M, G, T
  *                          (or KiB, MiB, GiB, TiB; any case), e.g. 512M.
@@ -135,12 +144,14 @@
 #define CONF_MAX_CONNECTIONS_MAX 16384
 #define CONF_IDLE_SEC_MAX 86400
 #define CONF_WEIGHTS_MAX 64        /* rules in one weight list */
+#define CONF_CPU_BUDGET_MAX 256    /* as many as the pool may hold (POOL_MAX) */
 
 /* The keys, in the order conf_format writes them; bits of conf->set. */
 enum conf_key {
     CONF_SOCKET,
     CONF_DATASET, /* set once any dataset.NAME is */
     CONF_WORKERS,
+    CONF_CPU_BUDGET,
     CONF_MEMORY_BUDGET,
     CONF_LOG_LEVEL,
     CONF_ALLOW_UID,
@@ -182,7 +193,10 @@ struct conf_weight {
 struct conf {
     uint32_t set;                    /* 1u << enum conf_key, once given */
     char socket[CONF_SOCKET_MAX + 1];
-    uint32_t workers;                /* 0: not set, the daemon picks */
+    uint32_t workers;                /* 0: not set, the daemon picks; with
+                                      * workers_auto, the count to start from */
+    bool workers_auto;               /* workers = auto: the controller sizes the pool */
+    uint32_t cpu_budget;             /* 0: not set, the daemon derives it */
     uint64_t memory_budget;          /* bytes; 0: not set, the daemon picks */
     enum conf_log_level log_level;
     uint32_t watchdog_sec;

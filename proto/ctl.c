@@ -32,8 +32,9 @@ static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
                         "counters per worker and per client (multi-line)", NULL},
     [CTL_VERB_METRICS] = {"METRICS", 0, 0, "METRICS",
                           "the counters in Prometheus text format (multi-line)", NULL},
-    [CTL_VERB_WORKERS] = {"WORKERS", 1, 1, "WORKERS <n>",
-                          "resize the worker pool to n workers", parse_workers},
+    [CTL_VERB_WORKERS] = {"WORKERS", 1, 1, "WORKERS <n>|auto",
+                          "resize the pool to n workers, or auto: the daemon sizes it",
+                          parse_workers},
     [CTL_VERB_DATASETS] = {"DATASETS", 0, 0, "DATASETS",
                            "the datasets the daemon serves (multi-line)", NULL},
     [CTL_VERB_ATTACH] = {"ATTACH", 1, CTL_ATTACH_KEYS, "ATTACH dataset=NAME [key=value ...]",
@@ -182,10 +183,16 @@ static int parse_workers(const char *line, struct ctl_req *req)
     char q[CTL_QUOTE_SIZE];
     uint64_t n;
 
+    if (ctl_ieq(line + a->off, a->len, "auto")) {
+        req->workers = 0;
+        req->workers_auto = true;
+        return 0;
+    }
     if (strnum_u64(line + a->off, a->len, &n) < 0 || n < CTL_WORKERS_MIN ||
         n > CTL_WORKERS_MAX) {
         ctl_quote(q, sizeof(q), line + a->off, a->len);
-        return req_fail(req, CTL_E_BAD_ARG, "WORKERS: n must be an integer in %d..%d, got %s",
+        return req_fail(req, CTL_E_BAD_ARG,
+                        "WORKERS: n must be an integer in %d..%d or auto, got %s",
                         CTL_WORKERS_MIN, CTL_WORKERS_MAX, q);
     }
     req->workers = (uint32_t)n;

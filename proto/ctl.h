@@ -36,7 +36,10 @@
  *     STATUS                        one line of key=value
  *     STATS                         multi-line
  *     METRICS                       multi-line, Prometheus text format
- *     WORKERS <n>                   1 <= n <= CTL_WORKERS_MAX
+ *     WORKERS <n>|auto              1 <= n <= CTL_WORKERS_MAX: that many
+ *                                   workers, the controller off; auto
+ *                                   (any case): the daemon sizes the pool
+ *                                   under its CPU budget (daemon/autoscale.c)
  *     DATASETS                      multi-line, one dataset a line
  *     ATTACH dataset=NAME [key=value ...]   see struct ctl_attach
  *
@@ -223,7 +226,7 @@ struct ctl_span {
 /*
  * One parsed request line.  When err is CTL_E_NONE and verb is not
  * CTL_VERB_NONE the request is valid and the fields of its verb are set
- * (workers for WORKERS, attach for ATTACH).  When err is set, the reply is
+ * (workers or workers_auto for WORKERS, attach for ATTACH).  When err is set, the reply is
  * "ERR <ctl_errcode_name(err)> <msg>"; verb is still the verb the line
  * named, if any, for logs and counters.  Both NONE: a blank line, no reply.
  * args[] are offsets into the caller's buffer, valid while it holds the
@@ -235,7 +238,8 @@ struct ctl_req {
     char msg[CTL_MSG_MAX];
     unsigned nargs;
     struct ctl_span args[CTL_ARGS_MAX];
-    uint32_t workers;
+    uint32_t workers;          /* WORKERS n; 0 with workers_auto */
+    bool workers_auto;         /* WORKERS auto */
     struct ctl_attach attach;
 };
 

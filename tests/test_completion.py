@@ -107,7 +107,9 @@ def main():
     ok(c("ringfeedctl", "top", "--") == ["--once", "--interval", "--help"],
        "ringfeedctl top -- -> --once --interval --help")
     ok(c("ringfeedctl", "metrics", "--o") == ["--output"], "ringfeedctl metrics --o -> --output")
-    ok(c("ringfeedctl", "workers", "") == [], "ringfeedctl workers: no word offered")
+    ok(c("ringfeedctl", "workers", "") == ["auto"], "ringfeedctl workers: auto offered")
+    ok(c("ringfeedctl", "workers", "auto", "") == [], "ringfeedctl workers auto: nothing more")
+    ok(c("ringfeedd", "--workers", "a") == ["auto"], "ringfeedd --workers a -> auto")
     # ringfeed-pack: subcommands, the codec, files and folders
     ok(c("ringfeed-pack", "i") == ["idx", "imagefolder", "info"],
        "ringfeed-pack i -> idx imagefolder info")

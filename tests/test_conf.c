@@ -71,6 +71,7 @@ static void test_table_and_defaults(void)
     TAP_IS_INT(c.set, 0, "nothing set");
     TAP_IS_STR(c.socket, CONF_DEFAULT_SOCKET, "default socket");
     TAP_IS_INT(c.workers, 0, "workers unset (daemon picks)");
+    TAP_OK(!c.workers_auto && c.cpu_budget == 0, "not auto, cpu budget unset (daemon derives)");
     TAP_IS_INT(c.memory_budget, 0, "memory budget unset (daemon picks)");
     TAP_IS_INT(c.log_level, CONF_LOG_INFO, "default log level info");
     TAP_IS_INT(c.watchdog_sec, 60, "default watchdog 60 s");
@@ -93,6 +94,7 @@ static void test_example(void)
         "dataset.fmnist   = /var/lib/ringfeed/fmnist\n"
         "dataset.imagenet = /srv/data/imagenet\n"
         "workers       = 8\n"
+        "cpu-budget    = 8\n"
         "memory-budget = 16G\n"
         "log-level     = info\n"
         "allow-uid     = 1000, 1001\n"
@@ -115,6 +117,8 @@ static void test_example(void)
     TAP_IS_INT(conf_weight_for(&c, "trainer2", 7), 1, "  else weight 1");
     TAP_IS_INT(c.set, (1u << CONF_KEY_COUNT) - 1, "every key set");
     TAP_IS_INT(c.workers, 8, "workers");
+    TAP_OK(!c.workers_auto, "workers = 8 is a fixed count");
+    TAP_IS_INT(c.cpu_budget, 8, "cpu-budget");
     TAP_IS_INT(c.memory_budget, 16ull << 30, "memory-budget 16G");
     TAP_IS_INT(c.n_datasets, 2, "two datasets");
     TAP_IS_STR(c.datasets[1].name, "imagenet", "dataset name");
@@ -148,6 +152,23 @@ static void test_keys(void)
     one("workers", "", 0);
     expect_bad("workers = 0\n", "workers message says the range", "workers", "1..256",
                "\"0\"", NULL);
+    one("workers", "auto", 1);
+    TAP_OK(c.workers_auto && c.workers == 0 && conf_is_set(&c, CONF_WORKERS),
+           "workers = auto: auto, no count, set");
+    one("workers", "AUTO", 0);
+    one("workers", "auto4", 0);
+    expect_bad("workers = banana\n", "workers = banana names the key and what it takes",
+               "line 1", "workers", "1..256 or auto", "\"banana\"", NULL);
+    one("cpu-budget", "1", 1);
+    TAP_OK(c.cpu_budget == 1 && !c.workers_auto, "cpu-budget 1");
+    one("cpu-budget", "256", 1);
+    one("cpu-budget", "0", 0);
+    one("cpu-budget", "257", 0);
+    one("cpu-budget", "auto", 0);
+    expect_bad("cpu-budget = 9999\n", "cpu-budget = 9999 names the key and the range",
+               "line 1", "cpu-budget", "1..256", "\"9999\"", NULL);
+    expect_bad("cpu-budget = 0\n", "cpu-budget = 0 names the key and the range", "cpu-budget",
+               "1..256", NULL);
 
     one("memory-budget", "1M", 1);
     TAP_IS_INT(c.memory_budget, 1u << 20, "1M");
@@ -418,6 +439,22 @@ static void test_flags_merge(void)
                !conf_is_set(&c, CONF_MEMORY_BUDGET),
            "set bits: union of both");
 
+    /* --workers auto over a file's count, and a count over a file's auto */
+    expect_ok("workers = 4\n", "a file with workers = 4");
+    conf_defaults(&c3);
+    TAP_IS_INT(conf_set(&c3, "workers", "auto", &fe), 0, "flag --workers auto");
+    TAP_IS_INT(conf_set(&c3, "cpu-budget", "3", &fe), 0, "flag --cpu-budget 3");
+    conf_merge(&c, &c3, &fe);
+    TAP_OK(c.workers_auto && c.workers == 0 && c.cpu_budget == 3,
+           "--workers auto --cpu-budget 3 win over workers = 4");
+    expect_ok("workers = auto\n", "a file with workers = auto");
+    conf_defaults(&c3);
+    conf_set(&c3, "workers", "2", &fe);
+    conf_merge(&c, &c3, &fe);
+    TAP_OK(!c.workers_auto && c.workers == 2, "--workers 2 wins over workers = auto");
+    TAP_IS_INT(conf_set(&c3, "cpu-budget", "0", &fe), -EINVAL, "flag --cpu-budget 0 refused");
+    TAP_OK(strstr(fe.msg, "cpu-budget") && strstr(fe.msg, "1..256"), "naming the key and range");
+
     /* allow lists are replaced whole */
     conf_defaults(&c3);
     conf_set(&c3, "allow-uid", "7", &fe);
@@ -463,6 +500,12 @@ static void test_format(void)
     TAP_OK(strstr(buf, "allow-uid = 5, 6\n") != NULL, "lists written with commas");
     TAP_OK(strstr(buf, "socket-mode = 0606\n") != NULL, "modes written in octal");
 
+    expect_ok("workers = auto\ncpu-budget = 6\n", "auto with a budget");
+    n = conf_format(&c, buf, sizeof(buf));
+    TAP_IS_STR(n > 0 ? buf : "", "workers = auto\ncpu-budget = 6\n", "written as auto");
+    TAP_OK(conf_parse(buf, (size_t)n, &c2, &e) == 0 && conf_equal(&c, &c2) && c2.workers_auto,
+           "and read back as auto");
+
     expect_ok("memory-budget = 1048577\n", "an odd budget");
     n = conf_format(&c, buf, sizeof(buf));
     TAP_IS_STR(n > 0 ? buf : "", "memory-budget = 1048577\n", "only set keys are written");
@@ -477,6 +520,12 @@ static void test_format(void)
     TAP_OK(conf_equal(&c, &c2), "equal to a copy");
     c2.workers = 4;
     TAP_OK(!conf_equal(&c, &c2), "workers differ");
+    c2 = c;
+    c2.workers_auto = true;
+    TAP_OK(!conf_equal(&c, &c2), "auto or not differs");
+    c2 = c;
+    c2.cpu_budget = 2;
+    TAP_OK(!conf_equal(&c, &c2), "cpu budgets differ");
     c2 = c;
     c2.datasets[0].dir[1] = 'e';
     TAP_OK(!conf_equal(&c, &c2), "a dataset dir differs");

@@ -97,6 +97,17 @@ static void test_verbs(void)
     expect_ok("WORKERS 256\n", CTL_VERB_WORKERS, "WORKERS 256 (max)");
     TAP_IS_INT(req.workers, 256, "WORKERS 256 -> 256");
     expect_ok("WORKERS 0008\n", CTL_VERB_WORKERS, "WORKERS 0008");
+    TAP_OK(req.workers == 8 && !req.workers_auto, "WORKERS 0008 -> 8, not auto");
+    expect_ok("WORKERS auto\n", CTL_VERB_WORKERS, "WORKERS auto");
+    TAP_OK(req.workers_auto && req.workers == 0, "WORKERS auto -> auto, no count");
+    expect_ok("workers AuTo\n", CTL_VERB_WORKERS, "WORKERS AuTo: word values are case-insensitive");
+    TAP_OK(req.workers_auto, "AuTo -> auto");
+    expect_err("WORKERS automatic\n", CTL_E_BAD_ARG, "WORKERS automatic", "or auto",
+               "\"automatic\"", NULL);
+    expect_err("WORKERS banana\n", CTL_E_BAD_ARG, "WORKERS banana names what it takes",
+               "WORKERS", "1..256 or auto", "\"banana\"", NULL);
+    expect_err("WORKERS auto 2\n", CTL_E_BAD_ARG, "WORKERS auto 2: one argument", "WORKERS",
+               NULL);
 
     expect_err("WORKERS 0\n", CTL_E_BAD_ARG, "WORKERS 0 (min - 1)", "WORKERS", "1..256",
                "\"0\"", NULL);

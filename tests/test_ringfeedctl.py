@@ -29,6 +29,7 @@ REPLIES = {
     "DATASETS": ("OK 2\nfmnist samples=60000 kind=raw shape=1x28x28 classes=10\n"
                  "imagenet-val samples=50000 kind=jpeg shape=3x224x224 classes=1000\n"),
     "WORKERS 8": "OK workers 8\n",
+    "WORKERS auto": "OK workers auto\n",
     "METRICS": ("OK 4\n# HELP ringfeed_total_batches Batches published\n"
                 "# TYPE ringfeed_total_batches counter\n"
                 "ringfeed_total_batches 5\n"
@@ -191,6 +192,12 @@ def main():
     ok(fake.lines[-1] == "WORKERS 8", "workers sends WORKERS 8", fake.lines)
     r = ctl("--socket", path, "--json", "workers", "8")
     ok(r.returncode == 0 and json.loads(r.stdout) == {"workers": 8}, "workers --json", r)
+    r = ctl("--socket", path, "workers", "auto")
+    ok(r.returncode == 0 and r.stdout == "workers: auto\n", "workers auto", r)
+    ok(fake.lines[-1] == "WORKERS auto", "workers auto sends WORKERS auto", fake.lines)
+    r = ctl("--socket", path, "--json", "workers", "auto")
+    ok(r.returncode == 0 and json.loads(r.stdout) == {"workers": "auto"}, "workers auto --json",
+       r)
 
     r = ctl("--socket", path, "metrics")
     ok(r.returncode == 0 and r.stdout == "".join(REPLIES["METRICS"].splitlines(True)[1:]),
@@ -220,6 +227,7 @@ def main():
                        (("--socket", path, "workers", "x"), "workers x"),
                        (("--socket", path, "workers", "0"), "workers 0"),
                        (("--socket", path, "workers", "257"), "workers 257"),
+                       (("--socket", path, "workers", "banana"), "workers banana"),
                        (("--socket", path, "ping", "extra"), "ping with an argument"),
                        (("--bogus", "ping"), "unknown option")):
         r = ctl(*args)

@@ -259,6 +259,41 @@ static void test_compute(struct top_snap *a, struct top_snap *b, struct top_fram
     NEAR(f->samples_per_s, 500, "no uptime: rates over it");
 }
 
+/* workers auto's lines (daemon/autoscale.c) reach the frame's header */
+static void test_autoscale(struct top_snap *a, struct top_frame *f)
+{
+    static const char body[] =
+        "uptime_seconds 3\n"
+        "workers.auto 1\n"
+        "workers.budget 2\n"
+        "workers.auto_changes 3\n"
+        "workers.mode auto\n"
+        "workers.budget_source cgroup (cpu.max 150000 100000 in /sys/fs/cgroup/x/cpu.max)\n"
+        "workers.auto_state budget-limited\n"
+        "workers.auto_reason client 3 input-bound 41% over 5 s: 1 -> 2\n"
+        "clients.3.dataset photos\n"
+        "clients.3.wait_share 0.412\n"
+        "clients.3.bound input\n";
+
+    top_snap_init(a);
+    TAP_OK(isnan(a->workers_budget) && !a->workers_mode[0], "auto: nothing before a parse");
+    TAP_IS_INT(top_snap_parse_stats(a, body, sizeof(body) - 1), 11, "auto: every line used");
+    TAP_IS_INT(a->bad_lines, 0, "auto: no bad line");
+    TAP_IS_STR(a->workers_mode, "auto", "auto: workers.mode");
+    TAP_IS_STR(a->auto_state, "budget-limited", "auto: workers.auto_state");
+    TAP_IS_STR(a->budget_source, "cgroup", "auto: the budget source's first word");
+    TAP_IS_STR(a->auto_reason, "client 3 input-bound 41% over 5 s: 1 -> 2",
+               "auto: the reason, whole");
+    NEAR(a->workers_budget, 2, "auto: workers.budget");
+    NEAR(a->auto_changes, 3, "auto: workers.auto_changes");
+    TAP_IS_INT(a->nclients, 1, "auto: a client's wait_share and bound make no extra row");
+    top_compute(NULL, a, 0, f);
+    TAP_OK(strcmp(f->workers_mode, "auto") == 0 && strcmp(f->budget_source, "cgroup") == 0 &&
+               strcmp(f->auto_state, "budget-limited") == 0 && f->workers_budget == 2 &&
+               f->auto_changes == 3 && strstr(f->auto_reason, "1 -> 2"),
+           "auto: the frame carries mode, budget, source, state, changes and reason");
+}
+
 int main(void)
 {
     struct top_snap *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
@@ -269,6 +304,7 @@ int main(void)
     test_parse(a);
     test_caps(a);
     test_compute(a, b, f);
+    test_autoscale(a, f);
     free(a);
     free(b);
     free(f);

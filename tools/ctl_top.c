@@ -389,6 +389,21 @@ static void header(struct out *o, const struct view *v, const struct top_frame *
              fmt_pct(i, sizeof(i), f->io_pct), fmt_pct(j, sizeof(j), f->decode_pct),
              fmt_pct(k, sizeof(k), f->transform_pct));
     }
+    if (f->workers_mode[0]) {
+        /* workers auto (daemon/autoscale.c): mode, budget, state, the last change */
+        char h[32];
+
+        if (strcmp(f->workers_mode, "auto") == 0)
+            line(o, v, false, false, "workers auto  budget %s (%s)  %s  changes %s  last: %s",
+                 fmt_count(a, sizeof(a), f->workers_budget),
+                 f->budget_source[0] ? f->budget_source : "?",
+                 f->auto_state[0] ? f->auto_state : "?", fmt_count(h, sizeof(h), f->auto_changes),
+                 f->auto_reason[0] ? f->auto_reason : "-");
+        else
+            line(o, v, false, false, "workers %s  budget %s (%s)", f->workers_mode,
+                 fmt_count(a, sizeof(a), f->workers_budget),
+                 f->budget_source[0] ? f->budget_source : "?");
+    }
     if (f->restarted)
         line(o, v, false, false, "the daemon restarted: rates from the next refresh");
     else if (isnan(f->interval_s))

@@ -6,12 +6,14 @@
  *                 [--transform raw|train|eval] [--size S] [--depth D]
  *                 [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]
  *                 [--params "k=v ..."] [--start-epoch E --start-seq N]
- *                 [--reconnect-ms MS] [--workers-note] [--dump-indices FILE]
- *                 [--json]
+ *                 [--reconnect-ms MS] [--step-ms MS] [--workers-note]
+ *                 [--dump-indices FILE] [--json]
  *
  * It attaches with libringfeed and reads E epochs counted from the start
  * point: from batch N of epoch E0 through the last batch of epoch E0+E-1
- * (batches_per_epoch comes from the ring), releasing each batch at once.
+ * (batches_per_epoch comes from the ring), releasing each batch at once, or
+ * after holding it --step-ms milliseconds (a stand-in for a training step:
+ * a compute-bound client, for testing `workers auto`).
  *
  * The digest is XXH64 (proto/digest.h, seed 0) over every delivered batch in
  * order: for each sample its dataset index (8 bytes little endian) and
@@ -93,7 +95,8 @@ static void usage(FILE *f)
             "       [--transform raw|train|eval] [--size S] [--depth D]\n"
             "       [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]\n"
             "       [--params \"k=v ...\"] [--start-epoch E --start-seq N]\n"
-            "       [--reconnect-ms MS] [--workers-note] [--dump-indices FILE] [--json]\n"
+            "       [--reconnect-ms MS] [--step-ms MS] [--workers-note]\n"
+            "       [--dump-indices FILE] [--json]\n"
             "\n"
             "Reads E epochs from the daemon without computing, then prints samples/s\n"
             "and a digest of every delivered index, label and pixel.\n"
@@ -114,11 +117,25 @@ static void usage(FILE *f)
             "  --start-epoch E      start at batch N of epoch E (default 0, 0)\n"
             "  --start-seq N\n"
             "  --reconnect-ms MS    how long to keep reconnecting (default 30000)\n"
+            "  --step-ms MS         hold each batch MS ms before releasing it, as a\n"
+            "                       training step would (default 0: release at once)\n"
             "  --workers-note       also print the daemon's live worker count\n"
             "  --dump-indices FILE  write \"epoch seq index label flags\" per sample\n"
             "  --json               one JSON object instead of the lines\n"
             "  --help               this text\n",
             prog);
+}
+
+/* Sleeps ms milliseconds, through signals (--step-ms). */
+static void hold_for(uint64_t ms)
+{
+    struct timespec left = {
+        .tv_sec = (time_t)(ms / 1000),
+        .tv_nsec = (long)(ms % 1000) * 1000000L,
+    };
+
+    while (nanosleep(&left, &left) == -1 && errno == EINTR)
+        ;
 }
 
 /* Parses a decimal number in lo..hi for option name; exits 2 if bad. */
@@ -292,7 +309,7 @@ int main(int argc, char **argv)
 {
     enum { O_SOCKET = 1, O_DATASET, O_BATCH, O_EPOCHS, O_TRANSFORM, O_SIZE, O_DEPTH, O_RANK,
            O_WORLD, O_SEED, O_NO_SHUFFLE, O_DROP_LAST, O_PARAMS, O_START_EPOCH, O_START_SEQ,
-           O_RECONNECT, O_WORKERS_NOTE, O_DUMP, O_JSON, O_HELP };
+           O_RECONNECT, O_STEP, O_WORKERS_NOTE, O_DUMP, O_JSON, O_HELP };
     static const struct option opts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"dataset", required_argument, NULL, O_DATASET},
@@ -310,6 +327,7 @@ int main(int argc, char **argv)
         {"start-epoch", required_argument, NULL, O_START_EPOCH},
         {"start-seq", required_argument, NULL, O_START_SEQ},
         {"reconnect-ms", required_argument, NULL, O_RECONNECT},
+        {"step-ms", required_argument, NULL, O_STEP},
         {"workers-note", no_argument, NULL, O_WORKERS_NOTE},
         {"dump-indices", required_argument, NULL, O_DUMP},
         {"json", no_argument, NULL, O_JSON},
@@ -324,7 +342,7 @@ int main(int argc, char **argv)
     const char *dump_path = NULL;
     FILE *dump = NULL;
     bool json = false, note = false, have_epochs = false, have_batch = false;
-    uint64_t epochs = 0, total, bpe;
+    uint64_t epochs = 0, total, bpe, step_ms = 0;
     int64_t t_open, t_mark, t0, t1;
     long workers = -1;
     int opt, rc, status = 1;
@@ -348,6 +366,7 @@ int main(int argc, char **argv)
         case O_START_EPOCH: o.start_epoch = num("start-epoch", optarg, 0, UINT32_MAX); break;
         case O_START_SEQ: o.start_seq = num("start-seq", optarg, 0, UINT64_MAX); break;
         case O_RECONNECT: o.reconnect_ms = (int)num("reconnect-ms", optarg, 0, INT32_MAX); break;
+        case O_STEP: step_ms = num("step-ms", optarg, 0, 3600000); break;
         case O_WORKERS_NOTE: note = true; break;
         case O_DUMP: dump_path = optarg; break;
         case O_JSON: json = true; break;
@@ -444,6 +463,8 @@ int main(int argc, char **argv)
             fprintf(dump, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId32 " %" PRIu32 "\n",
                     b.epoch, b.seq, b.samples[i].index, b.samples[i].label,
                     b.samples[i].flags);
+        if (step_ms)
+            hold_for(step_ms);
         rc = rf_release(c, &b);
         if (rc < 0) {
             fprintf(stderr, "%s: %s\n", prog, rf_last_error(c));

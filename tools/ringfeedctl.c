@@ -1,7 +1,7 @@
 /*
  * ringfeedctl.c - the operator's command line for a running ringfeedd:
  *
- *     ringfeedctl [--socket PATH] [--json] ping|status|stats|workers N|datasets|metrics
+ *     ringfeedctl [--socket PATH] [--json] ping|status|stats|workers N|auto|datasets|metrics
  *     ringfeedctl [--socket PATH] top [--once] [--interval SECONDS]   (ctl_top.c)
  *
  * It connects to the control socket (--socket, else $RINGFEED_SOCKET, else
@@ -16,7 +16,7 @@
  *             "key  value" lines
  *   stats     "key  value" lines, keys       {"<key>":<value>,...}
  *             padded to the longest
- *   workers   "workers: N"                   {"workers":N}
+ *   workers   "workers: N" or "workers: auto" {"workers":N} or {"workers":"auto"}
  *   datasets  a table: NAME then one         {"datasets":[{"name":"...",
  *             column per key (SAMPLES KIND    "<key>":<value>,...},...]}
  *             SHAPE CLASSES ...), aligned
@@ -61,11 +61,11 @@ static void usage(FILE *f)
         snprintf(name, sizeof(name), "%s", d->usage);
         for (char *p = name; *p && *p != ' '; p++)
             *p = (char)(*p - 'A' + 'a');
-        fprintf(f, "  %-12s %s\n", name, d->help);
+        fprintf(f, "  %-16s %s\n", name, d->help);
     }
-    fprintf(f, "  %-12s %s\n", "top", "a refreshing view of the workers and clients:");
-    fprintf(f, "  %-12s %s\n", "", CTL_TOP_USAGE);
-    ctl_top_help(f, 15);
+    fprintf(f, "  %-16s %s\n", "top", "a refreshing view of the workers and clients:");
+    fprintf(f, "  %-16s %s\n", "", CTL_TOP_USAGE);
+    ctl_top_help(f, 19);
     fprintf(f, "\noptions:\n"
                "  --socket PATH  the daemon's control socket (default: $RINGFEED_SOCKET,\n"
                "                 else $XDG_RUNTIME_DIR/ringfeed.sock, else\n"
@@ -507,12 +507,17 @@ int main(int argc, char **argv)
         uint64_t n;
         const char *a = argv[optind + 1];
 
-        if (strnum_u64(a, strlen(a), &n) < 0 || n < CTL_WORKERS_MIN || n > CTL_WORKERS_MAX) {
-            fprintf(stderr, "%s: workers \"%s\": give a number of workers in %d..%d\n", prog,
-                    a, CTL_WORKERS_MIN, CTL_WORKERS_MAX);
+        if (strcmp(a, "auto") == 0) {
+            snprintf(line, sizeof(line), "%s auto\n", def->name);
+        } else if (strnum_u64(a, strlen(a), &n) < 0 || n < CTL_WORKERS_MIN ||
+                   n > CTL_WORKERS_MAX) {
+            fprintf(stderr, "%s: workers \"%s\": give a number of workers in %d..%d, or auto "
+                    "(the daemon sizes the pool under its CPU budget)\n", prog, a,
+                    CTL_WORKERS_MIN, CTL_WORKERS_MAX);
             return 2;
+        } else {
+            snprintf(line, sizeof(line), "%s %llu\n", def->name, (unsigned long long)n);
         }
-        snprintf(line, sizeof(line), "%s %llu\n", def->name, (unsigned long long)n);
     } else {
         snprintf(line, sizeof(line), "%s\n", def->name);
     }

@@ -37,6 +37,9 @@ static const struct {
     K("memory.rings_bytes", rings_bytes),
     K("memory.locked_bytes", locked_bytes),
     K("memory.budget_bytes", budget_bytes),
+    K("workers.auto", workers_auto),
+    K("workers.budget", workers_budget),
+    K("workers.auto_changes", auto_changes),
 #undef K
 };
 
@@ -217,6 +220,26 @@ static bool stats_line(struct top_snap *s, const char *l, size_t n)
         copy_word(s->io_backend, sizeof(s->io_backend), l + v, n - v);
         return true;
     }
+    if (span_is(l, kn, "workers.mode")) {
+        copy_word(s->workers_mode, sizeof(s->workers_mode), l + v, n - v);
+        return true;
+    }
+    if (span_is(l, kn, "workers.auto_state")) {
+        copy_word(s->auto_state, sizeof(s->auto_state), l + v, n - v);
+        return true;
+    }
+    if (span_is(l, kn, "workers.budget_source")) {
+        size_t w = v;
+
+        while (w < n && l[w] != ' ' && l[w] != '\t')
+            w++;
+        copy_word(s->budget_source, sizeof(s->budget_source), l + v, w - v);
+        return true;
+    }
+    if (span_is(l, kn, "workers.auto_reason")) {
+        copy_word(s->auto_reason, sizeof(s->auto_reason), l + v, n - v);
+        return true;
+    }
     for (size_t i = 0; i < COUNT(scalar_keys); i++)
         if (span_is(l, kn, scalar_keys[i].key))
             return number(s, l + v, n - v, (double *)((char *)s + scalar_keys[i].off));
@@ -227,6 +250,7 @@ void top_snap_init(struct top_snap *s)
 {
     s->nworkers = s->nclients = s->dropped = s->bad_lines = 0;
     s->io_backend[0] = s->version[0] = '\0';
+    s->workers_mode[0] = s->auto_state[0] = s->budget_source[0] = s->auto_reason[0] = '\0';
     s->stopping = false;
     for (size_t i = 0; i < COUNT(scalar_keys); i++)
         *(double *)((char *)s + scalar_keys[i].off) = NAN;
@@ -428,6 +452,12 @@ void top_compute(const struct top_snap *prev, const struct top_snap *cur, double
     f->bad = cur->bad;
     memcpy(f->io_backend, cur->io_backend, sizeof(f->io_backend));
     memcpy(f->version, cur->version, sizeof(f->version));
+    f->workers_budget = cur->workers_budget;
+    f->auto_changes = cur->auto_changes;
+    memcpy(f->workers_mode, cur->workers_mode, sizeof(f->workers_mode));
+    memcpy(f->auto_state, cur->auto_state, sizeof(f->auto_state));
+    memcpy(f->budget_source, cur->budget_source, sizeof(f->budget_source));
+    memcpy(f->auto_reason, cur->auto_reason, sizeof(f->auto_reason));
     f->stopping = cur->stopping;
     f->dropped = cur->dropped;
 

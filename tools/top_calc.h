@@ -28,7 +28,8 @@
 #define TOP_WORKERS_MAX CTL_WORKERS_MAX /* worker rows kept; more are counted */
 #define TOP_CLIENTS_MAX 256             /* client rows kept; more are counted */
 #define TOP_STATE_MAX 16                /* a worker's state word, NUL included */
-#define TOP_WORD_MAX 48                 /* io.backend, the version */
+#define TOP_WORD_MAX 48                 /* io.backend, the version, workers auto's words */
+#define TOP_REASON_MAX 192              /* workers.auto_reason, NUL included */
 
 /* A client waiting on the daemon for more than this share of the interval
  * (in %) is "input-bound": the loader, not its compute, holds it back. */
@@ -56,9 +57,13 @@ struct top_snap {
     double uptime_s, workers_target, workers_alive, workers_deaths, clients_attached,
         datasets, datasets_failed, jobs_queued, batches, samples, jobs, busy_s, io_s,
         decode_s, transform_s, image_s, resize_s, write_s, bad, substituted, rings_bytes,
-        locked_bytes, budget_bytes;
+        locked_bytes, budget_bytes, workers_auto, workers_budget, auto_changes;
     char io_backend[TOP_WORD_MAX]; /* "" when absent */
     char version[TOP_WORD_MAX];    /* from STATUS; "" when not parsed */
+    /* workers auto (daemon/autoscale.c): "" when absent; the budget's
+     * source is its first word (config, cpus, cgroup) */
+    char workers_mode[TOP_WORD_MAX], auto_state[TOP_WORD_MAX], budget_source[TOP_WORD_MAX];
+    char auto_reason[TOP_REASON_MAX];
     bool stopping;                 /* STATUS said so */
     uint32_t nworkers, nclients;
     uint32_t dropped;              /* worker and client rows past the caps */
@@ -105,6 +110,10 @@ struct top_frame {
     double uptime_s, workers_alive, workers_target, clients_attached, datasets,
         datasets_failed, jobs_queued, rings_bytes, budget_bytes, locked_bytes, bad;
     char io_backend[TOP_WORD_MAX], version[TOP_WORD_MAX];
+    /* workers auto: mode "" when the daemon does not say (an older one) */
+    double workers_budget, auto_changes;
+    char workers_mode[TOP_WORD_MAX], auto_state[TOP_WORD_MAX], budget_source[TOP_WORD_MAX];
+    char auto_reason[TOP_REASON_MAX];
     bool stopping;
     /* ... and rates over the interval */
     double samples_per_s, batches_per_s, jobs_per_s, bad_per_s;
