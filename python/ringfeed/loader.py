@@ -124,7 +124,9 @@ class Loader:
       batches): how far the daemon runs ahead, and depth - 1 batches may be
       held at once.
     params: more ATTACH keys, a dict or "key=value ..." (e.g. scale, ratio,
-      flip, crop).  name: a label in the daemon's stats.
+      flip, crop; weight=3 for a larger share of the daemon's workers while
+      other trainers wait; share=0 to decode alone even beside an identical
+      stream).  name: a label in the daemon's stats.
     output: "torch" (default when torch imports) or "numpy".
     copy: hand out owned copies instead of views of the ring.
     device: "cuda[:N]" copies each batch to that GPU on the current stream
