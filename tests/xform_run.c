@@ -9,11 +9,15 @@
  *       --pixel-cap N    (default 8192 * 8192)
  *       --chw            write CHW (default HWC)
  *       --repeat N       run every file N times (timing)
+ *       --scale S        decode at DCT scale S/8 (1..8) whatever the crop
+ *                        (bench/jpeg-scale); default: the workers' rule
+ *       --merged         merged chroma upsampling (jpg_set_merged)
  *
  * For each FILE, with the stream (SEED, epoch 0, INDEX + its position):
- *   ok <file> <W> <H> <i> <j> <h> <w> <flip>     crop as get_params gives it
+ *   ok <file> <W> <H> <i> <j> <h> <w> <flip> <s> crop as get_params gives it
  *                                                 (eval: the resized size and
- *                                                 the crop's top, left)
+ *                                                 the crop's top, left), and
+ *                                                 the DCT scale s/8 decoded at
  *   bad <file> <why> <message>
  * and appends its size x size x 3 output to OUT (zeros when bad).
  * Last, per stage: "stages decode_us resize_us write_us per image".
@@ -96,11 +100,15 @@ int main(int argc, char **argv)
             repeat = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--chw") == 0)
             p.layout = RING_CHW;
+        else if (strcmp(argv[i], "--merged") == 0)
+            ctx.merged_upsampling = true;
+        else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
+            ctx.force_scale = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (nfiles < 4096)
             files[nfiles++] = argv[i];
     }
-    if (p.size < 1 || p.size > 4096 || !dec || repeat < 1) {
-        fprintf(stderr, "xform_run: bad size or repeat\n");
+    if (p.size < 1 || p.size > 4096 || !dec || repeat < 1 || ctx.force_scale > 8) {
+        fprintf(stderr, "xform_run: bad size, repeat or scale\n");
         return 2;
     }
     out.sample_bytes = 3ull * p.size * p.size;
@@ -143,14 +151,14 @@ int main(int argc, char **argv)
                     struct xfi_crop c;
 
                     xfi_train_plan(hdr.width, hdr.height, &p, &probe, &pl, &c);
-                    printf("ok %s %u %u %u %u %u %u %d\n", files[f], hdr.width, hdr.height, c.i,
-                           c.j, c.h, c.w, pl.flip);
+                    printf("ok %s %u %u %u %u %u %u %d %u\n", files[f], hdr.width, hdr.height,
+                           c.i, c.j, c.h, c.w, pl.flip, ctx.last_scale);
                 } else {
                     uint32_t rw, rh, top, left;
 
                     xfi_eval_plan(hdr.width, hdr.height, &p, &pl, &rw, &rh, &top, &left);
-                    printf("ok %s %u %u %u %u %u %u 0\n", files[f], hdr.width, hdr.height, rw,
-                           rh, top, left);
+                    printf("ok %s %u %u %u %u %u %u 0 %u\n", files[f], hdr.width, hdr.height,
+                           rw, rh, top, left, ctx.last_scale);
                 }
             }
         }

@@ -36,6 +36,7 @@ struct jpg_dec {
     struct jpg_errmgr em;
     bool open;                   /* an image is between jpg_open and done */
     bool cmyk, adobe;
+    bool merged;                 /* jpg_set_merged: merged upsampling */
     uint8_t *pix;
     size_t pix_cap;
     JSAMPROW *rows;
@@ -259,7 +260,7 @@ int jpg_start(struct jpg_dec *d, unsigned s, uint32_t *width, uint32_t *height,
     d->ci.scale_num = s;
     d->ci.scale_denom = 8;
     d->ci.dct_method = JDCT_ISLOW;
-    d->ci.do_fancy_upsampling = TRUE;
+    d->ci.do_fancy_upsampling = d->merged ? FALSE : TRUE;
     jpeg_start_decompress(&d->ci);
     *width = d->ci.output_width;
     *height = d->ci.output_height;
@@ -334,6 +335,11 @@ int jpg_read(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t 
     *roi = (struct jpg_roi){ .pix = d->pix, .stride = stride, .x0 = xoff, .y0 = y0, .w = w,
                              .h = (uint32_t)nrows };
     return 0;
+}
+
+void jpg_set_merged(struct jpg_dec *d, bool merged)
+{
+    d->merged = merged;
 }
 
 unsigned jpg_pick_scale(double span_x, double span_y, uint32_t need)

@@ -122,6 +122,12 @@ void jpg_abort(struct jpg_dec *d);
  */
 unsigned jpg_pick_scale(double span_x, double span_y, uint32_t need);
 
+/* From the next jpg_start on: chroma upsampled by libjpeg's "fancy"
+ * triangle filter (false, the default: what Pillow and libjpeg's own
+ * default do) or merged with the color conversion (true: libjpeg-turbo's
+ * h2v1/h2v2 merged upsampler, faster, replicating each chroma sample). */
+void jpg_set_merged(struct jpg_dec *d, bool merged);
+
 /*
  * Counts the scans (SOS markers) of the JPEG in buf[0..len) by walking its
  * marker segments and skipping entropy-coded data to the next marker; a

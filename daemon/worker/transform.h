@@ -41,6 +41,11 @@ struct xform_ctx {
     uint64_t decode_ns;             /* decoding the image (JPEG) */
     uint64_t resize_ns;             /* resampling it */
     uint64_t write_ns;              /* writing the sample into the slot */
+    unsigned force_scale;           /* tools only (tests/xform_run --scale): decode at
+                                     * force_scale/8, 1..8; 0 in the workers: the rule
+                                     * (jpg_pick_scale) */
+    unsigned last_scale;            /* the DCT scale (n of n/8) of the last image */
+    bool merged_upsampling;         /* tools only (xform_run --merged): jpg_set_merged */
 };
 
 void xform_ctx_clear(struct xform_ctx *ctx);

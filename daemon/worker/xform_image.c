@@ -234,7 +234,9 @@ static struct xform_image_ctx *image_ctx(struct xform_ctx *ctx, uint32_t size)
 static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_t size,
                   uint8_t *planes, struct xform_ctx *ctx, struct rf_err *err)
 {
-    unsigned s = jpg_pick_scale(pl->x1 - pl->x0, pl->y1 - pl->y0, size);
+    unsigned s = ctx->force_scale >= 1 && ctx->force_scale <= 8
+                     ? ctx->force_scale
+                     : jpg_pick_scale(pl->x1 - pl->x0, pl->y1 - pl->y0, size);
     double k = s / 8.0;
     uint32_t sw, sh;
     struct jpg_roi roi;
@@ -242,6 +244,8 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
     int32_t lx0, lx1, ly0, ly1;
     int rc;
 
+    ctx->last_scale = s;
+    jpg_set_merged(ic->dec, ctx->merged_upsampling);
     rc = jpg_start(ic->dec, s, &sw, &sh, err);
     if (rc < 0)
         goto out;
