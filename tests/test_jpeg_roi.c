@@ -323,11 +323,22 @@ static void bad_checks(void)
 
 static void scale_checks(void)
 {
-    TAP_IS_INT(jpg_pick_scale(1000, 1000, 224), 2, "1000 px for 224: 2/8 (250)");
-    TAP_IS_INT(jpg_pick_scale(1792, 1792, 224), 1, "1792 px for 224: 1/8 exactly");
-    TAP_IS_INT(jpg_pick_scale(447, 2000, 224), 8, "447 px for 224: full scale (1/2 is 223.5)");
-    TAP_IS_INT(jpg_pick_scale(448, 448, 224), 4, "448 px for 224: 4/8");
-    TAP_IS_INT(jpg_pick_scale(100, 100, 224), 8, "smaller than the output: full scale");
+    TAP_IS_INT(jpg_pick_scale(1000, 1000, 224, 1.0), 2, "1000 px for 224: 2/8 (250)");
+    TAP_IS_INT(jpg_pick_scale(1792, 1792, 224, 1.0), 1, "1792 px for 224: 1/8 exactly");
+    TAP_IS_INT(jpg_pick_scale(447, 2000, 224, 1.0), 8, "447 px for 224: full scale (1/2 is 223.5)");
+    TAP_IS_INT(jpg_pick_scale(448, 448, 224, 1.0), 4, "448 px for 224: 4/8");
+    TAP_IS_INT(jpg_pick_scale(100, 100, 224, 1.0), 8, "smaller than the output: full scale");
+    /* train crops: cover 0.625 */
+    TAP_IS_INT(jpg_pick_scale(447, 2000, 224, JPG_COVER_TRAIN), 4,
+               "train: 447 px for 224: 4/8 (223.5, over 0.625 x 224)");
+    TAP_IS_INT(jpg_pick_scale(279, 2000, 224, JPG_COVER_TRAIN), 8,
+               "train: 279 px for 224: full scale (1/2 is 139.5)");
+    TAP_IS_INT(jpg_pick_scale(280, 280, 224, JPG_COVER_TRAIN), 4,
+               "train: 280 px for 224: 4/8 (140 = 0.625 x 224)");
+    TAP_IS_INT(jpg_pick_scale(559, 2000, 224, JPG_COVER_TRAIN), 4,
+               "train: 559 px for 224: 4/8 (2/8 is 139.75)");
+    TAP_IS_INT(jpg_pick_scale(1120, 1120, 224, JPG_COVER_TRAIN), 1, "train: 1120 px: 1/8 (140)");
+    TAP_IS_INT(jpg_pick_scale(100, 100, 224, JPG_COVER_TRAIN), 8, "train: smaller: full scale");
 }
 
 int main(void)

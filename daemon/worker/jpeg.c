@@ -342,10 +342,10 @@ void jpg_set_merged(struct jpg_dec *d, bool merged)
     d->merged = merged;
 }
 
-unsigned jpg_pick_scale(double span_x, double span_y, uint32_t need)
+unsigned jpg_pick_scale(double span_x, double span_y, uint32_t need, double cover)
 {
     for (unsigned s = 1; s < 8; s *= 2)
-        if (span_x * s / 8 >= need && span_y * s / 8 >= need)
+        if (span_x * s / 8 >= cover * need && span_y * s / 8 >= cover * need)
             return s;
     return 8;
 }

@@ -112,15 +112,31 @@ int jpg_read(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t 
 void jpg_abort(struct jpg_dec *d);
 
 /*
- * The smallest s of 1, 2, 4, 8 such that spans of span_x by span_y pixels
- * scaled by s/8 still cover need x need output pixels; 8 when even the full
- * scale falls short (the resize then enlarges).  Only powers of two:
- * libjpeg-turbo has SIMD inverse DCTs for 8x8, 4x4, 2x2 and 1x1 only, and
- * its plain-C 3/8, 5/8, 6/8 and 7/8 (with 4:2:0 chroma at twice that) decode
- * a 500x375 photo slower than the full scale does (measured: 1.2-1.8 ms
- * against 0.75 ms; 1/2 takes 0.63 ms), so the resampler takes up the rest.
+ * The smallest s of 1, 2, 4 such that spans of span_x by span_y pixels
+ * scaled by s/8 are at least cover x need on both sides, else 8 (the full
+ * scale; the resize enlarges what falls short).
+ *
+ * Train crops take JPG_COVER_TRAIN: 1/2 from a crop of 1.25 x the output
+ * on, 1/4 from 2.5 x, 1/8 from 5 x.  Measured by bench/jpeg-scale on 120
+ * train crops to 224 of each photo set (against Pillow's full decode +
+ * BILINEAR resize; times of decode + resize): mean absolute difference
+ * 0.34 (the ImageNet-like set), 0.38 (the --mix set: progressive, 4:4:4,
+ * 4:2:2, grey, odd sizes) and 0.39 (all progressive), no bucket of
+ * crop/output above 0.88, for 1.15x, 1.11x and 1.07x the speed of
+ * requiring the full output size (MAD 0.12-0.14).  0.5 (1/2 from 1 x) is
+ * faster still (1.22x, 1.17x) but a bucket's mean reaches 1.1-2.0.
+ * Eval takes JPG_COVER_EVAL, the full output size: its fixed center crop
+ * is what validation accuracy is measured on, and an enlarged half-scale
+ * decode of a detailed 333x444 photo differs from Pillow's by 2.3 (0.16 at
+ * full size; tests/integration/test_jpeg.py's set).
+ *
+ * Only powers of two: libjpeg-turbo has SIMD inverse DCTs for 8x8, 4x4,
+ * 2x2 and 1x1 only, and its plain-C 3/8, 5/8, 6/8 and 7/8 decode slower
+ * than the full scale (bench/jpeg-scale: 1.03-1.77x its time).
  */
-unsigned jpg_pick_scale(double span_x, double span_y, uint32_t need);
+#define JPG_COVER_TRAIN 0.625
+#define JPG_COVER_EVAL 1.0
+unsigned jpg_pick_scale(double span_x, double span_y, uint32_t need, double cover);
 
 /* From the next jpg_start on: chroma upsampled by libjpeg's "fancy"
  * triangle filter (false, the default: what Pillow and libjpeg's own

@@ -231,12 +231,13 @@ static struct xform_image_ctx *image_ctx(struct xform_ctx *ctx, uint32_t size)
 /* Decodes the plan's box at the smallest sufficient DCT scale and resamples
  * it to size x size RGB planes at planes.  Adds to the decode and resize
  * clocks. */
-static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_t size,
+static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_t size, bool train,
                   uint8_t *planes, struct xform_ctx *ctx, struct rf_err *err)
 {
     unsigned s = ctx->force_scale >= 1 && ctx->force_scale <= 8
                      ? ctx->force_scale
-                     : jpg_pick_scale(pl->x1 - pl->x0, pl->y1 - pl->y0, size);
+                     : jpg_pick_scale(pl->x1 - pl->x0, pl->y1 - pl->y0, size,
+                                      train ? JPG_COVER_TRAIN : JPG_COVER_EVAL);
     double k = s / 8.0;
     uint32_t sw, sh;
     struct jpg_roi roi;
@@ -306,7 +307,7 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
     }
     /* CHW: the resampler's last pass stores straight into the slot (its
      * time counts as resize); HWC: planes here, interleaved into the slot */
-    rc = render(ic, &pl, p->size, p->layout == RING_CHW ? dst : ic->img, ctx, err);
+    rc = render(ic, &pl, p->size, train, p->layout == RING_CHW ? dst : ic->img, ctx, err);
     if (rc < 0) {
         *why = why_of(rc);
         return rc;

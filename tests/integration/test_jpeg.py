@@ -183,6 +183,7 @@ def test_train_matches_pil_and_standalone(photos, daemon_factory, tmp_path):
                       "train", "--size", str(SIZE), "--batch", "3", "--seed", "7")
     assert sorted(r[0] for r in rows) == list(range(n))
     flips = 0
+    mads = []
     print()
     for idx, _, flags, epoch, px in rows:
         assert flags == 0 and epoch == 0
@@ -200,6 +201,10 @@ def test_train_matches_pil_and_standalone(photos, daemon_factory, tmp_path):
         print(f"train MAD vs Pillow {os.path.basename(path):22s} crop {w}x{h} at ({j},{i})"
               f"{' flipped' if flip else ''}: {m:.3f}")
         assert m <= 3.0, f"{path}: crop {i} {j} {h} {w} flip {flip}: MAD {m:.3f} > 3"
+        mads.append(m)
+    # the train crops' DCT scale rule (jpeg.h, JPG_COVER_TRAIN) keeps the
+    # mean within 1.0 of Pillow (bench/jpeg-scale has the figures)
+    assert sum(mads) / len(mads) <= 1.0, f"mean train MAD {sum(mads) / len(mads):.3f} > 1.0"
     assert_clean(d)
 
 
