@@ -12,6 +12,7 @@
  *       --scale S        decode at DCT scale S/8 (1..8) whatever the crop
  *                        (bench/jpeg-scale); default: the workers' rule
  *       --merged         merged chroma upsampling (jpg_set_merged)
+ *       --fast-dct       libjpeg's fast inverse DCT (jpg_set_fast_dct)
  *
  * For each FILE, with the stream (SEED, epoch 0, INDEX + its position):
  *   ok <file> <W> <H> <i> <j> <h> <w> <flip> <s> crop as get_params gives it
@@ -102,6 +103,8 @@ int main(int argc, char **argv)
             p.layout = RING_CHW;
         else if (strcmp(argv[i], "--merged") == 0)
             ctx.merged_upsampling = true;
+        else if (strcmp(argv[i], "--fast-dct") == 0)
+            ctx.fast_dct = true;
         else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
             ctx.force_scale = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (nfiles < 4096)

@@ -37,6 +37,7 @@ struct jpg_dec {
     bool open;                   /* an image is between jpg_open and done */
     bool cmyk, adobe;
     bool merged;                 /* jpg_set_merged: merged upsampling */
+    bool fast_dct;               /* jpg_set_fast_dct: JDCT_IFAST */
     uint8_t *pix;
     size_t pix_cap;
     JSAMPROW *rows;
@@ -259,7 +260,7 @@ int jpg_start(struct jpg_dec *d, unsigned s, uint32_t *width, uint32_t *height,
         return failed(d, "scan", err);
     d->ci.scale_num = s;
     d->ci.scale_denom = 8;
-    d->ci.dct_method = JDCT_ISLOW;
+    d->ci.dct_method = d->fast_dct ? JDCT_IFAST : JDCT_ISLOW;
     d->ci.do_fancy_upsampling = d->merged ? FALSE : TRUE;
     jpeg_start_decompress(&d->ci);
     *width = d->ci.output_width;
@@ -340,6 +341,11 @@ int jpg_read(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t 
 void jpg_set_merged(struct jpg_dec *d, bool merged)
 {
     d->merged = merged;
+}
+
+void jpg_set_fast_dct(struct jpg_dec *d, bool fast)
+{
+    d->fast_dct = fast;
 }
 
 unsigned jpg_pick_scale(double span_x, double span_y, uint32_t need, double cover)

@@ -144,6 +144,11 @@ unsigned jpg_pick_scale(double span_x, double span_y, uint32_t need, double cove
  * h2v1/h2v2 merged upsampler, faster, replicating each chroma sample). */
 void jpg_set_merged(struct jpg_dec *d, bool merged);
 
+/* From the next jpg_start on: libjpeg's fast integer inverse DCT
+ * (JDCT_IFAST, less accurate) instead of the accurate one (JDCT_ISLOW, the
+ * default, what Pillow uses). */
+void jpg_set_fast_dct(struct jpg_dec *d, bool fast);
+
 /*
  * Counts the scans (SOS markers) of the JPEG in buf[0..len) by walking its
  * marker segments and skipping entropy-coded data to the next marker; a

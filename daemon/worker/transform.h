@@ -46,6 +46,7 @@ struct xform_ctx {
                                      * (jpg_pick_scale) */
     unsigned last_scale;            /* the DCT scale (n of n/8) of the last image */
     bool merged_upsampling;         /* tools only (xform_run --merged): jpg_set_merged */
+    bool fast_dct;                  /* tools only (xform_run --fast-dct): jpg_set_fast_dct */
 };
 
 void xform_ctx_clear(struct xform_ctx *ctx);

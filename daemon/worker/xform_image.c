@@ -247,6 +247,7 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
 
     ctx->last_scale = s;
     jpg_set_merged(ic->dec, ctx->merged_upsampling);
+    jpg_set_fast_dct(ic->dec, ctx->fast_dct);
     rc = jpg_start(ic->dec, s, &sw, &sh, err);
     if (rc < 0)
         goto out;
