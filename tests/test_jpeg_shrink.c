@@ -5,7 +5,8 @@
  * (exactly equal, many sizes and channel counts); then whole JPEGs: sizes,
  * components and sampling of what is written, pixels close to the box
  * average of the decoded source, progressive and CMYK inputs, and corrupt
- * or truncated data refused as ringfeedd's decoder refuses it.
+ * or truncated data, and a progressive file of 190 scans, refused as
+ * ringfeedd's decoder refuses them.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -275,6 +276,51 @@ static void check_jpeg(struct shrinker *s, const char *what, const struct jm_opt
     free(src);
 }
 
+/* A progressive RGB JPEG of 1 + 3 * 63 = 190 scans (one per coefficient
+ * and component), valid but over SHRINK_SCAN_CAP; *len bytes, malloc'd. */
+static uint8_t *many_scans(uint32_t w, uint32_t h, unsigned long *len)
+{
+    static jpeg_scan_info scans[1 + 3 * 63];
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr em;
+    unsigned char *out = NULL;
+    uint8_t *row = malloc((size_t)w * 3);
+    int n = 0;
+
+    scans[n++] = (jpeg_scan_info){.comps_in_scan = 3, .component_index = {0, 1, 2}};
+    for (int comp = 0; comp < 3; comp++)
+        for (int k = 1; k < 64; k++)
+            scans[n++] = (jpeg_scan_info){.comps_in_scan = 1, .component_index = {comp},
+                                          .Ss = k, .Se = k};
+    *len = 0;
+    c.err = jpeg_std_error(&em);
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &out, len);
+    c.image_width = w;
+    c.image_height = h;
+    c.input_components = 3;
+    c.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&c);
+    c.scan_info = scans;
+    c.num_scans = n;
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < h) {
+        JSAMPROW r = row;
+
+        for (uint32_t x = 0; x < w; x++) {
+            uint8_t px[4];  /* smooth fills 4 */
+
+            smooth(x, c.next_scanline, px, NULL);
+            memcpy(row + 3 * x, px, 3);
+        }
+        jpeg_write_scanlines(&c, &r, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(row);
+    return out;
+}
+
 static void check_refusals(struct shrinker *s)
 {
     struct jm_opts o = {.space = JM_RGB, .quality = 90};
@@ -300,6 +346,21 @@ static void check_refusals(struct shrinker *s)
         tap_diag("  got %d (%s)", r, why);
     r = shrinker_run(s, cut, 40, 64, 90, &out, &out_len, &ow, &oh, why, sizeof(why));
     TAP_IS_INT(r, -EBADMSG, "only the start of a header: -EBADMSG");
+    {
+        unsigned long n = 0;
+        uint8_t *many = many_scans(200, 150, &n);
+        struct decoded dm;
+
+        TAP_OK(decode(many, n, &dm) == 0 && dm.progressive,
+               "a 190-scan progressive JPEG decodes with plain libjpeg");
+        free(dm.pix);
+        r = shrinker_run(s, many, n, 64, 90, &out, &out_len, &ow, &oh, why, sizeof(why));
+        if (!tap_ok(r == -EBADMSG && strstr(why, "more than 100 scans"),
+                    "but is refused by the shrinker, as by ringfeedd: more than "
+                    "100 scans"))
+            tap_diag("  got %d (%s)", r, why);
+        free(many);
+    }
     r = shrinker_run(s, src, len, 8, 90, &out, &out_len, &ow, &oh, why, sizeof(why));
     TAP_IS_INT(r, -EINVAL, "max side 8: -EINVAL");
     r = shrinker_run(s, src, len, 64, 0, &out, &out_len, &ow, &oh, why, sizeof(why));

@@ -176,7 +176,8 @@ int shrink_dims(uint32_t w, uint32_t h, uint32_t max_side, uint32_t *dw,
     *dh = h;
     if (longer <= max_side)
         return 0;
-    other = ((uint64_t)shorter * max_side * 2 + longer) / (2 * (uint64_t)longer);
+    other = ((uint64_t)shorter * max_side * 2 + longer) /
+            (2 * (uint64_t)longer);
     if (other == 0)
         other = 1;
     if (w >= h) {
@@ -471,7 +472,8 @@ int shrinker_run(struct shrinker *s, const uint8_t *buf, size_t len,
     int r;
 
     if (max_side < MANIFEST_MAX_SIDE_MIN || max_side > MANIFEST_MAX_SIDE_MAX ||
-        quality < (int)MANIFEST_QUALITY_MIN || quality > (int)MANIFEST_QUALITY_MAX) {
+        quality < (int)MANIFEST_QUALITY_MIN ||
+        quality > (int)MANIFEST_QUALITY_MAX) {
         snprintf(why, why_cap, "max side %u or quality %d out of range",
                  max_side, quality);
         return -EINVAL;

@@ -41,9 +41,9 @@
  *   - decoding is as strict as ringfeedd's: the accurate integer IDCT, and
  *     any libjpeg warning (corrupt or truncated data, which libjpeg papers
  *     over with grey) or more than SHRINK_SCAN_CAP scans is a failure, so
- *     a file the daemon would refuse is never re-encoded into one it
- *     accepts.  Rows after the last are not read (no EOI check), as in the
- *     daemon.
+ *     a file whose data the daemon finds corrupt is never re-encoded into
+ *     one it serves.  Rows after the last are not read (no EOI check), as
+ *     in the daemon.
  *
  * One shrinker is used by one thread, for one image at a time, and keeps
  * its libjpeg objects and buffers for the next image.

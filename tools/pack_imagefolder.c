@@ -50,9 +50,11 @@
  *     warning, over 100 scans, an unsupported colour space): stored as it
  *     is, with a warning, because that is what happens to it without
  *     --max-side (its header parses), and ringfeedd counts it as a bad
- *     sample either way: the packer never turns a sample the daemon would
- *     refuse into one it accepts, and sample i is the same file in a pack
- *     with and without --max-side.  --strict fails the pack instead;
+ *     sample either way: the packer never turns a file whose data the
+ *     daemon finds corrupt into one it serves, and sample i is the same
+ *     file in a pack with and without --max-side.  (A sound picture over
+ *     the daemon's pixel-cap is another matter: shrinking it is what
+ *     --max-side is for.)  --strict fails the pack instead;
  *   - larger, and too big to decode within libjpeg's memory limit, or out
  *     of memory: skipped with the reason, as an unreadable file is
  *     (--strict: the pack fails).
