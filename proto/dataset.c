@@ -312,6 +312,8 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
         .classes = ds->m.nclasses,
         .max_stored = ds->m.max_stored,
         .max_decoded = ds->m.max_decoded,
+        .max_side = ds->m.max_side,
+        .max_side_quality = ds->m.max_side_quality,
         .shards = ds->m.nshards,
     };
     memcpy(ds->info.shape, ds->m.dims, sizeof(ds->info.shape));

@@ -63,6 +63,9 @@ struct dataset_info {
     uint32_t classes;                /* 0: samples carry DATASET_NO_LABEL */
     uint32_t max_stored;             /* largest record on disk, bytes */
     uint32_t max_decoded;            /* largest decoded record, bytes */
+    uint32_t max_side;               /* jpeg packed with --max-side: the
+                                        longest side allowed; 0: as they were */
+    uint32_t max_side_quality;       /* the re-encoding quality; 0 without */
     uint32_t shards;
 };
 

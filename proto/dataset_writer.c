@@ -116,6 +116,17 @@ static int check_opts(const struct dataset_writer_opts *o,
     if (o->classes > DATASET_MAX_CLASSES)
         return rf_err_set(err, -EINVAL, "%" PRIu32 " classes, over the limit "
                           "of %u", o->classes, DATASET_MAX_CLASSES);
+    if ((o->max_side || o->max_side_quality) &&
+        (o->kind != DATASET_JPEG || o->max_side < MANIFEST_MAX_SIDE_MIN ||
+         o->max_side > MANIFEST_MAX_SIDE_MAX ||
+         o->max_side_quality < MANIFEST_QUALITY_MIN ||
+         o->max_side_quality > MANIFEST_QUALITY_MAX))
+        return rf_err_set(err, -EINVAL, "max_side %" PRIu32 " (quality %"
+                          PRIu32 "): for jpeg datasets only, %u..%u with a "
+                          "quality of %u..%u", o->max_side,
+                          o->max_side_quality, MANIFEST_MAX_SIDE_MIN,
+                          MANIFEST_MAX_SIDE_MAX, MANIFEST_QUALITY_MIN,
+                          MANIFEST_QUALITY_MAX);
     if (o->codec == DATASET_CODEC_ZSTD &&
         (o->level < ZSTD_minCLevel() || o->level > ZSTD_maxCLevel()))
         return rf_err_set(err, -EINVAL, "zstd level %d not in %d..%d",
@@ -149,6 +160,8 @@ int dataset_writer_create(const char *dest,
     w->m.version = MANIFEST_VERSION;
     w->m.kind = o->kind;
     w->m.codec = o->codec;
+    w->m.max_side = o->max_side;
+    w->m.max_side_quality = o->max_side_quality;
     if (o->kind == DATASET_TENSOR) {
         w->m.dtype = o->dtype;
         w->m.ndim = o->ndim;

@@ -49,6 +49,10 @@ struct dataset_writer_opts {
     uint64_t shard_bytes;              /* 0 means the default */
     uint32_t classes;                  /* 0: records carry DATASET_NO_LABEL */
     const char *const *class_names;    /* classes names, copied */
+    uint32_t max_side;                 /* jpeg only: recorded in the
+                                          MANIFEST (the packer resized the
+                                          records); 0: none */
+    uint32_t max_side_quality;         /* with max_side: 1..100 */
 };
 
 struct dataset_writer_stats {

@@ -269,6 +269,36 @@ static int key_max_decoded(struct mparse *ps, struct field *f,
     return key_max(ps, f, &ps->m->max_decoded, "max_decoded", err);
 }
 
+/* max_side and max_side_quality: in range here, together and for kind
+ * jpeg only in manifest_check (they may come before the kind line). */
+static int key_max_side(struct mparse *ps, struct field *f,
+                        struct rf_err *err)
+{
+    uint64_t v;
+
+    if (parse_num(&f[0], MANIFEST_MAX_SIDE_MAX, &v) < 0 ||
+        v < MANIFEST_MAX_SIDE_MIN)
+        return LINE_FAIL(ps, "max_side \"%.*s\" is not a number from %u to "
+                         "%u", (int)f[0].n, f[0].s, MANIFEST_MAX_SIDE_MIN,
+                         MANIFEST_MAX_SIDE_MAX);
+    ps->m->max_side = (uint32_t)v;
+    return 0;
+}
+
+static int key_max_side_quality(struct mparse *ps, struct field *f,
+                                struct rf_err *err)
+{
+    uint64_t v;
+
+    if (parse_num(&f[0], MANIFEST_QUALITY_MAX, &v) < 0 ||
+        v < MANIFEST_QUALITY_MIN)
+        return LINE_FAIL(ps, "max_side_quality \"%.*s\" is not a number "
+                         "from %u to %u", (int)f[0].n, f[0].s,
+                         MANIFEST_QUALITY_MIN, MANIFEST_QUALITY_MAX);
+    ps->m->max_side_quality = (uint32_t)v;
+    return 0;
+}
+
 /* "classes N" / "shards N": N is bounded by the lines the input can hold. */
 static int key_count(struct mparse *ps, struct field *f, uint64_t cap,
                      size_t min_line, size_t elem, void **arr, uint32_t *n,
@@ -414,6 +444,8 @@ static const struct key_def {
     {"codec", 1, ONCE, 1, key_codec},
     {"max_stored", 1, ONCE, 1, key_max_stored},
     {"max_decoded", 1, ONCE, 1, key_max_decoded},
+    {"max_side", 1, ONCE, 0, key_max_side},
+    {"max_side_quality", 1, ONCE, 0, key_max_side_quality},
     {"classes", 1, ONCE, 1, key_classes},
     {"class", 2, REPEAT | REST, 0, key_class},
     {"dict", 3, ONCE, 0, key_dict},
@@ -423,6 +455,7 @@ static const struct key_def {
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
+_Static_assert(NKEYS <= 32, "struct mparse's seen has a bit per key");
 
 static int parse_line(struct mparse *ps, char *s, size_t n,
                       struct rf_err *err)
@@ -676,6 +709,21 @@ int manifest_check(const struct manifest *m, struct rf_err *err)
     if (tensor && m->samples && m->max_decoded != tensor)
         return rf_err_set(err, -EBADMSG, "max_decoded %" PRIu32 " is not the "
                           "tensor size %" PRIu64, m->max_decoded, tensor);
+    if ((m->max_side != 0) != (m->max_side_quality != 0))
+        return rf_err_set(err, -EBADMSG, "max_side and max_side_quality "
+                          "come together: one without the other");
+    if (m->max_side && m->kind != DATASET_JPEG)
+        return rf_err_set(err, -EBADMSG, "max_side is for kind jpeg only, "
+                          "this is kind %s", dataset_kind_name(m->kind));
+    if (m->max_side && (m->max_side < MANIFEST_MAX_SIDE_MIN ||
+                        m->max_side > MANIFEST_MAX_SIDE_MAX ||
+                        m->max_side_quality < MANIFEST_QUALITY_MIN ||
+                        m->max_side_quality > MANIFEST_QUALITY_MAX))
+        return rf_err_set(err, -EBADMSG, "max_side %" PRIu32 " not in %u..%u "
+                          "or max_side_quality %" PRIu32 " not in %u..%u",
+                          m->max_side, MANIFEST_MAX_SIDE_MIN,
+                          MANIFEST_MAX_SIDE_MAX, m->max_side_quality,
+                          MANIFEST_QUALITY_MIN, MANIFEST_QUALITY_MAX);
     if (m->has_dict && m->codec != DATASET_CODEC_ZSTD)
         return rf_err_set(err, -EBADMSG, "a dict is for codec zstd only");
     if (m->has_dict && (m->dict_size == 0 || m->dict_size > DATASET_DICT_MAX))
@@ -730,6 +778,9 @@ char *manifest_format(const struct manifest *m, size_t *len)
     fprintf(f, "codec %s\n", codec_name(m->codec));
     fprintf(f, "max_stored %" PRIu32 "\nmax_decoded %" PRIu32 "\n",
             m->max_stored, m->max_decoded);
+    if (m->max_side)
+        fprintf(f, "max_side %" PRIu32 "\nmax_side_quality %" PRIu32 "\n",
+                m->max_side, m->max_side_quality);
     fprintf(f, "classes %" PRIu32 "\n", m->nclasses);
     for (uint32_t i = 0; i < m->nclasses; i++)
         fprintf(f, "class %" PRIu32 " %s\n", i, manifest_class_name(m, i));

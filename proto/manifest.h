@@ -16,6 +16,10 @@
  *     codec zstd                   none | zstd (records may also be none)
  *     max_stored 823               largest stored record, bytes
  *     max_decoded 784              largest decoded record, bytes
+ *     max_side 512                 jpeg only, optional, with the next: the
+ *     max_side_quality 90          images were packed with --max-side 512:
+ *                                  longer side at most 512 px (larger ones
+ *                                  re-encoded at quality 90), see below
  *     classes 10                   then exactly that many class lines:
  *     class 0 T-shirt/top          number, then the name: the rest of the
  *     class 1 Trouser              line (spaces and '/' allowed, no control
@@ -30,6 +34,15 @@
  * The comments after the values above are for this page only; a value ends
  * at the end of its line.  File names are 1..255 of [A-Za-z0-9._-] and do
  * not start with '.', so a manifest cannot name a file outside its folder.
+ *
+ * max_side and max_side_quality come together or not at all, for kind jpeg
+ * only: max_side MANIFEST_MAX_SIDE_MIN..MANIFEST_MAX_SIDE_MAX, the quality
+ * 1..100.  A manifest without them (every one written before they existed)
+ * describes images stored as they were; a reader that predates them refuses
+ * a manifest that has them (unknown key), as it refuses any key it does not
+ * know.  What they promise: every record that decodes has a longer side of
+ * at most max_side pixels; a record that did not decode when packed was
+ * stored as it was (it is a bad sample either way; tools/pack_imagefolder.c).
  *
  * The parser is a pure function of a buffer.  Names are kept as offsets into
  * one text block that the struct owns.  Every count it allocates for is
@@ -47,6 +60,13 @@
 
 #define MANIFEST_VERSION 1u
 #define MANIFEST_NAME_MAX 255u
+/* max_side's range: below 16 px a photograph is a few JPEG blocks, of no
+ * use to a model; 65535 is the largest side a JPEG can have, so a larger
+ * value could never shrink anything. */
+#define MANIFEST_MAX_SIDE_MIN 16u
+#define MANIFEST_MAX_SIDE_MAX 65535u
+#define MANIFEST_QUALITY_MIN 1u
+#define MANIFEST_QUALITY_MAX 100u
 
 struct manifest_shard {
     uint32_t name;      /* offset of the file name in text */
@@ -65,6 +85,8 @@ struct manifest {
     unsigned codec;                    /* enum dataset_codec */
     uint32_t max_stored;
     uint32_t max_decoded;
+    uint32_t max_side;                 /* 0: images stored as they were */
+    uint32_t max_side_quality;         /* 1..100 with max_side, else 0 */
     uint32_t nclasses;
     uint32_t *classes;                 /* nclasses offsets into text */
     int has_dict;
@@ -109,7 +131,8 @@ int manifest_set_dict(struct manifest *m, const char *file, uint32_t size,
 /*
  * Checks the cross-field rules (the parser applies them too): kind and
  * tensor fields agree, shard records sum to samples, maxima within limits
- * and equal to the tensor size, dict only with zstd.  Returns 0 or -EBADMSG.
+ * and equal to the tensor size, dict only with zstd, max_side and its
+ * quality together, in range, for kind jpeg only.  Returns 0 or -EBADMSG.
  */
 int manifest_check(const struct manifest *m, struct rf_err *err);
 

@@ -1,7 +1,9 @@
 /*
  * test_manifest.c - the MANIFEST parser and formatter: a built manifest
  * formats and parses back the same (names with spaces and '/'), and every
- * malformed or inconsistent input is refused with the line it is on.
+ * malformed or inconsistent input is refused with the line it is on;
+ * max_side and max_side_quality (--max-side packs) read, write and are
+ * checked, and a manifest without them still reads.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,21 +33,27 @@ static const char good[] =
     "shard 1 shard-00001.rfs 2 1000 00000001\n"
     "end\n";
 
-/* good[] with the first occurrence of `from` replaced by `to`. */
-static char *edit(const char *from, const char *to)
+/* base with the first occurrence of `from` replaced by `to`. */
+static char *edit_in(const char *base, const char *from, const char *to)
 {
-    const char *at = strstr(good, from);
-    size_t n = strlen(good) - strlen(from) + strlen(to) + 1;
+    const char *at = strstr(base, from);
+    size_t n = strlen(base) - strlen(from) + strlen(to) + 1;
     char *s = malloc(n);
 
     if (!at) {
         tap_diag("edit: \"%s\" not in the sample", from);
         abort();
     }
-    memcpy(s, good, (size_t)(at - good));
-    strcpy(s + (at - good), to);
+    memcpy(s, base, (size_t)(at - base));
+    strcpy(s + (at - base), to);
     strcat(s, at + strlen(from));
     return s;
+}
+
+/* good[] edited */
+static char *edit(const char *from, const char *to)
+{
+    return edit_in(good, from, to);
 }
 
 static void check_good(void)
@@ -234,6 +242,97 @@ static void check_bad(void)
     }
 }
 
+/* A jpeg manifest written with --max-side, and edits of it. */
+static const char jpeg_max_side[] =
+    "ringfeed-dataset 1\n"
+    "samples 3\n"
+    "kind jpeg\n"
+    "codec none\n"
+    "max_stored 9000\n"
+    "max_decoded 9000\n"
+    "max_side 512\n"
+    "max_side_quality 90\n"
+    "classes 1\n"
+    "class 0 photos\n"
+    "shards 1\n"
+    "shard 0 shard-00000.rfs 3 30000 0000abcd\n"
+    "end\n";
+
+static void check_max_side(void)
+{
+    static const struct bad_case cases[] = {
+        {"max_side_quality 90\n", "", -EBADMSG, "come together"},
+        {"max_side 512\n", "", -EBADMSG, "come together"},
+        {"max_side 512", "max_side 15", -EBADMSG, "not a number from 16 to 65535"},
+        {"max_side 512", "max_side 65536", -EBADMSG, "not a number from 16"},
+        {"max_side 512", "max_side 0512", -EBADMSG, "line 7 "},
+        {"max_side 512", "max_side x", -EBADMSG, "max_side \"x\""},
+        {"max_side_quality 90", "max_side_quality 0", -EBADMSG,
+         "not a number from 1 to 100"},
+        {"max_side_quality 90", "max_side_quality 101", -EBADMSG,
+         "from 1 to 100"},
+        {"max_side 512\n", "max_side 512\nmax_side 256\n", -EBADMSG,
+         "given twice"},
+        {"max_side_quality 90", "max_side_quality 90 1", -EBADMSG,
+         "1 field"},
+        {"kind jpeg", "kind bytes", -EBADMSG, "for kind jpeg only"},
+    };
+    struct manifest m, p;
+    struct rf_err e = {{0}};
+    char *text, *old;
+    size_t len = 0;
+
+    TAP_IS_INT(manifest_parse(jpeg_max_side, strlen(jpeg_max_side), &m, &e), 0,
+               "a jpeg manifest with max_side parses");
+    if (e.msg[0])
+        tap_diag("%s", e.msg);
+    TAP_IS_INT(m.max_side, 512, "max_side");
+    TAP_IS_INT(m.max_side_quality, 90, "max_side_quality");
+    text = manifest_format(&m, &len);
+    TAP_OK(text && strstr(text, "\nmax_side 512\nmax_side_quality 90\n"),
+           "formatted with both keys");
+    TAP_IS_INT(manifest_parse(text, len, &p, &e), 0, "and parses back");
+    TAP_OK(p.max_side == 512 && p.max_side_quality == 90, "with the same values");
+    free(text);
+    manifest_free(&p);
+    m.max_side_quality = 0;
+    TAP_IS_INT(manifest_check(&m, &e), -EBADMSG,
+               "manifest_check: max_side without its quality refused");
+    m.max_side = 0;
+    TAP_IS_INT(manifest_check(&m, &e), 0, "neither is fine");
+    text = manifest_format(&m, &len);
+    TAP_OK(text && !strstr(text, "max_side"), "and formats without the keys");
+    free(text);
+    manifest_free(&m);
+
+    /* a manifest from before the keys existed still reads, as 0 */
+    old = edit_in(jpeg_max_side, "max_side 512\nmax_side_quality 90\n", "");
+    TAP_IS_INT(manifest_parse(old, strlen(old), &m, &e), 0,
+               "a manifest without max_side (an older pack) parses");
+    TAP_OK(m.max_side == 0 && m.max_side_quality == 0, "max_side 0 there");
+    manifest_free(&m);
+    free(old);
+    old = edit("max_decoded 784\n", "max_decoded 784\nmax_side 512\n"
+               "max_side_quality 90\n");
+    TAP_IS_INT(manifest_parse(old, strlen(old), &m, &e), -EBADMSG,
+               "max_side on a tensor manifest refused");
+    TAP_OK(strstr(e.msg, "for kind jpeg only") != NULL, "saying jpeg only");
+    free(old);
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bad_case *c = &cases[i];
+        char *t = edit_in(jpeg_max_side, c->from, c->to);
+        int r = manifest_parse(t, strlen(t), &m, &e);
+
+        if (!tap_ok(r == c->code && strstr(e.msg, c->msg),
+                    "refused: \"%s\" -> \"%s\"", oneline(c->from, 0),
+                    oneline(c->to, 1)))
+            tap_diag("  got %d \"%s\", want %d and \"%s\"", r, e.msg, c->code,
+                     c->msg);
+        free(t);
+    }
+}
+
 static void check_nul_and_empty(void)
 {
     struct manifest m;
@@ -254,6 +353,7 @@ int main(void)
     check_good();
     check_builders();
     check_bad();
+    check_max_side();
     check_nul_and_empty();
     return tap_done();
 }

@@ -9,6 +9,8 @@
  *   idx.c               the IDX header parser (pure, fuzzed)
  *   pack_imagefolder.c  imagefolder: class folders of JPEGs -> jpeg dataset
  *   jpeg_probe.c        is this buffer a JPEG whose header parses?
+ *   jpeg_shrink.c       imagefolder --max-side: decode, box-downscale and
+ *                       re-encode one JPEG
  *   pack_verify.c       verify: check every record of a dataset
  *   pack_info.c         info: what a dataset holds
  *

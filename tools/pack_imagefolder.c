@@ -35,6 +35,32 @@
  * SCAN_WARN_MAX in full, then a count).
  * Records are the files' bytes as they are (codec none: JPEG is already
  * compressed).
+ *
+ * --max-side N (FFCV's max_resolution): an image whose longer side exceeds
+ * N pixels is decoded, box-downscaled to a longer side of exactly N and
+ * encoded again at --quality (default 90), 4:2:0 (jpeg_shrink.h has the
+ * filter and the choices: gray stays gray, CMYK becomes RGB as ringfeedd
+ * would convert it).  The MANIFEST records "max_side N" and
+ * "max_side_quality Q".  For each file:
+ *   - not readable, or its header does not parse: skipped, as without
+ *     --max-side (--strict: the pack fails);
+ *   - longer side at most N: stored byte for byte, as without it;
+ *   - larger, and it decodes: stored re-encoded;
+ *   - larger, but its data does not decode (corrupt, truncated, a libjpeg
+ *     warning, over 100 scans, an unsupported colour space): stored as it
+ *     is, with a warning, because that is what happens to it without
+ *     --max-side (its header parses), and ringfeedd counts it as a bad
+ *     sample either way: the packer never turns a file whose data the
+ *     daemon finds corrupt into one it serves, and sample i is the same
+ *     file in a pack with and without --max-side.  (A sound picture over
+ *     the daemon's pixel-cap is another matter: shrinking it is what
+ *     --max-side is for.)  --strict fails the pack instead;
+ *   - larger, and too big to decode within libjpeg's memory limit, or out
+ *     of memory: skipped with the reason, as an unreadable file is
+ *     (--strict: the pack fails).
+ * The summary says how many were re-encoded, the bytes of the packed
+ * images' sources against the bytes stored, and the time the re-encoding
+ * took.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -52,10 +78,14 @@
 #include "dataset_writer.h"
 #include "fileio.h"
 #include "jpeg_probe.h"
+#include "jpeg_shrink.h"
+#include "manifest.h"
 #include "pack.h"
 
 #define MAX_DEPTH 32
 #define SCAN_WARN_MAX 20      /* scan warnings shown; the rest are counted */
+#define WHY_MAX 512           /* a reason, with libjpeg's message in it */
+#define QUALITY_DEFAULT 90    /* --quality: FFCV's default for its JPEGs */
 
 static const char usage_text[] =
     "usage: ringfeed-pack imagefolder SRC_DIR OUT_DIR [options]\n"
@@ -71,6 +101,13 @@ static const char usage_text[] =
     "                       (default 256M)\n"
     "  --strict             fail on a file that is not a readable JPEG, and on\n"
     "                       an empty class, instead of skipping\n"
+    "  --max-side N         re-encode images whose longer side exceeds N pixels\n"
+    "                       (16..65535) to a longer side of N, aspect kept (box\n"
+    "                       filter, JPEG 4:2:0); others are stored as they are.\n"
+    "                       The model then sees less detail: pack eval data the\n"
+    "                       same way (ringfeed-pack(1))\n"
+    "  --quality Q          JPEG quality of the re-encoded images, 1..100\n"
+    "                       (default 90; only with --max-side)\n"
     "  --help               this text\n";
 
 static const char *const img_ext[] = {
@@ -433,32 +470,61 @@ static int64_t read_image(const char *path, uint8_t **buf, size_t *cap,
     return n;
 }
 
-static int parse_args(int argc, char **argv, const char **src,
-                      const char **out, uint64_t *shard_bytes, int *strict)
+struct if_args {
+    const char *src, *out;
+    uint64_t shard_bytes;     /* 0: the default */
+    int strict;
+    uint32_t max_side;        /* 0: images stored as they are */
+    int quality;
+};
+
+static int parse_args(int argc, char **argv, struct if_args *a)
 {
     static const struct option longopts[] = {
         {"shard-size", required_argument, NULL, 's'},
         {"strict", no_argument, NULL, 'S'},
+        {"max-side", required_argument, NULL, 'm'},
+        {"quality", required_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    const char *quality = NULL;
+    long v;
     int c;
 
-    *shard_bytes = 0;
-    *strict = 0;
+    *a = (struct if_args){.quality = QUALITY_DEFAULT};
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 's':
-            if (pack_parse_size(optarg, shard_bytes) < 0 ||
-                *shard_bytes < 4096)
+            if (pack_parse_size(optarg, &a->shard_bytes) < 0 ||
+                a->shard_bytes < 4096)
                 return pack_usage_error("imagefolder", "--shard-size: '%s' is "
                                         "not a size of at least 4096 bytes "
                                         "(e.g. 256M)", optarg);
             break;
         case 'S':
-            *strict = 1;
+            a->strict = 1;
+            break;
+        case 'm':
+            if (pack_parse_int(optarg, MANIFEST_MAX_SIDE_MIN,
+                               MANIFEST_MAX_SIDE_MAX, &v) < 0)
+                return pack_usage_error("imagefolder", "--max-side: '%s' is "
+                                        "not a number of pixels from %u to %u",
+                                        optarg, MANIFEST_MAX_SIDE_MIN,
+                                        MANIFEST_MAX_SIDE_MAX);
+            a->max_side = (uint32_t)v;
+            break;
+        case 'q':
+            if (pack_parse_int(optarg, MANIFEST_QUALITY_MIN,
+                               MANIFEST_QUALITY_MAX, &v) < 0)
+                return pack_usage_error("imagefolder", "--quality: '%s' is "
+                                        "not a JPEG quality from %u to %u",
+                                        optarg, MANIFEST_QUALITY_MIN,
+                                        MANIFEST_QUALITY_MAX);
+            a->quality = (int)v;
+            quality = optarg;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -471,34 +537,128 @@ static int parse_args(int argc, char **argv, const char **src,
                                     argv[optind - 1]);
         }
     }
+    if (quality && !a->max_side)
+        return pack_usage_error("imagefolder", "--quality %s needs --max-side: "
+                                "it is the quality of the images --max-side "
+                                "re-encodes, and without it every image is "
+                                "stored as it is", quality);
     if (argc - optind != 2)
         return pack_usage_error("imagefolder", "SRC_DIR and OUT_DIR expected, "
                                 "got %d argument%s", argc - optind,
                                 argc - optind == 1 ? "" : "s");
-    *src = argv[optind];
-    *out = argv[optind + 1];
+    a->src = argv[optind];
+    a->out = argv[optind + 1];
     return 0;
+}
+
+/* What --max-side did, for the summary. */
+struct shrink_tally {
+    uint64_t reencoded;       /* images stored re-encoded */
+    uint64_t within;          /* at most max_side: stored as they are */
+    uint64_t undecodable;     /* larger, did not decode: stored as they are */
+    uint64_t src_bytes;       /* the packed images' source files */
+    uint64_t reencoded_src;   /* the re-encoded ones' sources ... */
+    uint64_t reencoded_out;   /* ... and what was stored for them */
+    double seconds;           /* in shrinker_run */
+};
+
+/*
+ * Under --max-side: the record to store for an image of n bytes at buf, w x h
+ * pixels (its header parsed).  Returns 0 with *rec, *rec_len (buf itself, or
+ * the shrinker's buffer); 1 when the file is to be skipped, why set; -1
+ * when the pack must fail, why set.  A larger image whose data does not
+ * decode is stored as it is, with *as_is_why set for the warning.
+ */
+static int shrink_record(struct shrinker *sh, const struct if_args *a,
+                         const uint8_t *buf, size_t n, unsigned w, unsigned h,
+                         struct shrink_tally *t, const uint8_t **rec,
+                         size_t *rec_len, char *why, size_t why_cap,
+                         const char **as_is_why)
+{
+    uint32_t dw, dh, ow, oh;
+    double t0;
+    int r;
+
+    *rec = buf;
+    *rec_len = n;
+    *as_is_why = NULL;
+    if (!shrink_dims(w, h, a->max_side, &dw, &dh)) {
+        t->within++;
+        return 0;
+    }
+    t0 = pack_now();
+    r = shrinker_run(sh, buf, n, a->max_side, a->quality, rec, rec_len, &ow,
+                     &oh, why, why_cap);
+    t->seconds += pack_now() - t0;
+    if (r == -EBADMSG) {
+        *rec = buf;
+        *rec_len = n;
+        *as_is_why = why;
+        t->undecodable++;
+        return 0;
+    }
+    if (r == -E2BIG || r == -ENOMEM)
+        return 1;
+    if (r < 0)
+        return -1;
+    if (ow != dw || oh != dh) {
+        snprintf(why, why_cap, "internal error: re-encoded %ux%u, expected "
+                 "%ux%u", ow, oh, dw, dh);
+        return -1;
+    }
+    t->reencoded++;
+    t->reencoded_src += n;
+    t->reencoded_out += *rec_len;
+    return 0;
+}
+
+static double ratio(uint64_t a, uint64_t b)
+{
+    return b ? (double)a / (double)b : 0.0;
+}
+
+static void shrink_summary(const struct if_args *a, const struct shrink_tally *t,
+                           uint64_t stored)
+{
+    printf("  max-side %u px, quality %d: %" PRIu64 " images re-encoded in "
+           "%.2f s, %" PRIu64 " at most %u px stored as they are, %" PRIu64
+           " that do not decode stored as they are\n", a->max_side,
+           a->quality, t->reencoded, t->seconds, t->within, a->max_side,
+           t->undecodable);
+    printf("  sources  %" PRIu64 " bytes before, %" PRIu64 " bytes stored "
+           "(%.2fx); the re-encoded images %" PRIu64 " -> %" PRIu64
+           " bytes (%.2fx)\n", t->src_bytes, stored,
+           ratio(stored, t->src_bytes), t->reencoded_src, t->reencoded_out,
+           ratio(t->reencoded_out, t->reencoded_src));
 }
 
 int pack_imagefolder_main(int argc, char **argv)
 {
     struct scan s = {0};
+    struct if_args a;
     struct dataset_writer_opts wo = {.kind = DATASET_JPEG,
                                      .codec = DATASET_CODEC_NONE};
     struct dataset_writer *w = NULL;
     struct dataset_writer_stats st;
+    struct shrink_tally tally = {0};
+    struct shrinker *sh = NULL;
     struct progress prog;
     struct rf_err err;
-    const char *out = NULL;
     uint64_t *packed = NULL, skipped = 0, bytes = 0, empty = 0;
     uint8_t *buf = NULL;
     size_t cap = 0, skip = 0;
     double t0 = pack_now();
-    int strict, r, rc = PACK_EXIT_FAIL;
+    int r, rc = PACK_EXIT_FAIL;
 
-    r = parse_args(argc, argv, &s.src, &out, &wo.shard_bytes, &strict);
+    r = parse_args(argc, argv, &a);
     if (r)
         return r < 0 ? PACK_EXIT_OK : r;
+    s.src = a.src;
+    wo.shard_bytes = a.shard_bytes;
+    if (a.max_side) {
+        wo.max_side = a.max_side;
+        wo.max_side_quality = (uint32_t)a.quality;
+    }
     pack_signals();
     if (!is_dir(s.src)) {
         pack_warn("%s: not a folder", s.src);
@@ -519,7 +679,7 @@ int pack_imagefolder_main(int argc, char **argv)
     fprintf(stderr, "found %zu image files in %u classes (%" PRIu64 " other "
             "files ignored, %" PRIu64 " looping folder links skipped)\n",
             s.nitems, s.nclasses, s.ignored, s.loops);
-    for (uint32_t c = 0; strict && c < s.nclasses; c++)
+    for (uint32_t c = 0; a.strict && c < s.nclasses; c++)
         if (s.candidates[c] == 0) {
             pack_warn("class '%s' (label %u) has no images: --strict refuses "
                       "empty classes, as torchvision's ImageFolder does",
@@ -529,17 +689,23 @@ int pack_imagefolder_main(int argc, char **argv)
     packed = calloc(s.nclasses, sizeof(*packed));
     if (!packed)
         goto out;
+    if (a.max_side && !(sh = shrinker_new())) {
+        pack_warn("out of memory for the JPEG decoder and encoder");
+        goto out;
+    }
     wo.classes = s.nclasses;
     wo.class_names = (const char *const *)s.classes;
-    if (dataset_writer_create(out, &wo, &w, &err) < 0) {
+    if (dataset_writer_create(a.out, &wo, &w, &err) < 0) {
         pack_warn("%s", err.msg);
         goto out;
     }
     progress_start(&prog, "packing", s.nitems);
     for (size_t i = 0; i < s.nitems && !pack_stop; i++) {
         const struct item *it = &s.items[i];
-        char why_buf[256];
-        const char *why = NULL;
+        char why_buf[WHY_MAX];
+        const char *why = NULL, *as_is = NULL;
+        const uint8_t *rec;
+        size_t rec_len;
         unsigned wd, ht;
         int64_t n = read_image(it->path, &buf, &cap, &why, why_buf,
                                sizeof(why_buf));
@@ -547,24 +713,46 @@ int pack_imagefolder_main(int argc, char **argv)
         if (n >= 0 && jpeg_probe(buf, (size_t)n, &wd, &ht, why_buf,
                                  sizeof(why_buf), &why) < 0)
             n = -1;
-        if (n < 0) {
-            if (strict) {
+        rec = buf;
+        rec_len = n >= 0 ? (size_t)n : 0;
+        if (n >= 0 && sh) {
+            r = shrink_record(sh, &a, buf, (size_t)n, wd, ht, &tally, &rec,
+                              &rec_len, why_buf, sizeof(why_buf), &as_is);
+            if (r < 0) {
                 progress_end(&prog);
-                pack_warn("%s: %s (--strict: stopping)", it->path + skip, why);
+                pack_warn("%s: %s", it->path + skip, why_buf);
                 goto out;
             }
+            if (r > 0) {
+                why = why_buf;
+                n = -1;
+            }
+        }
+        if (n < 0 || (as_is && a.strict)) {
             progress_end(&prog);
+            if (a.strict) {
+                pack_warn("%s: %s (--strict: stopping)", it->path + skip,
+                          as_is ? as_is : why);
+                goto out;
+            }
             pack_warn("skipped %s: %s", it->path + skip, why);
             skipped++;
             continue;
         }
-        if (dataset_writer_add(w, buf, (size_t)n, it->label, &err) < 0) {
+        if (as_is) {
+            progress_end(&prog);
+            pack_warn("%s: %s: stored as it is, larger than --max-side (as "
+                      "without --max-side, ringfeedd will count it as a bad "
+                      "sample)", it->path + skip, as_is);
+        }
+        if (dataset_writer_add(w, rec, rec_len, it->label, &err) < 0) {
             progress_end(&prog);
             pack_warn("%s: %s", it->path + skip, err.msg);
             goto out;
         }
         packed[it->label]++;
-        bytes += (uint64_t)n;
+        tally.src_bytes += (uint64_t)n;
+        bytes += rec_len;
         progress_update(&prog, i + 1, bytes);
     }
     if (pack_stop)
@@ -588,10 +776,13 @@ int pack_imagefolder_main(int argc, char **argv)
         pack_warn("%s", err.msg);
         goto out;
     }
-    pack_summary(out, &st, "none (JPEG as is)", pack_now() - t0);
+    pack_summary(a.out, &st, a.max_side ? "none (JPEG as is, or re-encoded "
+                 "by --max-side)" : "none (JPEG as is)", pack_now() - t0);
+    if (a.max_side)
+        shrink_summary(&a, &tally, st.stored_bytes);
     printf("  classes  %u (%" PRIu64 " empty)\n", s.nclasses, empty);
-    printf("  skipped  %" PRIu64 " files (not JPEG, or unreadable)\n",
-           skipped);
+    printf("  skipped  %" PRIu64 " files (not JPEG, or unreadable%s)\n",
+           skipped, a.max_side ? ", or too large to decode" : "");
     printf("  ignored  %" PRIu64 " files without an image extension\n",
            s.ignored);
     printf("  loops    %" PRIu64 " folder links skipped (they lead back to a "
@@ -603,6 +794,7 @@ out:
         rc = pack_interrupted(w);
     else
         dataset_writer_abort(w);
+    shrinker_free(sh);
     free(packed);
     free(buf);
     free_scan(&s);

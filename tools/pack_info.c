@@ -1,7 +1,9 @@
 /*
  * pack_info.c - `ringfeed-pack info DIR`: what a dataset holds: kind and
- * shape, samples and shards, codec and dictionary, bytes stored against
- * bytes decoded, and the sample count of every class by name.  Reads the
+ * shape, samples and shards, codec and dictionary, for a jpeg dataset
+ * whether it was packed with --max-side (the MANIFEST's max_side and
+ * max_side_quality), bytes stored against bytes decoded, and the sample
+ * count of every class by name.  Reads the
  * manifest and the index entries (not the records: that is verify's job).
  */
 #include <inttypes.h>
@@ -16,7 +18,8 @@ static const char usage_text[] =
     "usage: ringfeed-pack info DIR\n"
     "\n"
     "Describes the dataset at DIR: kind, shape, samples, shards, codec,\n"
-    "bytes stored and decoded, and the samples of each class by name.\n"
+    "the largest side it was packed with (jpeg), bytes stored and decoded,\n"
+    "and the samples of each class by name.\n"
     "\n"
     "  --help   this text\n";
 
@@ -83,6 +86,12 @@ int pack_info_main(int argc, char **argv)
     if (info->codec != DATASET_CODEC_NONE)
         printf(" (%" PRIu64 " records stored as is: zstd did not shrink "
                "them)", raw_records);
+    if (info->kind == DATASET_JPEG && info->max_side)
+        printf("\nmax side  %u px (packed with --max-side %u --quality %u: "
+               "larger images were re-encoded)", info->max_side,
+               info->max_side, info->max_side_quality);
+    else if (info->kind == DATASET_JPEG)
+        printf("\nmax side  none (images stored as they were)");
     printf("\nstored    %" PRIu64 " bytes of records, %" PRIu64 " bytes on "
            "disk with headers, indexes and dictionary\n", stored, on_disk);
     printf("decoded   %" PRIu64 " bytes\n", decoded);

@@ -661,3 +661,180 @@ def test_imagefolder_scan_stops_on_sigterm(tmp_path):
     assert len(stderr) < 16384   # warnings capped, not a flood
     assert not os.path.exists(out)
     assert sorted(os.listdir(tmp_path)) == ["chain", "src"]
+
+
+# ---- imagefolder --max-side ------------------------------------------------
+
+MAX_SIDE = 256
+
+
+def stored_dims(w, h, n):
+    """The size --max-side n stores a w x h image at (tools/jpeg_shrink.c):
+    longer side n, the other rounded half up, at least 1; as it is within."""
+    longer, shorter = max(w, h), min(w, h)
+    if longer <= n:
+        return w, h
+    other = max(1, (shorter * n * 2 + longer) // (2 * longer))
+    return (n, other) if w >= h else (other, n)
+
+
+@pytest.fixture
+def max_side_tree(tmp_path):
+    """Photographs larger than MAX_SIDE (one progressive), a grayscale and a
+    CMYK one larger too, small ones (one exactly at the limit), one whose
+    data is cut short (its header parses) and a PNG named .jpg."""
+    from PIL import Image
+
+    src = tmp_path / "src"
+    for c in ("big", "gray", "odd", "small"):
+        (src / c).mkdir(parents=True)
+    shutil.copy(f"{NATURE}/Aqua.jpg", src / "big" / "aqua.jpg")        # 2560x1600
+    shutil.copy(f"{NATURE}/FreshFlower.jpg", src / "big" / "flower.jpg")  # progressive
+    shutil.copy(f"{NATURE}/Storm.jpg", src / "big" / "storm.jpg")      # 1920x1280
+    assert Image.open(src / "big" / "flower.jpg").info.get("progressive")
+    dune = Image.open(f"{NATURE}/Dune.jpg")                            # 1680x1050
+    dune.convert("L").resize((900, 1400)).save(src / "gray" / "tall.jpg", quality=92)
+    dune.convert("L").resize((200, 120)).save(src / "gray" / "tiny.jpg", quality=92)
+    dune.convert("CMYK").resize((700, 450)).save(src / "odd" / "cmyk.jpg", quality=95)
+    storm = open(f"{NATURE}/Storm.jpg", "rb").read()
+    (src / "odd" / "cut.jpg").write_bytes(storm[:len(storm) * 6 // 10])
+    shutil.copy(PNG, src / "odd" / "png.jpg")
+    dune.resize((240, 150)).save(src / "small" / "a.jpg", quality=90)
+    dune.resize((MAX_SIDE, 160)).save(src / "small" / "b-edge.jpg", quality=90)
+    return src
+
+
+def mad(a, b):
+    import numpy as np
+    return float(np.abs(np.asarray(a, dtype=np.float64) -
+                        np.asarray(b, dtype=np.float64)).mean())
+
+
+def test_imagefolder_max_side(max_side_tree, tmp_path):
+    import io
+
+    from PIL import Image
+
+    out = tmp_path / "out"
+    r = pack("imagefolder", max_side_tree, out, "--max-side", MAX_SIDE, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "skipped odd/png.jpg: PNG data, not JPEG" in r.stderr
+    assert ("odd/cut.jpg: JPEG data does not decode: Premature end of JPEG file: "
+            "stored as it is") in r.stderr
+    assert "packing: 10/10 (100%)" in r.stderr      # the progress lines go on
+
+    classes, samples = torchvision_samples(max_side_tree)
+    want = [(p, lab) for p, lab in samples if not p.endswith("png.jpg")]
+    got = dump(out, tmp_path)
+    assert [lab for lab, _ in got] == [lab for _, lab in want]
+    reencoded = within = 0
+    src_bytes = stored_bytes = re_src = re_out = 0
+    for (_, data), (path, _) in zip(got, want):
+        raw = open(path, "rb").read()
+        src_bytes += len(raw)
+        stored_bytes += len(data)
+        src = Image.open(path)
+        if path.endswith("cut.jpg") or max(src.size) <= MAX_SIDE:
+            assert data == raw, f"{path}: not stored byte for byte"
+            within += not path.endswith("cut.jpg")
+            continue
+        reencoded += 1
+        re_src += len(raw)
+        re_out += len(data)
+        im = Image.open(io.BytesIO(data))
+        assert im.size == stored_dims(*src.size, MAX_SIDE), path
+        assert max(im.size) == MAX_SIDE
+        assert not im.info.get("progressive"), path
+        mode = "L" if src.mode == "L" else "RGB"    # CMYK comes back RGB
+        assert im.mode == mode, path
+        # against Pillow's box downscale of the same decode: the difference
+        # is the re-encoding's loss, so no more than Pillow's own downscale
+        # saved at quality 90 loses (+0.5 level), and at most 6 levels;
+        # measured here: 1.1-1.8 for the photographs and the gray one, 5.3
+        # for the CMYK one (a 700x450 Dune shrunk 2.7x: detail up to the
+        # new pixel size), each within 0.15 of Pillow's own loss
+        ref = src.convert(mode).resize(im.size, Image.BOX)
+        b = io.BytesIO()
+        ref.save(b, "JPEG", quality=90)
+        own = mad(Image.open(b).convert(mode), ref)
+        d = mad(im.convert(mode), ref)
+        assert d <= own + 0.5 and d <= 6, f"{path}: {d:.2f} (Pillow's own {own:.2f})"
+    assert reencoded == 5 and within == 3
+    assert (f"max-side {MAX_SIDE} px, quality 90: 5 images re-encoded in ") in r.stdout
+    assert (f"3 at most {MAX_SIDE} px stored as they are, 1 that do not decode "
+            "stored as they are") in r.stdout
+    assert f"sources  {src_bytes} bytes before, {stored_bytes} bytes stored" in r.stdout
+    assert f"the re-encoded images {re_src} -> {re_out} bytes" in r.stdout
+    assert re_out < re_src // 10
+
+    manifest = (out / "MANIFEST").read_text()
+    assert f"\nmax_side {MAX_SIDE}\nmax_side_quality 90\n" in manifest
+    i = pack("info", out)
+    assert i.returncode == 0, i.stderr
+    assert (f"max side  {MAX_SIDE} px (packed with --max-side {MAX_SIDE} --quality 90: "
+            "larger images were re-encoded)") in i.stdout
+    assert "samples   9 in 1 shard" in i.stdout
+    v = pack("verify", out)
+    assert v.returncode == 0 and "9 good, 0 problems" in v.stdout, v.stdout
+
+
+def test_imagefolder_max_side_quality_and_strict(max_side_tree, tmp_path):
+    from PIL import Image
+
+    # --strict refuses the file whose data does not decode, then the PNG
+    r = pack("imagefolder", max_side_tree, tmp_path / "s", "--max-side", MAX_SIDE,
+             "--strict", timeout=120)
+    assert r.returncode == 1
+    assert ("odd/cut.jpg: JPEG data does not decode: Premature end of JPEG file "
+            "(--strict: stopping)") in r.stderr
+    os.unlink(max_side_tree / "odd" / "cut.jpg")
+    r = pack("imagefolder", max_side_tree, tmp_path / "s", "--max-side", MAX_SIDE,
+             "--strict", timeout=120)
+    assert r.returncode == 1
+    assert "odd/png.jpg: PNG data, not JPEG (--strict: stopping)" in r.stderr
+    assert not os.path.exists(tmp_path / "s")
+    os.unlink(max_side_tree / "odd" / "png.jpg")
+
+    # another quality, recorded; the files shrink with it
+    q = {}
+    for quality in (90, 50):
+        out = tmp_path / f"q{quality}"
+        r = pack("imagefolder", max_side_tree, out, "--max-side", 512,
+                 "--quality", quality, "--strict", timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert f"max_side 512\nmax_side_quality {quality}\n" in (out / "MANIFEST").read_text()
+        assert f"--max-side 512 --quality {quality}:" in pack("info", out).stdout
+        got = dump(out, tmp_path)
+        assert len(got) == 8
+        q[quality] = sum(len(d) for _, d in got)
+    assert q[50] < q[90]
+
+    # without --max-side: no key, and info says so
+    out = tmp_path / "plain"
+    r = pack("imagefolder", max_side_tree, out)
+    assert r.returncode == 0, r.stderr
+    assert "max_side" not in (out / "MANIFEST").read_text()
+    assert "max-side" not in r.stdout
+    assert "max side  none (images stored as they were)" in pack("info", out).stdout
+    for (_, data), (path, _) in zip(dump(out, tmp_path), torchvision_samples(max_side_tree)[1]):
+        assert data == open(path, "rb").read()
+    assert Image.open(max_side_tree / "big" / "aqua.jpg").size == (2560, 1600)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--max-side", "15"], "--max-side: '15' is not a number of pixels from 16 to 65535"),
+    (["--max-side", "65536"], "--max-side: '65536' is not a number of pixels"),
+    (["--max-side", "5x"], "--max-side: '5x'"),
+    (["--max-side", "-256"], "--max-side: '-256'"),
+    (["--quality", "80"], "--quality 80 needs --max-side"),
+    (["--max-side", "256", "--quality", "0"],
+     "--quality: '0' is not a JPEG quality from 1 to 100"),
+    (["--max-side", "256", "--quality", "101"], "--quality: '101'"),
+    (["--max-side", "256", "--quality", "high"], "--quality: 'high'"),
+    (["--max-side"], "--max-side needs a value"),
+])
+def test_max_side_bad_arguments_exit_2(tmp_path, args, needle):
+    r = pack("imagefolder", tmp_path, tmp_path / "out", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+    assert not os.path.exists(tmp_path / "out")
