@@ -22,7 +22,8 @@
  *     pointers rows[taps + 2]                a vertical output's input rows
  *     int16_t  wt[taps + 2]                  and their weights
  * The padding (planes past W, ring and line columns past n) is zeroed per
- * call, so the kernels' reads past the used values see zeros.
+ * call, so the kernels' reads past the used values see zeros (and past
+ * what a horizontal kernel writes: the AVX2 ones write 16 values a step).
  */
 #include "resize.h"
 
@@ -117,7 +118,14 @@ void rs_resize(const uint8_t *src, size_t stride, const struct rs_axis *ax,
     uint32_t mask = ring_rows(ay) - 1, next = 0, n = ax->n;
     size_t rowlen = 3 * l.ns, plane_size = (size_t)n * ay->n;
 
-    memset(planes, 0, l.planes + l.ring + l.line);
+    for (int c = 0; c < 3; c++) { /* the padding, read by the kernels' last steps */
+        size_t used = (size_t)(ax->hi - ax->lo);
+
+        memset(planes + c * l.pstride + used, 0, l.pstride - used);
+        memset(line + c * l.ns + n, 0, l.ns - n);
+        for (uint32_t r = 0; r <= mask; r++)
+            memset(ring + r * rowlen + c * l.ns + n, 0, (l.ns - n) * sizeof(int16_t));
+    }
     for (uint32_t y = 0; y < ay->n; y++) {
         uint32_t s = (uint32_t)(ay->start[y] - ay->lo), cnt = ay->count[y], T = 0;
 
@@ -143,11 +151,11 @@ void rs_resize(const uint8_t *src, size_t stride, const struct rs_axis *ax,
             uint8_t *out[3] = { dst + (size_t)y * n, dst + plane_size + (size_t)y * n,
                                 dst + 2 * plane_size + (size_t)y * n };
 
-            k->vrow(rows, l.ns, wt, T, n, out);
+            k->vrow(rows, l.ns, wt, T, n, out, true);
         } else {
             uint8_t *out[3] = { line, line + l.ns, line + 2 * l.ns };
 
-            k->vrow(rows, l.ns, wt, T, n, out);
+            k->vrow(rows, l.ns, wt, T, n, out, false);
             k->interleave(line, l.ns, n, dst + (size_t)y * n * 3);
         }
     }
@@ -187,8 +195,9 @@ static inline uint8_t clamp_u8(int32_t v)
 }
 
 static void base_vrow(const int16_t *const *rows, size_t ns, const int16_t *wt, uint32_t T,
-                      uint32_t n, uint8_t *const out[3])
+                      uint32_t n, uint8_t *const out[3], bool stream)
 {
+    (void)stream;
     for (int c = 0; c < 3; c++)
         for (uint32_t e = 0; e < n; e++) {
             size_t at = c * ns + e;

@@ -32,11 +32,13 @@
  *             writes some bytes twice, with the same values) so no store
  *             passes the row; a row under 32 goes through a buffer.
  * interleave  16 pixels a step, three planes to 48 bytes by byte shuffles.
- * The slot's rows (CHW planes' rows and HWC pixel rows, where aligned) are
- * written with streaming stores (vmovntdq): the slot is read by another
- * process, not by this core, and a normal store would first read each
- * line in (measured: resize 97-101 us a sample against 83 us with them,
- * bench/jpeg-loader's mix, 2 workers); avx2_finish fences them.
+ * CHW rows go into the slot with streaming stores (vmovntdq, rows 32-byte
+ * aligned): the slot is read by another process, not by this core, and a
+ * normal store would first read each line in (measured on
+ * bench/jpeg-loader's mix, 2 workers: resize 97-101 us a sample with normal
+ * stores, 83 us with these); avx2_finish fences them.  HWC rows come from
+ * the interleave with normal stores: streaming them measured no different
+ * (113-118 us either way), and the line they come from must stay cached.
  */
 #include "resize_kern.h"
 
@@ -332,7 +334,7 @@ INLINE __m256i v32_chunk(const int16_t *const *rows, size_t e, const __m256i *wp
 /* An output row of the three planes: the 16-bit formula (wide false: T
  * broadcast weights) or the 32-bit one (T / 2 broadcast weight pairs). */
 INLINE void vrow_n(const int16_t *const *rows, size_t ns, const int16_t *wt, uint32_t T,
-                   uint32_t n, uint8_t *const out[3], bool wide)
+                   uint32_t n, uint8_t *const out[3], bool stream, bool wide)
 {
     __m256i w[wide ? T / 2 : RS_V16_TAPS];
 
@@ -353,7 +355,7 @@ INLINE void vrow_n(const int16_t *const *rows, size_t ns, const int16_t *wt, uin
             memcpy(o, tmp, n);
             continue;
         }
-        if (((uintptr_t)o & 31) == 0) /* (an aligned row: the slot's rows in CHW) */
+        if (stream && ((uintptr_t)o & 31) == 0)
             for (; e + 32 <= n; e += 32)
                 _mm256_stream_si256((__m256i *)(o + e), CHUNK(off + e));
         for (; e + 32 <= n; e += 32)
@@ -365,17 +367,17 @@ INLINE void vrow_n(const int16_t *const *rows, size_t ns, const int16_t *wt, uin
 }
 
 AVX2 static void avx2_vrow(const int16_t *const *rows, size_t ns, const int16_t *wt,
-                           uint32_t T, uint32_t n, uint8_t *const out[3])
+                           uint32_t T, uint32_t n, uint8_t *const out[3], bool stream)
 {
     switch (T) {
     case 0: break; /* (a row has a tap at least) */
-    case 1: vrow_n(rows, ns, wt, 1, n, out, false); break;
-    case 2: vrow_n(rows, ns, wt, 2, n, out, false); break;
-    case 3: vrow_n(rows, ns, wt, 3, n, out, false); break;
-    case 4: vrow_n(rows, ns, wt, 4, n, out, false); break;
-    case 5: vrow_n(rows, ns, wt, 5, n, out, false); break;
-    case 6: vrow_n(rows, ns, wt, 6, n, out, false); break;
-    default: vrow_n(rows, ns, wt, T, n, out, T > RS_V16_TAPS); break;
+    case 1: vrow_n(rows, ns, wt, 1, n, out, stream, false); break;
+    case 2: vrow_n(rows, ns, wt, 2, n, out, stream, false); break;
+    case 3: vrow_n(rows, ns, wt, 3, n, out, stream, false); break;
+    case 4: vrow_n(rows, ns, wt, 4, n, out, stream, false); break;
+    case 5: vrow_n(rows, ns, wt, 5, n, out, stream, false); break;
+    case 6: vrow_n(rows, ns, wt, 6, n, out, stream, false); break;
+    default: vrow_n(rows, ns, wt, T, n, out, stream, T > RS_V16_TAPS); break;
     }
 }
 
@@ -397,11 +399,7 @@ AVX2 static void avx2_interleave(const uint8_t *p, size_t pstride, uint32_t n, u
         __m128i o2 = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(r, m20), _mm_shuffle_epi8(g, m21)),
                                   _mm_shuffle_epi8(b, m22));
 
-        if (i + 16 <= n && ((uintptr_t)rgb & 15) == 0) {
-            _mm_stream_si128((__m128i *)(rgb + 3 * i), o0);
-            _mm_stream_si128((__m128i *)(rgb + 3 * i + 16), o1);
-            _mm_stream_si128((__m128i *)(rgb + 3 * i + 32), o2);
-        } else if (i + 16 <= n) {
+        if (i + 16 <= n) {
             _mm_storeu_si128((__m128i *)(rgb + 3 * i), o0);
             _mm_storeu_si128((__m128i *)(rgb + 3 * i + 16), o1);
             _mm_storeu_si128((__m128i *)(rgb + 3 * i + 32), o2);

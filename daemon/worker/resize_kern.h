@@ -32,9 +32,11 @@ struct rs_kern {
      * rows[k][c * ns + e] and weights wt[k], k < T, by the 16-bit formula
      * of resize.h for T <= RS_V16_TAPS, else by the 32-bit one (T even).
      * Rows hold at least max(n, 32) values from each plane's start.
+     * stream: out is the slot (read back by another process, not by this
+     * core; streaming stores may do), else scratch read back at once.
      */
     void (*vrow)(const int16_t *const *rows, size_t ns, const int16_t *wt, uint32_t T,
-                 uint32_t n, uint8_t *const out[3]);
+                 uint32_t n, uint8_t *const out[3], bool stream);
     /* n pixels from planes at p, p + pstride, p + 2 * pstride (each
      * readable to n rounded up to 16) to n RGB pixels at rgb. */
     void (*interleave)(const uint8_t *p, size_t pstride, uint32_t n, uint8_t *rgb);
