@@ -219,12 +219,14 @@ AVX2 static void gather_row(const uint8_t *planes, size_t pstride, const struct 
 #undef G
 }
 
-/* Output x's sum of the dot kernel, as 8 int32 partial sums. */
-INLINE __m256i dot_one(const uint8_t *p, const int16_t *w, uint32_t t16)
+/* Output x's sum of the dot kernel, as 8 int32 partial sums: T16 taps
+ * (a multiple of 16), 16 a step. */
+INLINE __m256i dot_one(const uint8_t *p, const int16_t *w, uint32_t T16)
 {
-    __m256i acc = _mm256_setzero_si256();
+    __m256i acc = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)),
+                                    _mm256_load_si256((const __m256i *)w));
 
-    for (uint32_t k = 0; k < t16; k += 16)
+    for (uint32_t k = 16; k < T16; k += 16)
         acc = _mm256_add_epi32(
             acc, _mm256_madd_epi16(
                      _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + k))),
@@ -232,39 +234,56 @@ INLINE __m256i dot_one(const uint8_t *p, const int16_t *w, uint32_t t16)
     return acc;
 }
 
-/* 8 outputs of the dot kernel: their partial sums folded to one lane
- * each, then h = sum >> (prec - 7) (the samples are p - 128 already). */
-INLINE __m256i dot_block(const uint8_t *plane, const struct rs_axis *ax, uint32_t x,
-                         __m256i shift)
+/* 8 outputs of the dot kernel from x: their partial sums folded to one
+ * lane each, then h = sum >> (prec - 7) (the samples are p - 128 already). */
+INLINE __m256i dot_block(const uint8_t *plane, const int32_t *off, const int16_t *w,
+                         uint32_t T16, __m256i shift)
 {
-    const int16_t *w = ax->w16 + (size_t)x * ax->taps16;
-    const int32_t *off = ax->off + x;
-    uint32_t t16 = ax->taps16;
-    __m256i s[8], h01, h23, h45, h67, q0, q1, sum;
+    __m256i s0 = dot_one(plane + off[0], w, T16), s1 = dot_one(plane + off[1], w + T16, T16);
+    __m256i s2 = dot_one(plane + off[2], w + 2 * T16, T16);
+    __m256i s3 = dot_one(plane + off[3], w + 3 * T16, T16);
+    __m256i s4 = dot_one(plane + off[4], w + 4 * T16, T16);
+    __m256i s5 = dot_one(plane + off[5], w + 5 * T16, T16);
+    __m256i s6 = dot_one(plane + off[6], w + 6 * T16, T16);
+    __m256i s7 = dot_one(plane + off[7], w + 7 * T16, T16);
+    __m256i q0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+    __m256i q1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s4, s5), _mm256_hadd_epi32(s6, s7));
 
-    for (int j = 0; j < 8; j++)
-        s[j] = dot_one(plane + off[j], w + (size_t)j * t16, t16);
-    h01 = _mm256_hadd_epi32(s[0], s[1]);
-    h23 = _mm256_hadd_epi32(s[2], s[3]);
-    h45 = _mm256_hadd_epi32(s[4], s[5]);
-    h67 = _mm256_hadd_epi32(s[6], s[7]);
-    q0 = _mm256_hadd_epi32(h01, h23); /* [0-3 low halves' sums | 0-3 high halves'] */
-    q1 = _mm256_hadd_epi32(h45, h67);
-    sum = _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
-                           _mm256_permute2x128_si256(q0, q1, 0x31));
-    return _mm256_srav_epi32(sum, shift);
+    /* q0: [0-3 low halves' sums | 0-3 high halves'], q1 the same for 4-7 */
+    return _mm256_srav_epi32(_mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
+                                              _mm256_permute2x128_si256(q0, q1, 0x31)),
+                             shift);
 }
 
-AVX2 static void dot_row(const uint8_t *plane, const struct rs_axis *ax, int16_t *out)
+/* The three planes' outputs by the dot kernel, 16 a store. */
+INLINE void dot_planes(const uint8_t *planes, size_t pstride, const struct rs_axis *ax,
+                       int16_t *out, size_t ns, uint32_t T16)
 {
     __m256i shift = _mm256_set1_epi32((int)(ax->prec - RS_FRAC));
 
     for (uint32_t g = 0; g < ax->groups; g++) {
-        __m256i lo = dot_block(plane, ax, g * 16, shift);
-        __m256i hi = dot_block(plane, ax, g * 16 + 8, shift);
-        __m256i v = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
+        const int32_t *off = ax->off + (size_t)g * 16;
+        const int16_t *w = ax->w16 + (size_t)g * 16 * T16;
 
-        _mm256_storeu_si256((__m256i *)(out + (size_t)g * 16), v);
+        for (int c = 0; c < 3; c++) {
+            const uint8_t *plane = planes + c * pstride;
+            __m256i lo = dot_block(plane, off, w, T16, shift);
+            __m256i hi = dot_block(plane, off + 8, w + 8 * T16, T16, shift);
+            __m256i v = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
+
+            _mm256_storeu_si256((__m256i *)(out + c * ns + (size_t)g * 16), v);
+        }
+    }
+}
+
+/* The tap count as a constant for the common tables. */
+AVX2 static void dot_row(const uint8_t *planes, size_t pstride, const struct rs_axis *ax,
+                         int16_t *out, size_t ns)
+{
+    switch (ax->taps16) {
+    case 16: dot_planes(planes, pstride, ax, out, ns, 16); break;
+    case 32: dot_planes(planes, pstride, ax, out, ns, 32); break;
+    default: dot_planes(planes, pstride, ax, out, ns, ax->taps16); break;
     }
 }
 
@@ -275,8 +294,7 @@ AVX2 static void avx2_hrow(const uint8_t *row, const struct rs_axis *ax, uint8_t
     if (ax->gather)
         gather_row(planes, pstride, ax, out, ns);
     else
-        for (int c = 0; c < 3; c++)
-            dot_row(planes + c * pstride, ax, out + c * ns);
+        dot_row(planes, pstride, ax, out, ns);
 }
 
 /* 16 values of the 16-bit vertical sum at e: T taps, before the bias. */
