@@ -1,13 +1,22 @@
 /*
- * test_resize.c - the resampler (daemon/worker/resize.c) against a straightforward
- * reference: Pillow's antialiased bilinear filter written out directly, in
- * double precision, one output pixel at a time as a 2-D weighted sum.
+ * test_resize.c - the resampler (daemon/worker/resize*.c) against a
+ * straightforward reference: Pillow's antialiased bilinear filter written
+ * out directly, in double precision, one output pixel at a time as a 2-D
+ * weighted sum.
  *
- * Random images, boxes (fractional), input limits, output sizes (both
- * reductions and enlargements) and flips from a fixed seed: every output
- * byte within 1 of the reference, and the mean difference small.  Also the
- * plans' invariants and two exact cases (identity, constant image).
+ * Random images, boxes (fractional), input limits, output sizes (tiny to
+ * large, reductions and enlargements) and flips from a fixed seed, each
+ * run by both kernel sets (AVX2 where the CPU has it, and the baseline,
+ * each forced with rs_use_isa) in both layouts: every output byte within 1
+ * of the reference, the mean difference small, and the four outputs the
+ * same bytes; the same for one table of each of the AVX2 horizontal
+ * kernel's variants.  Also the tables' invariants, the coefficient cache (hits,
+ * translation, LRU eviction, tables rebuilt after eviction the same as
+ * fresh ones) and exact cases (identity, mirror, constant images, 1-pixel
+ * edges).  Built again with RS_NO_AVX2 (resize_baseline in
+ * tests/meson.build), where AVX2 is refused and the baseline runs alone.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +44,11 @@ static uint32_t below(uint32_t n)
 {
     return (uint32_t)(next() % n);
 }
+
+/* The kernel sets this machine can run: baseline, and AVX2 if the CPU (and
+ * the build) has it. */
+static enum rs_isa isas[2];
+static int n_isas;
 
 /* Pillow's weights for output i of n over [box0, box1) within [lim0, lim1):
  * written as Resample.c's precompute_coeffs reads, in double. */
@@ -102,24 +116,12 @@ struct spec {
     bool mirror;
 };
 
-/* Runs rs_resize over the whole image as input; returns max |diff| and
- * adds to *sum and *count. */
-static int compare(const struct image *im, const struct spec *s, double *sum, double *count,
-                   int *planned)
+/* The reference output of a spec, CHW. */
+static uint8_t *reference(const struct image *im, const struct spec *s)
 {
-    struct rs_axis ax = { 0 }, ay = { 0 };
-    uint8_t *out;
-    void *scratch;
-    double wx[4096], wy[4096];
-    int maxd = 0;
+    uint8_t *ref = malloc((size_t)s->nx * s->ny * 3);
+    double *wx = malloc(sizeof(double) * (im->w + 2)), *wy = malloc(sizeof(double) * (im->h + 2));
 
-    *planned = rs_axis_plan(&ax, s->nx, s->bx0, s->bx1, s->lx0, s->lx1, s->mirror) == 0 &&
-               rs_axis_plan(&ay, s->ny, s->by0, s->by1, s->ly0, s->ly1, false) == 0;
-    if (!*planned)
-        return 999;
-    out = malloc((size_t)s->nx * s->ny * 3);
-    scratch = aligned_alloc(32, (rs_scratch_bytes(&ax, &ay) + 31) & ~(size_t)31);
-    rs_resize(im->p, (size_t)im->w * 3, 0, 0, &ax, &ay, scratch, out);
     for (uint32_t oy = 0; oy < s->ny; oy++) {
         int fy, ny = ref_weights(oy, s->ny, s->by0, s->by1, s->ly0, s->ly1, &fy, wy);
 
@@ -129,7 +131,7 @@ static int compare(const struct image *im, const struct spec *s, double *sum, do
 
             for (int c = 0; c < 3; c++) {
                 double v = 0;
-                int r, d;
+                int r;
 
                 for (int j = 0; j < ny; j++)
                     for (int i = 0; i < nx; i++)
@@ -137,111 +139,330 @@ static int compare(const struct image *im, const struct spec *s, double *sum, do
                              im->p[((size_t)(fy + j) * im->w + (size_t)(fx + i)) * 3 + c];
                 r = (int)floor(v + 0.5);
                 r = r < 0 ? 0 : r > 255 ? 255 : r;
-                d = abs(r - out[(size_t)c * s->nx * s->ny + (size_t)oy * s->nx + ox]);
-                if (d > maxd)
-                    maxd = d;
-                *sum += d;
-                *count += 1;
+                ref[(size_t)c * s->nx * s->ny + (size_t)oy * s->nx + ox] = (uint8_t)r;
             }
         }
     }
-    free(out);
+    free(wx);
+    free(wy);
+    return ref;
+}
+
+/* Resamples with the given tables, origin (x0, y0) of the tables'
+ * coordinates in the image, kernels and layout: a new buffer. */
+static uint8_t *run(const struct image *im, const struct rs_axis *ax, const struct rs_axis *ay,
+                    int x0, int y0, enum rs_isa isa, enum rs_layout layout)
+{
+    size_t n = (size_t)ax->n * ay->n * 3;
+    uint8_t *out = aligned_alloc(32, (n + 31) & ~(size_t)31); /* as a slot: the AVX2
+                                                               kernels stream
+                                                               aligned rows */
+    void *scratch = aligned_alloc(32, (rs_scratch_bytes(ax, ay) + 31) & ~(size_t)31);
+    const uint8_t *src = im->p + ((size_t)(y0 + ay->lo) * im->w + (size_t)(x0 + ax->lo)) * 3;
+
+    rs_use_isa(isa);
+    rs_resize(src, (size_t)im->w * 3, ax, ay, layout, scratch, out);
+    rs_use_isa(RS_ISA_AUTO);
     free(scratch);
-    rs_axis_free(&ax);
-    rs_axis_free(&ay);
+    return out;
+}
+
+/* out (in layout) against ref (CHW): max |diff|, summed into *sum. */
+static int diff(const uint8_t *out, const uint8_t *ref, uint32_t nx, uint32_t ny,
+                enum rs_layout layout, double *sum)
+{
+    int maxd = 0;
+
+    for (uint32_t y = 0; y < ny; y++)
+        for (uint32_t x = 0; x < nx; x++)
+            for (int c = 0; c < 3; c++) {
+                size_t chw = (size_t)c * nx * ny + (size_t)y * nx + x;
+                size_t at = layout == RS_CHW ? chw : ((size_t)y * nx + x) * 3 + c;
+                int d = abs((int)out[at] - (int)ref[chw]);
+
+                maxd = d > maxd ? d : maxd;
+                *sum += d;
+            }
     return maxd;
+}
+
+/* Tally of the random cases. */
+struct tally {
+    int worst, planned, same, cases, gather, dot;
+    double sum, count;
+};
+
+/* Runs one spec through every kernel set and layout, with tables planned
+ * directly (absolute coordinates) or through the cache (relative to the
+ * limits), and checks them against the reference. */
+static void check_spec(const struct image *im, const struct spec *s, struct rs_cache *cache,
+                       struct tally *t, const char *what)
+{
+    struct rs_axis px = { 0 }, py = { 0 };
+    const struct rs_axis *ax = &px, *ay = &py;
+    uint8_t *ref, *first = NULL;
+    int x0 = 0, y0 = 0, worst = 0;
+    bool ok;
+
+    if (cache) {
+        ok = rs_cache_plan(cache, RS_HORIZONTAL, s->nx, s->bx0, s->bx1, s->lx0, s->lx1,
+                           s->mirror, &ax) == 0 &&
+             rs_cache_plan(cache, RS_VERTICAL, s->ny, s->by0, s->by1, s->ly0, s->ly1, false,
+                           &ay) == 0;
+        x0 = s->lx0;
+        y0 = s->ly0;
+    } else {
+        ok = rs_axis_plan(&px, RS_HORIZONTAL, s->nx, s->bx0, s->bx1, s->lx0, s->lx1,
+                          s->mirror) == 0 &&
+             rs_axis_plan(&py, RS_VERTICAL, s->ny, s->by0, s->by1, s->ly0, s->ly1, false) == 0;
+    }
+    t->cases++;
+    if (!ok) {
+        tap_diag("%s: %ux%u -> %ux%u not planned", what, im->w, im->h, s->nx, s->ny);
+        rs_axis_free(&px);
+        rs_axis_free(&py);
+        return;
+    }
+    t->planned++;
+    if (ax->gather)
+        t->gather++;
+    else
+        t->dot++;
+    ref = reference(im, s);
+    for (int i = 0; i < n_isas; i++)
+        for (int l = 0; l < 2; l++) {
+            enum rs_layout layout = l ? RS_HWC : RS_CHW;
+            uint8_t *out = run(im, ax, ay, x0, y0, isas[i], layout), *chw = out;
+            int d = diff(out, ref, s->nx, s->ny, layout, &t->sum);
+
+            worst = d > worst ? d : worst;
+            if (layout == RS_HWC) { /* back to CHW to compare the bytes */
+                chw = malloc((size_t)s->nx * s->ny * 3);
+                for (size_t p = 0; p < (size_t)s->nx * s->ny; p++)
+                    for (int c = 0; c < 3; c++)
+                        chw[(size_t)c * s->nx * s->ny + p] = out[p * 3 + c];
+                free(out);
+            }
+            if (!first)
+                first = chw;
+            else {
+                if (memcmp(first, chw, (size_t)s->nx * s->ny * 3) != 0) {
+                    t->same = 0;
+                    tap_diag("%s: %ux%u -> %ux%u: %s %s differs from the first output", what,
+                             im->w, im->h, s->nx, s->ny, i ? "avx2" : "baseline",
+                             l ? "hwc" : "chw");
+                }
+                free(chw);
+            }
+        }
+    t->count += (double)s->nx * s->ny * 3 * n_isas * 2;
+    if (worst > 1)
+        tap_diag("%s: %ux%u box %.2f..%.2f x %.2f..%.2f lim %d..%d x %d..%d -> %ux%u%s: "
+                 "max diff %d", what, im->w, im->h, s->bx0, s->bx1, s->by0, s->by1, s->lx0,
+                 s->lx1, s->ly0, s->ly1, s->nx, s->ny, s->mirror ? " mirrored" : "", worst);
+    t->worst = worst > t->worst ? worst : t->worst;
+    free(first);
+    free(ref);
+    rs_axis_free(&px);
+    rs_axis_free(&py);
+}
+
+/* A random crop box of im with limits of either kind. */
+static void random_box(const struct image *im, struct spec *s, bool whole_limits)
+{
+    double bw = im->w * (0.05 + 0.95 * unit()), bh = im->h * (0.05 + 0.95 * unit());
+
+    s->bx0 = (im->w - bw) * unit();
+    s->by0 = (im->h - bh) * unit();
+    s->bx1 = s->bx0 + bw;
+    s->by1 = s->by0 + bh;
+    s->mirror = next() & 1;
+    if (whole_limits) { /* the whole image (a resize then crop) */
+        s->lx0 = s->ly0 = 0;
+        s->lx1 = (int)im->w;
+        s->ly1 = (int)im->h;
+    } else { /* the box's pixels (a crop then resize) */
+        s->lx0 = (int)floor(s->bx0);
+        s->ly0 = (int)floor(s->by0);
+        s->lx1 = (int)ceil(s->bx1);
+        s->ly1 = (int)ceil(s->by1);
+    }
 }
 
 static void random_cases(void)
 {
-    int worst = 0, all_planned = 1;
-    double sum = 0, count = 0;
+    struct tally t = { .same = 1 };
+    struct rs_cache cache = { 0 };
 
-    for (int t = 0; t < 300; t++) {
+    for (int i = 0; i < 400; i++) {
         struct image im;
         struct spec s;
-        double bw, bh;
-        int planned, d;
 
-        make_image(&im, 1 + below(300), 1 + below(300), t % 3);
-        /* a crop box inside the image, from a few pixels to all of it */
-        bw = im.w * (0.05 + 0.95 * unit());
-        bh = im.h * (0.05 + 0.95 * unit());
-        s.bx0 = (im.w - bw) * unit();
-        s.by0 = (im.h - bh) * unit();
-        s.bx1 = s.bx0 + bw;
-        s.by1 = s.by0 + bh;
-        s.nx = 1 + below(t % 2 ? 64 : 400);
-        s.ny = 1 + below(t % 2 ? 64 : 400);
-        s.mirror = next() & 1;
-        if (t % 4 == 0) { /* limits: the whole image (a resize then crop) */
-            s.lx0 = s.ly0 = 0;
-            s.lx1 = (int)im.w;
-            s.ly1 = (int)im.h;
-        } else { /* limits: the box's pixels (a crop then resize) */
-            s.lx0 = (int)floor(s.bx0);
-            s.ly0 = (int)floor(s.by0);
-            s.lx1 = (int)ceil(s.bx1);
-            s.ly1 = (int)ceil(s.by1);
-        }
-        d = compare(&im, &s, &sum, &count, &planned);
-        all_planned &= planned;
-        if (d > worst)
-            worst = d;
-        if (d > 1)
-            tap_diag("case %d: %ux%u box %.2f..%.2f x %.2f..%.2f -> %ux%u: max diff %d", t,
-                     im.w, im.h, s.bx0, s.bx1, s.by0, s.by1, s.nx, s.ny, d);
+        /* tiny to mid-size images, outputs of 1 to 400 */
+        make_image(&im, 1 + below(i % 5 ? 300 : 12), 1 + below(i % 7 ? 300 : 12), i % 3);
+        random_box(&im, &s, i % 4 == 0);
+        s.nx = i % 4 == 3 ? 32 * (1 + below(8)) : 1 + below(i % 2 ? 64 : 400);
+        s.ny = 1 + below(i % 2 ? 64 : 400);
+        check_spec(&im, &s, i % 3 == 0 ? &cache : NULL, &t, "random");
         free(im.p);
     }
-    tap_ok(all_planned, "every random plan accepted");
-    tap_ok(worst <= 1, "300 random resizes: every byte within 1 of the reference (worst %d)",
-           worst);
-    tap_ok(sum / count < 0.05, "mean difference %.4f below 0.05", sum / count);
+    for (int i = 0; i < 24; i++) { /* large: photo-sized inputs to train-sized outputs */
+        struct image im;
+        struct spec s;
+
+        make_image(&im, 64 + below(1400), 64 + below(1000), i % 3);
+        random_box(&im, &s, i % 2 == 0);
+        s.nx = 100 + below(300);
+        s.ny = 100 + below(300);
+        check_spec(&im, &s, i % 2 ? &cache : NULL, &t, "large");
+        free(im.p);
+    }
+    tap_ok(t.planned == t.cases, "every random plan accepted (%d of %d)", t.planned, t.cases);
+    tap_ok(t.worst <= 1, "%d random resizes x %d kernel sets x 2 layouts: every byte within 1 "
+                         "of the reference (worst %d)", t.cases, n_isas, t.worst);
+    tap_ok(t.sum / t.count < 0.05, "mean difference %.4f below 0.05", t.sum / t.count);
+    tap_ok(t.same, "AVX2 and baseline, CHW and HWC: the same bytes");
+    tap_ok(t.gather > 0 && t.dot > 0, "both horizontal AVX2 kernels' tables met (gather %d, "
+                                      "dot %d)", t.gather, t.dot);
+    rs_cache_free(&cache);
+}
+
+/* The horizontal AVX2 kernel's variants, as gather_row picks them: pairs
+ * 1, 2, 3 and more, windows shared or not, one a half or one a pair
+ * (wide), and the dot kernel.  Taps of one or two only come with outputs
+ * at most a sample apart (one shared window, never wide), and two pairs
+ * (up to 4 taps: scale under 2) wide only at scale 2 exactly, which the
+ * search below may miss: the generic path takes it. */
+static int variant(const struct rs_axis *a)
+{
+    uint32_t p = a->pairs > 4 ? 4 : a->pairs;
+
+    if (!a->gather)
+        return 0;
+    return 1 + (int)(p - 1) * 4 + a->shared * 2 + a->wide;
+}
+
+static void kernel_variants(void)
+{
+    struct rs_axis a = { 0 };
+    struct tally t = { .same = 1 };
+    bool met[17] = { false };
+    int want = 0, got = 0;
+    struct image im;
+
+    make_image(&im, 401, 40, 0);
+    for (uint32_t n = 1; n <= 64; n++)
+        for (uint32_t w = 2; w <= 400; w += 1 + w / 50)
+            for (int f = 0; f < 4; f++) {
+                struct spec s = { .nx = n, .ny = 1 + (n * 7) % 40, .bx0 = f * 0.13,
+                                  .bx1 = w - f * 0.07, .by0 = 0, .by1 = 40, .lx0 = 0,
+                                  .lx1 = (int)w, .ly0 = 0, .ly1 = 40, .mirror = f & 1 };
+                int v;
+
+                if (rs_axis_plan(&a, RS_HORIZONTAL, n, s.bx0, s.bx1, 0, (int)w, s.mirror) < 0)
+                    continue;
+                v = variant(&a);
+                if (!met[v]) {
+                    met[v] = true;
+                    check_spec(&im, &s, NULL, &t, "variant");
+                }
+            }
+    for (int v = 0; v <= 16; v++) {
+        bool possible = v == 0 || v == 3 || v == 5 || v == 7 || v >= 9;
+
+        want += possible;
+        got += possible && met[v];
+        if (possible && !met[v])
+            tap_diag("variant %d (pairs %d, shared %d, wide %d) not met", v, 1 + (v - 1) / 4,
+                     (v - 1) / 2 % 2, (v - 1) % 2);
+    }
+    tap_ok(got == want, "every horizontal AVX2 kernel variant met (%d of %d)", got, want);
+    tap_ok(t.worst <= 1 && t.same && t.planned == t.cases,
+           "each within 1 of the reference, AVX2 and baseline the same bytes (worst %d)",
+           t.worst);
+    free(im.p);
+    rs_axis_free(&a);
+}
+
+/* The image's pixels flipped left-right, as HWC. */
+static int is_mirror(const uint8_t *out, const struct image *im)
+{
+    int same = 1;
+
+    for (uint32_t y = 0; y < im->h; y++)
+        for (uint32_t x = 0; x < im->w; x++)
+            same &= memcmp(out + (y * im->w + x) * 3,
+                           im->p + (y * im->w + (im->w - 1 - x)) * 3, 3) == 0;
+    return same;
 }
 
 static void exact_cases(void)
 {
-    struct image im;
-    struct spec id = { .nx = 37, .ny = 23, .bx0 = 0, .bx1 = 37, .by0 = 0, .by1 = 23,
-                       .lx0 = 0, .lx1 = 37, .ly0 = 0, .ly1 = 23 };
+    struct image im, flat, one;
     struct rs_axis ax = { 0 }, ay = { 0 };
-    uint8_t *out = malloc(37 * 23 * 3), *planes = malloc(37 * 23 * 3), flat[40 * 30 * 3];
-    uint8_t small[7 * 5 * 3];
-    void *scratch;
-    int same = 1;
+    int same = 1, mirrored = 1, constant = 1, edges = 1;
 
     make_image(&im, 37, 23, 0);
-    rs_axis_plan(&ax, 37, 0, 37, 0, 37, false);
-    rs_axis_plan(&ay, 23, 0, 23, 0, 23, false);
+    rs_axis_plan(&ax, RS_HORIZONTAL, 37, 0, 37, 0, 37, false);
+    rs_axis_plan(&ay, RS_VERTICAL, 23, 0, 23, 0, 23, false);
     tap_ok(ax.taps == 1 && ay.taps == 1, "same size: one tap per output");
-    scratch = aligned_alloc(32, (rs_scratch_bytes(&ax, &ay) + 31) & ~(size_t)31);
-    rs_resize(im.p, 37 * 3, 0, 0, &ax, &ay, scratch, planes);
-    rs_interleave(planes, 37 * 23, out);
-    tap_ok(memcmp(out, im.p, 37 * 23 * 3) == 0, "same size: the image unchanged (planes "
-                                                 "interleaved back)");
-    (void)id;
-    /* mirrored identity is the flipped image */
-    rs_axis_plan(&ax, 37, 0, 37, 0, 37, true);
-    rs_resize(im.p, 37 * 3, 0, 0, &ax, &ay, scratch, planes);
-    rs_interleave(planes, 37 * 23, out);
-    for (int y = 0; y < 23; y++)
-        for (int x = 0; x < 37; x++)
-            same &= memcmp(out + (y * 37 + x) * 3, im.p + (y * 37 + (36 - x)) * 3, 3) == 0;
-    tap_ok(same, "mirrored: the image flipped left-right");
-    free(scratch);
+    for (int i = 0; i < n_isas; i++) {
+        uint8_t *out = run(&im, &ax, &ay, 0, 0, isas[i], RS_HWC);
+
+        same &= memcmp(out, im.p, 37 * 23 * 3) == 0;
+        free(out);
+    }
+    tap_ok(same, "same size: the image unchanged (every kernel set)");
+    rs_axis_plan(&ax, RS_HORIZONTAL, 37, 0, 37, 0, 37, true);
+    for (int i = 0; i < n_isas; i++) {
+        uint8_t *out = run(&im, &ax, &ay, 0, 0, isas[i], RS_HWC);
+
+        mirrored &= is_mirror(out, &im);
+        free(out);
+    }
+    tap_ok(mirrored, "mirrored: the image flipped left-right");
     /* a constant image stays constant through any resize */
-    memset(flat, 173, sizeof(flat));
-    rs_axis_plan(&ax, 7, 3.3, 31.9, 0, 40, false);
-    rs_axis_plan(&ay, 5, 1.25, 29.5, 0, 30, false);
-    scratch = aligned_alloc(32, (rs_scratch_bytes(&ax, &ay) + 31) & ~(size_t)31);
-    rs_resize(flat, 40 * 3, 0, 0, &ax, &ay, scratch, small);
-    same = 1;
-    for (size_t i = 0; i < sizeof(small); i++)
-        same &= small[i] == 173;
-    tap_ok(same, "a constant image stays constant");
-    free(scratch);
-    free(out);
-    free(planes);
+    flat.w = 300;
+    flat.h = 200;
+    flat.p = malloc(300 * 200 * 3);
+    memset(flat.p, 173, 300 * 200 * 3);
+    for (int t = 0; t < 40; t++) {
+        struct spec s;
+
+        random_box(&flat, &s, t % 2);
+        s.nx = 1 + below(300);
+        s.ny = 1 + below(300);
+        rs_axis_plan(&ax, RS_HORIZONTAL, s.nx, s.bx0, s.bx1, s.lx0, s.lx1, s.mirror);
+        rs_axis_plan(&ay, RS_VERTICAL, s.ny, s.by0, s.by1, s.ly0, s.ly1, false);
+        for (int i = 0; i < n_isas; i++) {
+            uint8_t *out = run(&flat, &ax, &ay, 0, 0, isas[i], t % 4 < 2 ? RS_CHW : RS_HWC);
+
+            for (size_t k = 0; k < (size_t)s.nx * s.ny * 3; k++)
+                constant &= out[k] == 173;
+            free(out);
+        }
+    }
+    tap_ok(constant, "a constant image stays constant (40 resizes, every kernel set)");
+    /* 1-pixel edges: a 1x1 image to any size, any image to 1x1, rows and
+     * columns of one pixel */
+    make_image(&one, 1, 1, 0);
+    for (int t = 0; t < 30; t++) {
+        struct image *src = t < 10 ? &one : &im;
+        struct spec s = { .bx0 = 0, .bx1 = src->w, .by0 = 0, .by1 = src->h, .lx0 = 0,
+                          .lx1 = (int)src->w, .ly0 = 0, .ly1 = (int)src->h,
+                          .mirror = t & 1 };
+        struct tally tl = { .same = 1 };
+
+        s.nx = t < 10 ? 1 + below(70) : t < 20 ? 1 : 1 + below(70);
+        s.ny = t < 10 ? 1 + below(70) : t < 20 ? 1 + below(70) : 1;
+        check_spec(src, &s, NULL, &tl, "edge");
+        edges &= tl.worst <= 1 && tl.same && tl.planned == 1;
+        if (t < 10)
+            edges &= tl.sum == 0; /* one pixel everywhere */
+    }
+    tap_ok(edges, "1-pixel edges: 1x1 to n x m (exact), to one row, to one column");
+    free(one.p);
+    free(flat.p);
     free(im.p);
     rs_axis_free(&ax);
     rs_axis_free(&ay);
@@ -250,55 +471,203 @@ static void exact_cases(void)
 static void plan_invariants(void)
 {
     struct rs_axis a = { 0 };
-    int ok = 1, qok = 1, inside = 1;
+    int ok = 1, sums = 1, close = 1, prec = 1, inside = 1, mono = 1, fit16 = 1;
+    double *ref = malloc(4200 * sizeof(double));
 
-    for (int t = 0; t < 500; t++) {
-        uint32_t n = 1 + below(300);
+    for (int t = 0; t < 600; t++) {
+        uint32_t n = 1 + below(t % 10 ? 300 : 8);
         int lim1 = 1 + (int)below(2000), lim0 = (int)below((uint32_t)lim1);
         double b0 = lim0 + unit() * (lim1 - lim0) * 0.9;
         double b1 = b0 + (lim1 - b0) * (0.01 + 0.99 * unit());
+        enum rs_dir dir = t % 2 ? RS_VERTICAL : RS_HORIZONTAL;
+        bool mirror = dir == RS_HORIZONTAL && (next() & 1);
 
-        if (rs_axis_plan(&a, n, b0, b1, lim0, lim1, next() & 1) < 0) {
+        if (rs_axis_plan(&a, dir, n, b0, b1, lim0, lim1, mirror) < 0) {
             ok = 0;
             continue;
         }
+        prec &= dir == RS_VERTICAL || a.gather ? a.prec == 15 : a.prec >= 14 && a.prec <= 22;
+        mono &= dir == RS_HORIZONTAL || a.monotone;
         for (uint32_t i = 0; i < n; i++) {
-            double s = 0;
-            int qs = 0;
+            int first, cnt = ref_weights(mirror ? n - 1 - i : i, n, b0, b1, lim0, lim1, &first,
+                                         ref);
+            int64_t s = 0;
 
             for (uint32_t k = 0; k < a.taps; k++) {
-                s += a.w[(size_t)i * a.taps + k];
-                if (a.taps <= RS_FIXED_TAPS)
-                    qs += a.q[(size_t)i * a.taps + k];
+                int32_t q = RS_W(&a, i, k);
+                int at = a.start[i] + (int)k - first;
+                double exact = k < a.count[i] && at >= 0 && at < cnt ? ref[at] : 0;
+
+                s += q;
+                close &= q >= 0 && fabs(q - exact * (double)(1u << a.prec)) <= 1.0;
+                close &= k < a.count[i] || q == 0;
+                fit16 &= dir == RS_VERTICAL || a.gather || q <= 32767;
             }
-            ok &= fabs(s - 1.0) < 1e-5;
-            qok &= a.taps > RS_FIXED_TAPS || qs == 256;
-            inside &= a.span[i].start >= lim0 && a.span[i].count >= 1 &&
-                      a.span[i].count <= a.taps &&
-                      a.span[i].start + (int)a.span[i].count <= lim1 &&
-                      a.span[i].start >= a.lo &&
-                      a.span[i].start + (int)a.span[i].count <= a.hi;
+            for (int k = 0; k < cnt; k++) /* the samples left out weigh nothing */
+                close &= (first + k >= a.start[i] && first + k < a.start[i] + (int)a.count[i]) ||
+                         ref[k] * (double)(1u << a.prec) < 1.0;
+            sums &= s == (int64_t)1 << a.prec;
+            inside &= a.start[i] >= lim0 && a.count[i] >= 1 && a.count[i] <= a.taps &&
+                      a.start[i] + (int)a.count[i] <= lim1 && a.start[i] >= a.lo &&
+                      a.start[i] + (int)a.count[i] <= a.hi;
         }
     }
-    tap_ok(ok, "float weights of every output sum to 1");
-    tap_ok(qok, "fixed-point weights of every output sum to 256 (plans of %d taps or less)",
-           RS_FIXED_TAPS);
+    tap_ok(ok, "600 random tables built");
+    tap_ok(sums, "every output's weights sum to exactly 2^prec");
+    tap_ok(close, "every weight within 1 of the reference's, none negative, zeros past the "
+                  "span, none left out");
+    tap_ok(prec, "prec 15 (vertical, gather), 14..22 (dot)");
+    tap_ok(fit16, "dot tables' weights fit int16");
     tap_ok(inside, "every span inside the limits and inside [lo, hi)");
-    tap_ok(rs_axis_plan(&a, 0, 0, 1, 0, 1, false) < 0 &&
-               rs_axis_plan(&a, 4, 2, 1, 0, 4, false) < 0 &&
-               rs_axis_plan(&a, 4, 0, 4, 3, 3, false) < 0 &&
-               rs_axis_plan(&a, 4, 5, 9, 0, 4, false) < 0 &&
-               rs_axis_plan(&a, 4, NAN, 4, 0, 4, false) < 0 &&
-               rs_axis_plan(&a, 4, -1e300, 4, 0, 4, false) < 0,
-           "bad plans refused: no outputs, empty box, empty limits, box outside, NaN, huge");
+    tap_ok(mono, "vertical tables' spans only move forward (the ring holds them)");
+    tap_ok(rs_axis_plan(&a, RS_HORIZONTAL, 0, 0, 1, 0, 1, false) == -EINVAL &&
+               rs_axis_plan(&a, RS_HORIZONTAL, 4, 2, 1, 0, 4, false) == -EINVAL &&
+               rs_axis_plan(&a, RS_HORIZONTAL, 4, 0, 4, 3, 3, false) == -EINVAL &&
+               rs_axis_plan(&a, RS_HORIZONTAL, 4, 5, 9, 0, 4, false) == -EINVAL &&
+               rs_axis_plan(&a, RS_HORIZONTAL, 4, NAN, 4, 0, 4, false) == -EINVAL &&
+               rs_axis_plan(&a, RS_HORIZONTAL, 4, -1e300, 4, 0, 4, false) == -EINVAL &&
+               rs_axis_plan(&a, RS_VERTICAL, 4, 0, 4, 0, 4, true) == -EINVAL,
+           "bad plans refused: no outputs, empty box, empty limits, box outside, NaN, huge, "
+           "a mirrored vertical table");
+    free(ref);
     rs_axis_free(&a);
     rs_axis_free(NULL);
 }
 
+/* A cached table the same as one built fresh in the cache's coordinates. */
+static int same_table(const struct rs_axis *c, enum rs_dir dir, uint32_t n, double b0,
+                      double b1, int lim0, int lim1, bool mirror)
+{
+    struct rs_axis f = { 0 };
+    int same = rs_axis_plan(&f, dir, n, b0 - lim0, b1 - lim0, 0, lim1 - lim0, mirror) == 0 &&
+               c->n == f.n && c->taps == f.taps && c->prec == f.prec && c->lo == f.lo &&
+               c->hi == f.hi && c->gather == f.gather &&
+               memcmp(c->start, f.start, n * sizeof(int32_t)) == 0 &&
+               memcmp(c->count, f.count, n * sizeof(uint32_t)) == 0 &&
+               memcmp(c->w, f.w, ((size_t)n + 3) / 4 * 4 * f.taps * sizeof(int32_t)) == 0;
+
+    if (same && dir == RS_HORIZONTAL && f.gather)
+        same = memcmp(c->idx, f.idx, (size_t)f.groups * 2 * f.pairs * 32) == 0 &&
+               memcmp(c->bw, f.bw, (size_t)f.groups * 2 * f.pairs * 32) == 0 &&
+               memcmp(c->base, f.base, (size_t)f.groups * 4 * sizeof(int32_t)) == 0;
+    else if (same && dir == RS_HORIZONTAL)
+        same = memcmp(c->w16, f.w16, (size_t)f.groups * 16 * f.taps16 * 2) == 0 &&
+               memcmp(c->off, f.off, (size_t)f.groups * 16 * sizeof(int32_t)) == 0;
+    rs_axis_free(&f);
+    return same;
+}
+
+static void cache_cases(void)
+{
+    struct rs_cache c = { 0 };
+    const struct rs_axis *a, *b, *keep[RS_CACHE_WAYS + 1];
+    int fresh = 1, evicted = 1;
+    struct image im;
+
+    /* a hit: the same arguments, and the same crop moved (relative key) */
+    rs_cache_plan(&c, RS_HORIZONTAL, 224, 10.5, 310.5, 10, 311, false, &a);
+    rs_cache_plan(&c, RS_HORIZONTAL, 224, 10.5, 310.5, 10, 311, false, &b);
+    tap_ok(a == b && c.hits == 1 && c.misses == 1, "the same plan twice: one build, one hit");
+    rs_cache_plan(&c, RS_HORIZONTAL, 224, 110.5, 410.5, 110, 411, false, &b);
+    tap_ok(a == b && c.hits == 2, "the same crop elsewhere in the image: a hit");
+    rs_cache_plan(&c, RS_HORIZONTAL, 224, 10.5, 310.5, 10, 311, true, &b);
+    rs_cache_plan(&c, RS_VERTICAL, 224, 10.5, 310.5, 10, 311, false, &b);
+    rs_cache_plan(&c, RS_HORIZONTAL, 223, 10.5, 310.5, 10, 311, false, &b);
+    rs_cache_plan(&c, RS_HORIZONTAL, 224, 10.5, 310.5, 10, 312, false, &b);
+    rs_cache_plan(&c, RS_HORIZONTAL, 224, 10.25, 310.5, 10, 311, false, &b);
+    tap_ok(c.hits == 2 && c.misses == 6, "mirror, direction, size, limits and box are keys");
+    /* LRU: fill every way, touch the oldest, add one more: the second
+     * oldest goes, the touched one stays */
+    rs_cache_free(&c);
+    for (int i = 0; i < RS_CACHE_WAYS; i++)
+        rs_cache_plan(&c, RS_VERTICAL, 100 + i, 0, 300, 0, 300, false, &keep[i]);
+    rs_cache_plan(&c, RS_VERTICAL, 100, 0, 300, 0, 300, false, &a);
+    rs_cache_plan(&c, RS_VERTICAL, 999, 0, 300, 0, 300, false, &b);
+    tap_ok(c.misses == RS_CACHE_WAYS + 1 && c.hits == 1 && a == keep[0] && b == keep[1],
+           "LRU: the least recently used way is evicted and reused");
+    rs_cache_plan(&c, RS_VERTICAL, 100, 0, 300, 0, 300, false, &a);
+    rs_cache_plan(&c, RS_VERTICAL, 101, 0, 300, 0, 300, false, &b);
+    tap_ok(c.hits == 2 && c.misses == RS_CACHE_WAYS + 2, "after eviction: the kept one hits, "
+                                                         "the evicted one is built again");
+    /* tables rebuilt in reused ways (large then small then large) are the
+     * same as fresh ones, and two lookups' tables stay valid together */
+    rs_cache_free(&c);
+    for (int i = 0; i < 300; i++) {
+        uint32_t n = 1 + below(i % 3 ? 64 : 600);
+        int len = 1 + (int)below(i % 5 ? 400 : 3000), lim0 = (int)below(500);
+        double b0 = lim0 + unit() * len * 0.5, b1 = b0 + (lim0 + len - b0) * (0.05 + unit());
+        enum rs_dir dir = i % 2 ? RS_VERTICAL : RS_HORIZONTAL;
+        bool mirror = dir == RS_HORIZONTAL && (i & 2);
+
+        b1 = b1 > lim0 + len ? lim0 + len : b1;
+        if (rs_cache_plan(&c, dir, n, b0, b1, lim0, lim0 + len, mirror, &a) < 0) {
+            fresh = 0;
+            continue;
+        }
+        fresh &= same_table(a, dir, n, b0, b1, lim0, lim0 + len, mirror);
+    }
+    tap_ok(fresh, "300 lookups over %d ways: every table the same as a fresh one", RS_CACHE_WAYS);
+    /* a resize through tables from a cache that has evicted and rebuilt
+     * them is within a level of the reference, in every kernel set */
+    make_image(&im, 257, 190, 0);
+    for (int round = 0; round < 3; round++) {
+        struct tally t = { .same = 1 };
+        struct spec s = { .nx = 224, .ny = 224, .bx0 = 20, .bx1 = 240, .by0 = 7, .by1 = 180,
+                          .lx0 = 20, .lx1 = 240, .ly0 = 7, .ly1 = 180, .mirror = true };
+
+        check_spec(&im, &s, &c, &t, "cache");
+        for (int i = 0; i < 2 * RS_CACHE_WAYS; i++) /* push it out */
+            rs_cache_plan(&c, RS_VERTICAL, 50 + i, 0, 100, 0, 100, false, &a);
+        evicted &= t.worst <= 1 && t.same && t.planned == 1;
+    }
+    tap_ok(evicted, "evicted and rebuilt three times: the resize within 1 of the reference");
+    /* the two tables of an image stay valid through the next lookups */
+    rs_cache_plan(&c, RS_HORIZONTAL, 224, 0, 300, 0, 300, true, &a);
+    rs_cache_plan(&c, RS_VERTICAL, 224, 0, 200, 0, 200, false, &b);
+    for (int i = 0; i < RS_CACHE_WAYS - 2; i++)
+        rs_cache_plan(&c, RS_VERTICAL, 7 + i, 0, 10, 0, 10, false, &keep[i]);
+    tap_ok(same_table(a, RS_HORIZONTAL, 224, 0, 300, 0, 300, true) &&
+               same_table(b, RS_VERTICAL, 224, 0, 200, 0, 200, false),
+           "an image's two tables intact after %d more lookups", RS_CACHE_WAYS - 2);
+    tap_ok(rs_cache_plan(&c, RS_VERTICAL, 224, 0, 200, 0, 200, true, &a) == -EINVAL &&
+               rs_cache_plan(&c, RS_HORIZONTAL, 0, 0, 200, 0, 200, false, &a) == -EINVAL &&
+               rs_cache_plan(&c, RS_HORIZONTAL, 4, 0, 4, 10, 10, false, &a) == -EINVAL,
+           "bad plans refused through the cache");
+    free(im.p);
+    rs_cache_free(&c);
+    rs_cache_free(NULL);
+}
+
+static void kernel_sets(void)
+{
+    int avx2 = rs_use_isa(RS_ISA_AVX2);
+
+    isas[n_isas++] = RS_ISA_BASELINE;
+    tap_ok(rs_use_isa(RS_ISA_BASELINE) == 0 && strcmp(rs_isa_name(), "baseline") == 0,
+           "the baseline kernels can be forced");
+#ifdef RS_NO_AVX2
+    tap_ok(avx2 == -ENOTSUP && strcmp(rs_isa_name(), "baseline") == 0,
+           "built without AVX2: AVX2 refused, the baseline kept");
+#else
+    if (avx2 == 0) {
+        isas[n_isas++] = RS_ISA_AVX2;
+        tap_ok(strcmp((rs_use_isa(RS_ISA_AVX2), rs_isa_name()), "avx2") == 0,
+               "the AVX2 kernels can be forced");
+    } else {
+        tap_ok(avx2 == -ENOTSUP, "no AVX2 on this CPU: refused (the baseline alone is tested)");
+    }
+#endif
+    rs_use_isa(RS_ISA_AUTO);
+    tap_diag("kernel sets tested: %s%s", "baseline", n_isas > 1 ? ", avx2" : "");
+}
+
 int main(void)
 {
+    kernel_sets();
     plan_invariants();
     exact_cases();
+    cache_cases();
+    kernel_variants();
     random_cases();
     return tap_done();
 }

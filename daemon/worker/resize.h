@@ -15,20 +15,44 @@
  * whole image for a resize of the whole image (its edge samples' neighbours
  * count) and the crop for a crop-then-resize.
  *
- * Plans (struct rs_axis) are computed once per image and axis.  The
- * resampling then runs in blocks of 8 output rows, each step written so
- * the compiler vectorizes it (GCC vector extensions, no intrinsics):
- *   1. vertical: each row's taps over whole input rows of bytes, in 16-bit
- *      fixed point (weights in 1/256 summing to exactly 256, so a sum of
- *      bytes times weights fits 16 bits), sixteen lanes a step with AVX2;
- *      reductions of more than 2 (more than RS_FIXED_TAPS taps) in float;
- *   2. transpose: the 8 rows into vectors of 8 lanes, one lane per row;
- *   3. horizontal: per output pixel and channel, one multiply-add a tap for
- *      all 8 rows, the tap count a constant for the common counts;
- *   4. transpose back, round and clamp to bytes, into planes (CHW).
- * Precision: within a level of an exact double-precision evaluation
- * (tests/test_resize.c); Pillow's own 8-bit intermediate image is within
- * half a level of it.
+ * Coefficient tables (struct rs_axis), one per axis: each output's first
+ * input and count, and its weights in fixed point, 2^prec for 1, rounded
+ * cumulatively so an output's weights sum to exactly 2^prec (a constant
+ * image stays constant).  A worker keeps its recent tables in a small LRU
+ * cache (struct rs_cache) keyed by the plan's arguments taken relative to
+ * lim0, so a table is a pure function of its key: the same crop gives the
+ * same bytes whether its table was cached or not, in any worker.
+ *
+ * rs_resize, per output row, in integer arithmetic only (p a byte, h the
+ * int16 between the passes, >> an arithmetic shift):
+ *   1. horizontal, each input row the output needs, once (a ring of the
+ *      last rows: a vertical table's spans only move forward), one int16
+ *      plane per channel, with RS_FRAC (7) fraction bits:
+ *          h = (sum of w * p >> (prec - 7)) - 128 * 2^7
+ *      a floor, and biased so h is signed: the AVX2 gather kernel
+ *      multiplies (p - 128) * 256 (the byte xor 0x80 in the high half of an
+ *      int16) by weights of prec 15 and keeps the high 16 bits of the int32
+ *      sums, no shift or saturating pack.  Tables of few taps per output
+ *      (the gather layout, below) have prec 15 (a weight of 2^15, too big
+ *      for int16, is 2^15 - 1 and 1 on the same sample in that layout);
+ *      others as many bits as int16 allows for their largest weight, 14 to
+ *      22;
+ *   2. vertical, weights q of prec 15 (a weight of 2^15 is taken as
+ *      2^15 - 1 and 1 on the same row), over the rows' h:
+ *        up to RS_V16_TAPS taps, in 16 bits (vpmulhrsw):
+ *          a = sum of (h * q + 2^14) >> 15,  byte = (a + 2^14 + 2^6) >> 7
+ *        more taps, in 32 bits (vpmaddwd):
+ *          byte = (sum of h * q + 2^29 + 2^21) >> 22
+ *      clamped to 0..255, written straight in the output's layout (CHW:
+ *      each plane's row in place; HWC: the three planes' row interleaved
+ *      into the pixel row).  A flip is the horizontal table's mirror, free.
+ * The kernels come in two sets that compute these same integers, so every
+ * machine writes the same bytes: AVX2 (resize_avx2.c, chosen at run time
+ * by __builtin_cpu_supports) and a baseline in plain C (resize.c, what
+ * GCC vectorizes for SSE2).  Precision: within a level of an exact
+ * double-precision evaluation (tests/test_resize.c): the weights are
+ * within 2^-15 of exact, h within 2^-7 levels below exact, each 16-bit
+ * vertical tap within half a unit of h.
  */
 #ifndef RINGFEED_DAEMON_RESIZE_H
 #define RINGFEED_DAEMON_RESIZE_H
@@ -37,55 +61,146 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Vertical plans of up to this many taps (a reduction by at most 2) run in
- * 16-bit fixed point: weights within 1/256 of exact keep the result within
- * a level of exact there, not over the dozens of taps of a larger
- * reduction, which runs in float. */
-#define RS_FIXED_TAPS 5
+/* Fraction bits of h, the int16 values between the two passes. */
+#define RS_FRAC 7
+
+/* Vertical outputs of up to this many taps (after a weight of 2^15 is
+ * split in two) are summed in 16 bits: half a unit of h lost a tap, at
+ * most 16 / 256 of a level. */
+#define RS_V16_TAPS 16
+
+/* Which pass a table is for: a horizontal one carries the AVX2 kernels'
+ * layouts and may be mirrored; a vertical one may not be mirrored. */
+enum rs_dir { RS_HORIZONTAL, RS_VERTICAL };
+
+/* Output layouts of rs_resize. */
+enum rs_layout { RS_CHW, RS_HWC };
 
 /* How one output axis reads its input axis.  Arrays grow as needed and are
  * reused across plans; zero-initialize, free with rs_axis_free. */
 struct rs_axis {
+    enum rs_dir dir;
     uint32_t n;          /* output samples */
-    uint32_t taps;       /* weights stored per output sample (the most any
-                            output uses; zeros pad the others) */
+    uint32_t taps;       /* the most input samples an output uses: the
+                            stride of w */
+    uint32_t prec;       /* weights are w / 2^prec */
     int32_t lo, hi;      /* input samples used: [lo, hi) */
-    struct rs_span {
-        int32_t start;   /* first input sample of output i */
-        uint32_t count;  /* input samples it uses, <= taps */
-    } *span;             /* n */
-    float *w;            /* n * taps: output i's weights at w + i * taps */
-    uint16_t *q;         /* n * taps: the same in 1/256, summing to 256
-                            (only when taps <= RS_FIXED_TAPS) */
-    uint32_t cap_n, cap_w, cap_q;
+    bool monotone;       /* starts and ends never decrease with the output */
+    int32_t *start;      /* n: first input sample of output i */
+    uint32_t *count;     /* n: input samples it uses, 1..taps */
+    int32_t *w;          /* n (rounded up to 4) * taps, 4 outputs a block,
+                            tap-major: output i's weight k at RS_W(a, i, k),
+                            zeros past count[i]; they sum to 2^prec */
+
+    /* Horizontal tables only, for the AVX2 kernels (resize_avx2.c).
+     * Outputs go 16 at a time (groups, the last padded with outputs of
+     * weight 0) as two blocks of 8, one int32 lane an output: block 0 the
+     * even outputs, block 1 the odd ones, so the high halves of the two
+     * blocks' sums interleave into the 16 outputs in order.  Each half of
+     * a block (4 outputs, lane j of half k output 16g + 8k + 2j + block)
+     * reads one channel plane through 16-byte windows at base, one for all
+     * its taps or, wide, one per pair (pair t's at base + 2t); shared, the
+     * two blocks' halves read the same windows: */
+    bool gather;         /* every half's outputs fit a window (and prec is
+                            15): the gather kernel applies, else the dot
+                            kernel */
+    bool wide;           /* a window per pair */
+    bool shared;         /* a group's half's windows serve both blocks */
+    uint32_t pairs;      /* ceil(taps / 2): weight pairs per output */
+    uint32_t groups;
+    int32_t *base;       /* groups * 4 (block, half): each window, a plane
+                            offset (input sample - lo) */
+    uint8_t *idx;        /* groups * 2 * pairs * 32: per block and pair, the
+                            byte shuffle putting each output's two samples
+                            in the high bytes of its lane's int16s */
+    int16_t *bw;         /* groups * 2 * pairs * 16: the weight pairs */
+    uint32_t taps16;     /* dot kernel: taps rounded up to 16 */
+    int32_t *off;        /* groups * 16: dot kernel, each output's plane
+                            offset (0 for the padding) */
+    int16_t *w16;        /* groups * 16 * taps16: dot kernel's weights */
+
+    void *mem;           /* everything but start and count, carved in
+                            32-byte aligned pieces */
+    size_t cap_n, cap_mem;
 };
 
+/* Output i's weight k of table a (struct rs_axis). */
+#define RS_W(a, i, k) ((a)->w[((size_t)(i) / 4 * (a)->taps + (k)) * 4 + (i) % 4])
+
 /*
- * Plans n outputs (n >= 1) from the input span [box0, box1) (box0 < box1,
- * fractional allowed, |box| < 1e12), reading only input samples in
- * [lim0, lim1) (lim0 < lim1, and the span must overlap it).  mirror: output i is
- * computed as output n - 1 - i would be (a horizontal flip for free).
- * Returns 0, -EINVAL for arguments out of range, -ENOMEM.
+ * Builds the table of n outputs (n >= 1) from the input span [box0, box1)
+ * (box0 < box1, fractional allowed, |box| < 1e12), reading only input
+ * samples in [lim0, lim1) (lim0 < lim1, and the span must overlap it).
+ * mirror (horizontal only): output i is computed as output n - 1 - i would
+ * be (a horizontal flip for free).  Returns 0, -EINVAL for arguments out of
+ * range or a mirrored vertical table, -ENOMEM.
  */
-int rs_axis_plan(struct rs_axis *a, uint32_t n, double box0, double box1, int32_t lim0,
-                 int32_t lim1, bool mirror);
+int rs_axis_plan(struct rs_axis *a, enum rs_dir dir, uint32_t n, double box0, double box1,
+                 int32_t lim0, int32_t lim1, bool mirror);
 
 void rs_axis_free(struct rs_axis *a);
 
-/* Bytes of scratch rs_resize needs for these plans. */
+/*
+ * The worker's recent tables, least recently used evicted first.
+ * Zero-initialize; free with rs_cache_free.  hits and misses count the
+ * lookups that found a table and those that built one.
+ */
+#define RS_CACHE_WAYS 8
+
+struct rs_cache {
+    struct rs_cache_way {
+        bool valid;
+        uint8_t dir, mirror;
+        uint32_t n;
+        int32_t len;             /* lim1 - lim0 */
+        double box0, box1;       /* relative to lim0 */
+        uint64_t used;           /* the lookup that last returned it */
+        struct rs_axis axis;
+    } way[RS_CACHE_WAYS];
+    uint64_t clock, hits, misses;
+};
+
+/*
+ * The table rs_axis_plan(dir, n, box0 - lim0, box1 - lim0, 0, lim1 - lim0,
+ * mirror) would build: coordinates relative to lim0 (input sample lim0 is
+ * the table's 0).  Sets *out to a table the cache owns, valid until the
+ * cache evicts it, never within the next RS_CACHE_WAYS - 1 lookups (so the
+ * two tables of one image stay valid together).  Returns 0, or
+ * rs_axis_plan's error (*out untouched).
+ */
+int rs_cache_plan(struct rs_cache *c, enum rs_dir dir, uint32_t n, double box0, double box1,
+                  int32_t lim0, int32_t lim1, bool mirror, const struct rs_axis **out);
+
+void rs_cache_free(struct rs_cache *c);
+
+/* Bytes of scratch rs_resize needs for these tables (32-byte aligned). */
 size_t rs_scratch_bytes(const struct rs_axis *ax, const struct rs_axis *ay);
 
 /*
- * Resamples an RGB image (3 bytes a pixel) into three planes (R, G, B) of
- * ay->n rows of ax->n bytes at dst (CHW).  Input pixel (x, y), for x in
- * [ax->lo, ax->hi) and y in [ay->lo, ay->hi), is at src + (y - y0) * stride
- * + (x - x0) * 3: the caller holds at least that region.  scratch is
- * rs_scratch_bytes() bytes, aligned to 32.
+ * Resamples an RGB image (3 bytes a pixel) to ay->n rows of ax->n pixels
+ * at dst, in `layout`: CHW, three planes (R, G, B) of ay->n rows of ax->n
+ * bytes, or HWC, ay->n rows of ax->n RGB pixels.  ax is a horizontal
+ * table, ay a vertical one.  src is input pixel (ax->lo, ay->lo); rows are
+ * stride bytes apart, and only pixels in [lo, hi) of both tables are read.
+ * scratch is rs_scratch_bytes() bytes, aligned to 32.  Writes exactly the
+ * 3 * ax->n * ay->n bytes of dst.
  */
-void rs_resize(const uint8_t *src, size_t stride, int32_t x0, int32_t y0,
-               const struct rs_axis *ax, const struct rs_axis *ay, void *scratch, uint8_t *dst);
+void rs_resize(const uint8_t *src, size_t stride, const struct rs_axis *ax,
+               const struct rs_axis *ay, enum rs_layout layout, void *scratch, uint8_t *dst);
 
-/* Interleaves three planes of n bytes (R, G, B) into n RGB pixels (HWC). */
-void rs_interleave(const uint8_t *restrict planes, size_t n, uint8_t *restrict rgb);
+/* The kernel sets. */
+enum rs_isa { RS_ISA_AUTO, RS_ISA_BASELINE, RS_ISA_AVX2 };
+
+/*
+ * Chooses the kernels rs_resize runs: AUTO (the default) takes AVX2 where
+ * the CPU has it, else the baseline; the tests and bench/resize force
+ * either.  Returns 0, or -ENOTSUP for AVX2 where the CPU or the build
+ * (RS_NO_AVX2) lacks it, the choice unchanged.  Per process, not thread
+ * safe (a worker is one thread).
+ */
+int rs_use_isa(enum rs_isa isa);
+
+/* The kernels in effect: "avx2" or "baseline". */
+const char *rs_isa_name(void);
 
 #endif

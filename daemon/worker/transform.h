@@ -40,7 +40,9 @@ struct xform_ctx {
     struct xform_image_ctx *image;  /* train/eval (xform_image.c), made on first use */
     uint64_t decode_ns;             /* decoding the image (JPEG) */
     uint64_t resize_ns;             /* resampling it */
-    uint64_t write_ns;              /* writing the sample into the slot */
+    uint64_t write_ns;              /* writing the sample into the slot (0
+                                       for train/eval: their resampler
+                                       writes the slot, inside resize) */
     unsigned force_scale;           /* tools only (tests/xform_run --scale): decode at
                                      * force_scale/8, 1..8; 0 in the workers: the rule
                                      * (jpg_pick_scale) */

@@ -1,15 +1,17 @@
 /*
  * xform_image.c - the `train` and `eval` JPEG transforms (xform_image.h):
- * plan the box, decode it (jpeg.h), resample it (resize.h), write it into
+ * plan the box, decode it (jpeg.h), resample it (resize.h) straight into
  * the slot in the ring's layout.
  *
  * Per sample:            stage clock (struct xform_ctx)
  *   jpg_open             decode: header, pixel and scan caps
  *   plan                 (train draws from the sample's stream)
- *   jpg_start, jpg_read  decode: the box at DCT scale s/8
- *   rs_resize            resize: to size x size RGB planes, flipped if drawn;
- *                        for CHW straight into the slot
- *   rs_interleave        write: for HWC, the planes into the slot
+ *   jpg_start            decode: DCT scale s/8
+ *   rs_cache_plan        resize: the two coefficient tables, from the
+ *                        worker's cache or built
+ *   jpg_read             decode: the box the tables read
+ *   rs_resize            resize: to size x size RGB, flipped if drawn,
+ *                        written into the slot as CHW or HWC
  *
  * Scaled coordinates: at scale s/8 scaled pixel m covers original pixels
  * [8m/s, 8(m+1)/s), so a box maps by multiplying by s/8 and the input
@@ -23,7 +25,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
 #include "clock.h"
 #include "jpeg.h"
 #include "resize.h"
@@ -34,11 +35,9 @@
 
 struct xform_image_ctx {
     struct jpg_dec *dec;
-    struct rs_axis ax, ay;
+    struct rs_cache tables;     /* the resampler's recent coefficient tables */
     void *scratch;              /* rs_resize's */
     size_t scratch_cap;
-    uint8_t *img;               /* size * size * 3, CHW */
-    size_t img_cap;
 };
 
 /* Failures of the decoder and the resampler, as the worker counts them. */
@@ -184,10 +183,8 @@ void xform_image_ctx_free(struct xform_image_ctx *ic)
     if (!ic)
         return;
     jpg_free(ic->dec);
-    rs_axis_free(&ic->ax);
-    rs_axis_free(&ic->ay);
+    rs_cache_free(&ic->tables);
     free(ic->scratch);
-    free(ic->img);
     free(ic);
 }
 
@@ -208,7 +205,7 @@ static bool grow_aligned(void **p, size_t *cap, size_t need)
     return true;
 }
 
-static struct xform_image_ctx *image_ctx(struct xform_ctx *ctx, uint32_t size)
+static struct xform_image_ctx *image_ctx(struct xform_ctx *ctx)
 {
     struct xform_image_ctx *ic = ctx->image;
 
@@ -223,16 +220,15 @@ static struct xform_image_ctx *image_ctx(struct xform_ctx *ctx, uint32_t size)
         }
         ctx->image = ic;
     }
-    if (!buf_grow((void **)&ic->img, &ic->img_cap, 3ull * size * size))
-        return NULL;
     return ic;
 }
 
 /* Decodes the plan's box at the smallest sufficient DCT scale and resamples
- * it to size x size RGB planes at planes.  Adds to the decode and resize
- * clocks. */
+ * it to size x size RGB at dst, in layout (train or eval picks the scale
+ * rule, jpeg.h).  Adds to the decode and resize clocks (the tables' lookup
+ * or build is resize time). */
 static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_t size, bool train,
-                  uint8_t *planes, struct xform_ctx *ctx, struct rf_err *err)
+                  enum rs_layout layout, uint8_t *dst, struct xform_ctx *ctx, struct rf_err *err)
 {
     unsigned s = ctx->force_scale >= 1 && ctx->force_scale <= 8
                      ? ctx->force_scale
@@ -241,7 +237,9 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
     double k = s / 8.0;
     uint32_t sw, sh;
     struct jpg_roi roi;
-    uint64_t t0 = clock_mono_ns(), t1;
+    const struct rs_axis *ax, *ay;
+    const uint8_t *src;
+    uint64_t t0 = clock_mono_ns(), t1, t2;
     int32_t lx0, lx1, ly0, ly1;
     int rc;
 
@@ -249,33 +247,38 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
     jpg_set_merged(ic->dec, ctx->merged_upsampling);
     jpg_set_fast_dct(ic->dec, ctx->fast_dct);
     rc = jpg_start(ic->dec, s, &sw, &sh, err);
+    t1 = clock_mono_ns();
+    ctx->decode_ns += t1 - t0;
     if (rc < 0)
-        goto out;
+        return rc;
     lx0 = (int32_t)floor(pl->lx0 * k);
     ly0 = (int32_t)floor(pl->ly0 * k);
     lx1 = (int32_t)fmin(ceil(pl->lx1 * k), sw);
     ly1 = (int32_t)fmin(ceil(pl->ly1 * k), sh);
-    if (rs_axis_plan(&ic->ax, size, pl->x0 * k, pl->x1 * k, lx0, lx1, pl->flip) < 0 ||
-        rs_axis_plan(&ic->ay, size, pl->y0 * k, pl->y1 * k, ly0, ly1, false) < 0 ||
-        !grow_aligned(&ic->scratch, &ic->scratch_cap, rs_scratch_bytes(&ic->ax, &ic->ay))) {
+    /* tables relative to (lx0, ly0) */
+    if (rs_cache_plan(&ic->tables, RS_HORIZONTAL, size, pl->x0 * k, pl->x1 * k, lx0, lx1,
+                      pl->flip, &ax) < 0 ||
+        rs_cache_plan(&ic->tables, RS_VERTICAL, size, pl->y0 * k, pl->y1 * k, ly0, ly1, false,
+                      &ay) < 0 ||
+        !grow_aligned(&ic->scratch, &ic->scratch_cap, rs_scratch_bytes(ax, ay))) {
         jpg_abort(ic->dec);
-        rc = rf_err_set(err, -ENOMEM, "cannot plan a %ux%u resize of %ux%u", size, size, sw,
-                        sh);
-        goto out;
+        ctx->resize_ns += clock_mono_ns() - t1;
+        return rf_err_set(err, -ENOMEM, "cannot plan a %ux%u resize of %ux%u", size, size, sw,
+                          sh);
     }
-    rc = jpg_read(ic->dec, (uint32_t)ic->ax.lo, (uint32_t)ic->ax.hi, (uint32_t)ic->ay.lo,
-                  (uint32_t)ic->ay.hi, &roi, err);
-    if (rc < 0)
-        goto out;
+    t2 = clock_mono_ns();
+    ctx->resize_ns += t2 - t1;
+    rc = jpg_read(ic->dec, (uint32_t)(lx0 + ax->lo), (uint32_t)(lx0 + ax->hi),
+                  (uint32_t)(ly0 + ay->lo), (uint32_t)(ly0 + ay->hi), &roi, err);
     t1 = clock_mono_ns();
-    ctx->decode_ns += t1 - t0;
-    rs_resize(roi.pix, roi.stride, (int32_t)roi.x0, (int32_t)roi.y0, &ic->ax, &ic->ay,
-              ic->scratch, planes);
+    ctx->decode_ns += t1 - t2;
+    if (rc < 0)
+        return rc;
+    src = roi.pix + (size_t)(ly0 + ay->lo - (int32_t)roi.y0) * roi.stride +
+          (size_t)(lx0 + ax->lo - (int32_t)roi.x0) * 3;
+    rs_resize(src, roi.stride, ax, ay, layout, ic->scratch, dst);
     ctx->resize_ns += clock_mono_ns() - t1;
     return 0;
-out:
-    ctx->decode_ns += clock_mono_ns() - t0;
-    return rc;
 }
 
 static int image_apply(bool train, const struct wire_xform *p, const void *rec, size_t rec_len,
@@ -283,10 +286,10 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
                        enum wire_bad *why, struct rf_err *err)
 {
     struct jpg_limits lim = { .pixel_cap = p->pixel_cap, .scan_cap = JPG_SCAN_CAP };
-    struct xform_image_ctx *ic = image_ctx(ctx, p->size);
+    struct xform_image_ctx *ic = image_ctx(ctx);
     struct jpg_header hdr;
     struct xfi_plan pl;
-    uint64_t t0 = clock_mono_ns(), t1;
+    uint64_t t0 = clock_mono_ns();
     int rc;
 
     if (!ic) {
@@ -306,17 +309,12 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
 
         xfi_eval_plan(hdr.width, hdr.height, p, &pl, &rw, &rh, &top, &left);
     }
-    /* CHW: the resampler's last pass stores straight into the slot (its
-     * time counts as resize); HWC: planes here, interleaved into the slot */
-    rc = render(ic, &pl, p->size, train, p->layout == RING_CHW ? dst : ic->img, ctx, err);
+    /* the resampler's vertical pass stores straight into the slot, in
+     * either layout: its time counts as resize */
+    rc = render(ic, &pl, p->size, train, p->layout == RING_CHW ? RS_CHW : RS_HWC, dst, ctx, err);
     if (rc < 0) {
         *why = why_of(rc);
         return rc;
-    }
-    if (p->layout == RING_HWC) {
-        t1 = clock_mono_ns();
-        rs_interleave(ic->img, (size_t)p->size * p->size, dst);
-        ctx->write_ns += clock_mono_ns() - t1;
     }
     return 0;
 }
