@@ -370,7 +370,7 @@ next_class:
 
             rng_stream_init(&rng, 0, epoch, idx);
             xfi_train_plan(dims[idx].w, dims[idx].h, &p, &rng, &pl, NULL);
-            s = jpg_pick_scale(pl.x1 - pl.x0, pl.y1 - pl.y0, size);
+            s = jpg_pick_scale(pl.x1 - pl.x0, pl.y1 - pl.y0, size, JPG_COVER_TRAIN);
             k = s / 8.0;
             sw = (dims[idx].w * s + 7) / 8;
             sh = (dims[idx].h * s + 7) / 8;
