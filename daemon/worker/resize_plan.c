@@ -2,20 +2,21 @@
  * resize_plan.c - the resampler's coefficient tables and their cache
  * (resize.h).
  *
- * A table is built in three passes over the outputs, each a short loop of
- * additions per tap (a table is built per image: train crops rarely
- * repeat a size, so the cache seldom hits, and the build must be cheap):
- *   1. spans: each output's first input and count (zero weights at either
+ * A table is built per image (train crops rarely repeat a size: the cache
+ * hits 1% of bench/jpeg-loader's crops, bench/resize --photos), so the
+ * build must be cheap: passes 1 and 2 take 4 outputs a step in vectors,
+ * branch-free:
+ *   1. spans: each output's first input and count (a zero weight at the
  *      end trimmed, the nearest allowed input when the filter misses), in
- *      the triangle's own coordinate x = (k + 0.5 - c) / f, stepped by 1/f;
- *   2. fixed point: per output the weights 1 - |x|, then the cumulative
- *      rounding q_k = R(S_k) - R(S_(k-1)), R(s) = round(s 2^prec / sum) of
- *      the running sums S_k (the last is exactly 2^prec): every q_k within
- *      1 of its exact value, none negative, summing to 2^prec.  prec: 15
- *      for vertical tables; 15 for gather tables (14 if a weight would be
- *      2^15, too big for int16); for dot tables the most int16 allows for
- *      the largest weight, at most 22 (a pass more to find it);
- *   3. horizontal tables: the AVX2 kernels' layout (resize.h).
+ *      the triangle's own coordinate x = (k + 0.5 - c) / f;
+ *   2. fixed point: per output the weights 1 - |x| (x stepped by 1/f), then
+ *      the cumulative rounding q_k = R(S_k) - R(S_(k-1)), R(s) = round(s
+ *      2^prec / sum) of the running sums S_k (the last exactly 2^prec):
+ *      every q_k within 1 of its exact value, none negative, summing to
+ *      2^prec.  prec: 15, but for dot tables the most int16 allows for
+ *      their largest weight, at most 22 (a pass more to find it);
+ *   3. horizontal tables: the AVX2 kernels' layout (resize.h), the
+ *      cheapest windows that fit.
  * The cache compares keys field by field (doubles exactly) and evicts the
  * least recently returned table; an evicted way's arrays are reused.
  */
@@ -98,7 +99,7 @@ static int carve(struct rs_axis *a)
  * types: the same IEEE operations, lane by lane, whatever the target
  * (SSE2 splits them in halves), so a table does not depend on the machine.
  * Floors are exact (|x| < 2^51: boxes are under 1e12); lanes past n are
- * computed and not stored (start and count have room for them).
+ * computed into the room start, count and w keep for them, never read.
  * rs_axis_plan comes in an AVX2 clone (4 lanes a step) and the baseline
  * (GCC's target_clones: an ifunc chooses by the CPU); no FMA in either, so
  * the clones round alike.
