@@ -545,12 +545,16 @@ static void untarget_queued(struct daemon *d, struct stream *st)
  * the group has planned p but not yet handed a job of it or of any later
  * batch to a worker (unstarted <= p): it then writes its slots of those
  * batches and is added to their queued jobs, if its ring has room for all
- * of them.  So clients started together share from their second batch or
- * so (the first one's first batch is already with the workers when the
- * second attaches), and a client attaching later joins when it asks for a
- * place the group has not produced yet: planned and not begun, or ahead of
- * the group by at most its ring depth, in which case it waits (planning
- * nothing) until the group gets there, for SHARE_HOLD_NS at most, once.
+ * of them; or the group has begun them and the stream's ring has room up
+ * to the group's place: it plans those batches alone at once and joins at
+ * the group's place.  So clients started together share from their first
+ * batches on whatever their start-up skew within a ring's depth of
+ * batches (the first one's first batches are with the workers when the
+ * second attaches), and a client attaching later joins when it asks for
+ * a place the group has not produced yet: planned and not begun, or ahead
+ * of the group by at most its ring depth, in which case it waits
+ * (planning nothing) until the group gets there, for SHARE_HOLD_NS at
+ * most, once.
  *
  * Pace: a group plans a batch only when every member's ring has room, so
  * it goes at its slowest member's pace within the ring depth.  When a
@@ -723,8 +727,12 @@ static bool join_planned(struct daemon *d, struct share_group *g, struct stream 
     return true;
 }
 
+static int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
+                      struct share_group *grp);
+static void plan_failed(struct daemon *d, struct stream *const *m, uint32_t n, int rc);
+
 /* What try_join did. */
-enum join { JOIN_NONE, JOIN_DONE, JOIN_WAIT };
+enum join { JOIN_NONE, JOIN_DONE, JOIN_WAIT, JOIN_STOP /* st failed while catching up */ };
 
 /* st, alone in its group, about to plan its next place p: joins a group of
  * its function that plans p next, or has p planned and not yet begun; or,
@@ -748,6 +756,21 @@ static enum join try_join(struct daemon *d, struct stream *st)
         if (g->unstarted <= p && p < g->pos && has_room(st, g->pos - p) &&
             join_planned(d, g, st, p)) {
             group_enter(d, g, st, p);
+            st->join_wait_since = 0;
+            return JOIN_DONE;
+        }
+        if (p < g->pos && has_room(st, g->pos - p) && st->grp) {
+            /* the group has begun the batches up to its place: st decodes
+             * those alone, at once, and shares from the group's place on */
+            while (next_pos(st) < g->pos) {
+                int rc = plan_batch(d, &st, 1, st->grp);
+
+                if (rc < 0) {
+                    plan_failed(d, &st, 1, rc);
+                    return JOIN_STOP;
+                }
+            }
+            group_enter(d, g, st, g->pos);
             st->join_wait_since = 0;
             return JOIN_DONE;
         }
@@ -952,8 +975,8 @@ static void fill_group(struct daemon *d, struct share_group *g)
         if (n == 1 && !g->closed) {
             enum join jn = try_join(d, m[0]);
 
-            if (jn == JOIN_WAIT)
-                return; /* the tick looks again */
+            if (jn == JOIN_WAIT || jn == JOIN_STOP)
+                return; /* the tick looks again; or st cannot plan now */
             if (jn == JOIN_DONE) {
                 fill_group(d, m[0]->grp); /* a group of 2+: no join again */
                 return;

@@ -752,6 +752,49 @@ static void shared(void)
 }
 
 /*
+ * SHARING's catch-up: a second identical stream attaching once the first's
+ * planned batches are all begun decodes those alone, at once, and shares
+ * from the group's next place; both get exactly their streams.
+ */
+static void catch_up(void)
+{
+    struct client a, b;
+    struct client *ab[] = {&a, &b};
+    struct job *held[8];
+    struct sched_client fb;
+    unsigned n = 0;
+    uint32_t queued;
+
+    if (attach(&a, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    while (n < 4 && (held[n] = sched_dequeue(&g_d)))   /* every planned batch begun */
+        held[n++]->worker = 0;
+    queued = g_d.sched.queued;
+    if (attach(&b, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&b, &fb);
+    tap_ok(fb.group_members == 2 && g_d.sched.queued == queued + 4,
+           "a stream behind by 4 begun batches plans them alone and joins (%u members, %u "
+           "jobs queued)", fb.group_members, g_d.sched.queued);
+    for (unsigned i = 0; i < n; i++)
+        work_multi(held[i], -1, 1);
+    run_multi(ab, 2, 200);
+    tap_ok(a.consumed > 20 && b.consumed > 20 && a.bad + b.bad == 0,
+           "  both read on, exactly their streams (%llu, %llu batches)",
+           (unsigned long long)a.consumed, (unsigned long long)b.consumed);
+    client_figures(&b, &fb);
+    tap_ok(fb.shared_batches + 4 >= b.consumed, "  every batch after the first 4 shared");
+    detach(&a);
+    detach(&b);
+    {
+        struct job *j;
+
+        while ((j = sched_dequeue(&g_d)))
+            sched_job_orphaned(&g_d, j);
+    }
+}
+
+/*
  * WEIGHTS (sched.c): two streams that always have jobs queued, weights 1
  * and 3, are handed work 1:3 (within 10%), and the worker time the pool
  * reports is credited to each the same way.
@@ -808,6 +851,7 @@ int main(void)
     hostile_release();
     fair_turns();
     shared();
+    catch_up();
     weights();
     dataset_close(g_cat[0].ds);
     {

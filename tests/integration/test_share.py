@@ -101,25 +101,45 @@ def counter(d, key):
     return float(d.stats()[key])
 
 
+def settled(d, key):
+    """STATS key once no client is attached and no job runs: the jobs of
+    readers that left (planned up to their depth past their end) finish
+    after they detach."""
+    wait_for(lambda: d.stats()["clients.attached"] == "0", "the readers detached")
+    last = None
+    for _ in range(200):
+        st = d.stats()
+        now = (st[key], st["total.jobs"])
+        if now == last and st["jobs.queued"] == "0":
+            return float(st[key])
+        last = now
+        time.sleep(0.05)
+    raise AssertionError(f"{key} did not settle")
+
+
 def test_identical_readers_decode_once(photos, daemon_factory):
     d = daemon_factory({"photos": photos}, workers=2)
-    epochs = 6
-    alone = solo(d.sock, 1)  # warm-up: page cache, the workers' decoders
+    epochs, depth = 30, ["--depth", "4"]
+    images = epochs * COUNT
+    solo(d.sock, 1)  # warm-up: page cache, the workers' decoders
     tries = []
     for _ in range(3):
-        t0, m0 = counter(d, "time.image_decode_seconds"), counter(d, "total.samples_made")
-        alone = solo(d.sock, epochs)
-        t1, m1 = counter(d, "time.image_decode_seconds"), counter(d, "total.samples_made")
+        t0, m0 = (settled(d, "time.image_decode_seconds"), settled(d, "total.samples_made"))
+        alone = solo(d.sock, epochs, depth)
+        t1, m1 = (settled(d, "time.image_decode_seconds"), settled(d, "total.samples_made"))
         j0 = counter(d, "sharing.joins")
-        a, b = reader(d.sock, epochs), reader(d.sock, epochs)
+        a, b = reader(d.sock, epochs, depth), reader(d.sock, epochs, depth)
         ra, rb = finish(a), finish(b)
-        t2, m2 = counter(d, "time.image_decode_seconds"), counter(d, "total.samples_made")
+        t2, m2 = (settled(d, "time.image_decode_seconds"), settled(d, "total.samples_made"))
         assert ra["digest"] == alone["digest"] and rb["digest"] == alone["digest"], \
             "a shared stream is not its solo stream"
         assert counter(d, "sharing.joins") == j0 + 1, d.read_log()
         made_alone, made_pair = m1 - m0, m2 - m1
-        # at most the first few batches of the second reader are its own
-        assert made_alone <= made_pair <= made_alone + 4 * BATCH, (made_alone, made_pair)
+        # each run makes its epochs and up to a ring's depth past their end;
+        # the second reader decodes alone at most the batches the first had
+        # begun when it attached (a ring's depth), then shares
+        assert images <= made_alone <= images + 4 * BATCH, made_alone
+        assert images <= made_pair <= images + 2 * 4 * BATCH, made_pair
         tries.append((t1 - t0, t2 - t1))
         if t2 - t1 <= 1.2 * (t1 - t0):
             break
@@ -233,42 +253,53 @@ def test_share_off(photos, daemon_factory):
 
 
 def test_weights_share_the_workers(photos, daemon_factory):
+    """Both readers must stay input-bound through the window: a deep ring
+    each (a reader starved of CPU on a loaded machine would fill a shallow
+    one, leave the queue and hand its turns to the other).  The ratio is a
+    load-sensitive figure, so the test passes on the first of three tries
+    that keeps the bound, as test_fairness does; the bytes are checked on
+    every try."""
     d = daemon_factory({"photos": photos}, workers=2)
     # large crops (full-scale decodes): the readers stay input-bound for
     # seconds (AddressSanitizer's build decodes some 4x slower)
-    epochs, big = 6 if d.sanitized() else 20, ["--size", "224"]
-    light = reader(d.sock, epochs, big + ["--seed", "21", "--params",
-                                          "name=light weight=1 scale=0.6,1"])
-    heavy = reader(d.sock, epochs, big + ["--seed", "22", "--params",
-                                          "name=heavy weight=3 scale=0.6,1"])
-    try:
-        wait_clients(d, 2, "both readers attached")
-        time.sleep(0.3)  # both under way
+    epochs = 6 if d.sanitized() else 20
+    big = ["--size", "224", "--depth", "32"]
+    want = {seed: solo(d.sock, epochs, big + ["--seed", seed, "--params", "scale=0.6,1"])
+            ["digest"] for seed in ("21", "22")}
+    ratios = []
+    for _ in range(3):
+        light = reader(d.sock, epochs, big + ["--seed", "21", "--params",
+                                              "name=light weight=1 scale=0.6,1"])
+        heavy = reader(d.sock, epochs, big + ["--seed", "22", "--params",
+                                              "name=heavy weight=3 scale=0.6,1"])
+        try:
+            wait_clients(d, 2, "both readers attached")
+            time.sleep(0.3)  # both under way
 
-        def by_name():
-            return {v["name"]: v for v in clients(d).values()}
+            def by_name():
+                return {v["name"]: v for v in clients(d).values()}
 
-        # the window: from now to the last sample with both still attached
-        s0 = s1 = by_name()
-        while True:
-            time.sleep(0.1)
-            now = by_name()
-            if set(now) != {"light", "heavy"}:
-                break
-            s1 = now
-        assert set(s0) == {"light", "heavy"}, "a reader finished before the window"
-        assert s1["light"]["weight"] == "1" and s1["heavy"]["weight"] == "3"
-        wl = float(s1["light"]["worker_s"]) - float(s0["light"]["worker_s"])
-        wh = float(s1["heavy"]["worker_s"]) - float(s0["heavy"]["worker_s"])
-        assert wl + wh >= 0.5, f"a window of {wl + wh:.2f} worker-seconds is too short to judge"
-        assert 2.7 <= wh / wl <= 3.3, f"worker time heavy:light {wh / wl:.2f}, weights 3:1"
-        rl, rh = finish(light), finish(heavy)
-    finally:
-        for p in (light, heavy):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    # last: a solo run of each, the same bytes
-    for r, seed in ((rl, "21"), (rh, "22")):
-        want = solo(d.sock, epochs, big + ["--seed", seed, "--params", "scale=0.6,1"])
-        assert r["digest"] == want["digest"], f"seed {seed} beside the other"
+            # the window: from now to the last sample with both still attached
+            s0 = s1 = by_name()
+            while True:
+                time.sleep(0.1)
+                now = by_name()
+                if set(now) != {"light", "heavy"}:
+                    break
+                s1 = now
+            assert set(s0) == {"light", "heavy"}, "a reader finished before the window"
+            assert s1["light"]["weight"] == "1" and s1["heavy"]["weight"] == "3"
+            wl = float(s1["light"]["worker_s"]) - float(s0["light"]["worker_s"])
+            wh = float(s1["heavy"]["worker_s"]) - float(s0["heavy"]["worker_s"])
+            assert wl + wh >= 0.5, f"a window of {wl + wh:.2f} worker-seconds is too short"
+            rl, rh = finish(light), finish(heavy)
+        finally:
+            for p in (light, heavy):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        assert rl["digest"] == want["21"] and rh["digest"] == want["22"], "bytes changed"
+        ratios.append(wh / wl)
+        if 2.7 <= wh / wl <= 3.3:
+            return
+    pytest.fail(f"worker time heavy:light over three tries {ratios}, weights 3:1")
