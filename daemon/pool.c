@@ -91,6 +91,7 @@ static void add_counters(struct wire_counters *a, const struct wire_counters *b)
     a->write_ns += b->write_ns;
     a->image_ns += b->image_ns;
     a->resize_ns += b->resize_ns;
+    a->cpu_ns += b->cpu_ns;
     for (int i = 0; i < WIRE_BAD_KINDS; i++)
         a->bad[i] += b->bad[i];
     a->substituted += b->substituted;
@@ -345,9 +346,10 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
         }
         memcpy(&m, buf, sizeof(m));
         m.reason[sizeof(m.reason) - 1] = '\0';
-        /* its time on this job: the counters are cumulative, and a worker
-         * runs its jobs one at a time (WEIGHTS in sched.c) */
-        busy = m.c.busy_ns >= w->c.busy_ns ? m.c.busy_ns - w->c.busy_ns : 0;
+        /* its CPU time on this job: the counters are cumulative, and a
+         * worker runs its jobs one at a time (WEIGHTS in sched.c); CPU
+         * time, so that a worker waiting for a core charges nobody */
+        busy = m.c.cpu_ns >= w->c.cpu_ns ? m.c.cpu_ns - w->c.cpu_ns : 0;
         w->c = m.c;
         w->busy_since = clock_mono_ns(); /* its next job, if any, starts now */
         j = take_inflight(w, m.job_id);

@@ -280,8 +280,9 @@ size_t sched_job_message(const struct job *j, struct wire_job *m)
  * ATTACH's weight=, else the config's rule for its name or uid, else 1),
  * so while streams wait for the workers each gets work in proportion to
  * its weight; a shared batch (SHARING) is charged to its home, the member
- * that planned it, at the home's weight.  Worker time is credited the same
- * way (sched_job_done), and STATS shows, per client, its share of the
+ * that planned it, at the home's weight.  Worker time (the worker's CPU
+ * time in the job, so a worker waiting for a core charges nobody) is
+ * credited the same way (sched_job_done), and STATS shows, per client, its share of the
  * worker time over the last SHARE_WINDOW_NS against its weight's share of
  * the streams that had a turn in that window.
  *

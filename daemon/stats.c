@@ -111,6 +111,8 @@ static double bad_total(struct daemon *d)
     X("total.bytes_read", "counter", "Bytes read from shards", totals(d).bytes_read)     \
     X("time.busy_seconds", "counter", "Worker time spent on jobs",                      \
       (double)totals(d).busy_ns / 1e9)                                                   \
+    X("time.cpu_seconds", "counter", "Worker CPU time spent on jobs (busy less waits for a CPU)", \
+      (double)totals(d).cpu_ns / 1e9)                                                    \
     X("time.io_seconds", "counter", "Worker time reading records",                      \
       (double)totals(d).io_ns / 1e9)                                                     \
     X("time.decode_seconds", "counter", "Worker time decompressing records",            \
@@ -442,7 +444,7 @@ static int client_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
         { "ringfeed_client_failed", "gauge", "1 when this client's stream has failed", MAX },
         { "ringfeed_client_weight", "gauge", "This client's weight for the workers' time", MAX },
         { "ringfeed_client_worker_seconds_total", "counter",
-          "Worker time spent on this client's jobs (a shared batch's on the member that "
+          "Worker CPU time spent on this client's jobs (a shared batch's on the member that "
           "planned it)", SUM },
         { "ringfeed_client_shared_batches_total", "counter",
           "Batches of this client decoded once for it and other clients", SUM },

@@ -630,7 +630,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     struct ring_sample *meta;
     uint8_t *data;
     size_t total = 0, off = 0;
-    uint64_t t0 = clock_mono_ns(), t1;
+    uint64_t t0 = clock_mono_ns(), t1, cpu0 = clock_thread_cpu_ns();
     uint64_t faults = mapguard_faults();
     struct dataset *ds;
     bool direct, checked = false;
@@ -816,6 +816,7 @@ failed:
 out:
     ws->c.jobs++;
     ws->c.busy_ns += clock_mono_ns() - t0;
+    ws->c.cpu_ns += clock_thread_cpu_ns() - cpu0;
     done.c = ws->c;
     send_or_die(ws, &done, sizeof(done));
     badlog_flush_all(ws, false); /* the summaries due: bad samples may have stopped */
