@@ -24,6 +24,7 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "cmyk.h"
 #include "manifest.h"
 
 struct shrink_errmgr {
@@ -332,27 +333,6 @@ void shrinker_free(struct shrinker *s)
     free(s->row);
     free(s->out);
     free(s);
-}
-
-/* In place, n CMYK pixels (4 bytes) to RGB (3 bytes), exactly as ringfeedd
- * serves a CMYK file (daemon/worker/jpeg.c, cmyk_to_rgb; the worker's code
- * is not the tools' to include): Pillow's convert("RGB"), with nk = 255 - K,
- * R = nk - C * nk / 255 rounded as Pillow's MULDIV255; Adobe files store
- * every channel inverted. */
-static void cmyk_to_rgb(uint8_t *p, size_t n, int adobe)
-{
-    uint8_t inv = adobe ? 0xFF : 0x00;
-    uint8_t *o = p;
-
-    for (size_t i = 0; i < n; i++, p += 4, o += 3) {
-        unsigned k = (uint8_t)(p[3] ^ inv), nk = 255 - k;
-
-        for (int c = 0; c < 3; c++) {
-            unsigned t = (uint8_t)(p[c] ^ inv) * nk + 128;
-
-            o[c] = (uint8_t)(nk - ((t + (t >> 8)) >> 8));
-        }
-    }
 }
 
 /* What the decoder is asked for: out space, decoded bytes a pixel, and

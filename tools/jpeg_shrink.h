@@ -30,8 +30,8 @@
  *     Baseline, not progressive: a progressive file decodes about twice as
  *     slowly and ringfeedd caps its scans;
  *   - CMYK and YCCK are converted to RGB exactly as ringfeedd's decoder
- *     converts them when it serves such a file (daemon/worker/jpeg.c,
- *     cmyk_to_rgb: Pillow's convert("RGB"), Adobe inversion undone), then
+ *     converts them when it serves such a file (the same function,
+ *     proto/cmyk.h: Pillow's convert("RGB"), Adobe inversion undone), then
  *     written as RGB would be: the model sees the colours it would have
  *     seen from the original, and the dataset's records are all
  *     gray/YCbCr.  (Storing them as they are would leave full-size images

@@ -23,6 +23,7 @@
 #include <jerror.h>
 
 #include "buf.h"
+#include "cmyk.h"
 
 struct jpg_errmgr {
     struct jpeg_error_mgr pub;
@@ -266,25 +267,6 @@ int jpg_start(struct jpg_dec *d, unsigned s, uint32_t *width, uint32_t *height,
     *width = d->ci.output_width;
     *height = d->ci.output_height;
     return 0;
-}
-
-/* In place, n CMYK pixels (4 bytes) to RGB (3 bytes) as Pillow's
- * convert("RGB"): with nk = 255 - K, R = nk - C * nk / 255 (rounded as
- * Pillow's MULDIV255); Adobe files store every channel inverted. */
-static void cmyk_to_rgb(uint8_t *p, size_t n, bool adobe)
-{
-    uint8_t inv = adobe ? 0xFF : 0x00;
-    uint8_t *o = p;
-
-    for (size_t i = 0; i < n; i++, p += 4, o += 3) {
-        unsigned k = (uint8_t)(p[3] ^ inv), nk = 255 - k;
-
-        for (int c = 0; c < 3; c++) {
-            unsigned t = (uint8_t)(p[c] ^ inv) * nk + 128;
-
-            o[c] = (uint8_t)(nk - ((t + (t >> 8)) >> 8));
-        }
-    }
 }
 
 int jpg_read(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t y1,
