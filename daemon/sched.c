@@ -1106,7 +1106,8 @@ static void advance_published(struct daemon *d, struct stream *st)
 }
 
 /* Is the job's chunk already written (its bit set)?  Publishes the batch if
- * the job's worker died between completing the mask and setting ready.
+ * the job's worker died between completing the mask and setting ready, and
+ * wakes the client if it died before its wake.
  *
  * A slot that no longer holds the job's batch means the batch was
  * published and released, and the slot planned again for batch g + depth
@@ -1127,10 +1128,12 @@ static bool chunk_written(const struct job *j, const struct job_target *t, bool 
     if (!(mask & (1ull << j->chunk)))
         return false;
     if (mask == all) {
-        if (atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(t->g)) {
+        if (atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(t->g))
             atomic_store_explicit(&slot->ready, ring_ready_word(t->g), memory_order_release);
-            ring_futex_wake(&slot->ready);
-        }
+        /* always: the worker may have died between storing ready and its
+         * FUTEX_WAKE (ring.h W2), with the client asleep on the slot (a
+         * kill storm left a reader asleep for good with its batch ready) */
+        ring_futex_wake(&slot->ready);
         *published = true;
     }
     return true;

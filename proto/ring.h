@@ -67,7 +67,10 @@
  *       version-1 client (which never sets `sleeping`) it always wakes.
  *   W3. A job re-run after its worker died sets the same bit again: the
  *       mask is idempotent, and the main process only re-runs jobs whose bit
- *       is not yet set, so a published slot is never written again.
+ *       is not yet set, so a published slot is never written again.  When
+ *       a dead worker's job completed the mask, the main process stores
+ *       ready if the worker had not and always calls FUTEX_WAKE: the worker
+ *       may have died between its store and its wake.
  *
  *  Client (waiting for batch g):
  *   C1. It loads ready with acquire semantics; when it equals

@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +262,42 @@ static int work(struct client *c, struct job *j, int report)
     return done.published;
 }
 
+/* A client asleep on a slot's ready word (ring_futex_wait, 10 s at most). */
+struct waiter {
+    _Atomic uint32_t *word;
+    uint32_t seen;
+    _Atomic int asleep;
+    int rc;
+};
+
+static void *sleeper(void *arg)
+{
+    struct waiter *w = arg;
+
+    atomic_store(&w->asleep, 1);
+    w->rc = ring_futex_wait(w->word, w->seen, 10000000000ll);
+    return NULL;
+}
+
+/* Plays a worker that publishes job j's batch and dies before its wake:
+ * writes the chunk, sets the bit and ready, and wakes nobody. */
+static void work_no_wake(struct client *c, struct job *j)
+{
+    struct wire_job m;
+    struct ring_slot *s;
+    struct sampler smp;
+
+    sched_job_message(j, &m);
+    s = slot_of(c, m.stream_seq);
+    sampler_of(c, m.epoch, &smp);
+    for (uint32_t k = 0; k < m.count; k++) {
+        ring_samples(s)[m.first + k].index = sampler_sample(&smp, m.seq, m.first + k);
+        ring_samples(s)[m.first + k].label = (int32_t)(ring_samples(s)[m.first + k].index % 10);
+    }
+    atomic_fetch_or(&s->chunks_done, 1ull << m.chunk);
+    atomic_store(&s->ready, ring_ready_word(m.stream_seq));
+}
+
 /* Plays the client: checks every published batch it has not consumed, in
  * order, against the sampler, and releases it. */
 static void consume(struct client *c)
@@ -389,6 +426,29 @@ static void crashes(void)
     }
     consume(&c);
     TAP_IS_INT(c.consumed, 1, "  its batch reaches the client once");
+
+    /* a worker dies between storing ready and its FUTEX_WAKE, the client
+     * asleep on the slot: the orphan's handling wakes it (a kill storm left
+     * a reader asleep for good with its batch ready) */
+    {
+        struct waiter wt = { .word = &slot_of(&c, c.consumed)->ready };
+        pthread_t th;
+
+        j = sched_dequeue(&g_d);
+        j->worker = 0;
+        wt.seen = atomic_load(wt.word);
+        pthread_create(&th, NULL, sleeper, &wt);
+        while (!atomic_load(&wt.asleep))
+            usleep(1000);
+        usleep(20000); /* in FUTEX_WAIT by now */
+        work_no_wake(&c, j);
+        sched_job_orphaned(&g_d, j);
+        pthread_join(th, NULL);
+        tap_ok(wt.rc == 0, "a worker dead between ready and its wake: the client is woken "
+               "(futex wait returned %d)", wt.rc);
+        consume(&c);
+        TAP_IS_INT(c.consumed, 2, "  and its batch reaches it");
+    }
 
     /* the same sample kills a careful run twice: quarantined, that sample */
     j = sched_dequeue(&g_d);

@@ -266,7 +266,7 @@ def test_weights_share_the_workers(photos, daemon_factory):
     d = daemon_factory({"photos": photos}, workers=2)
     # large crops (full-scale decodes): the readers stay input-bound for
     # seconds (AddressSanitizer's build decodes some 4x slower)
-    epochs = 6 if d.sanitized() else 20
+    epochs = 10 if d.sanitized() else 20
     big = ["--size", "224", "--depth", "32"]
     want = {seed: solo(d.sock, epochs, big + ["--seed", seed, "--params", "scale=0.6,1"])
             ["digest"] for seed in ("21", "22")}
@@ -297,8 +297,6 @@ def test_weights_share_the_workers(photos, daemon_factory):
             wh = float(s1["heavy"]["worker_s"]) - float(s0["heavy"]["worker_s"])
             nl = int(s1["light"]["samples"]) - int(s0["light"]["samples"])
             nh = int(s1["heavy"]["samples"]) - int(s0["heavy"]["samples"])
-            assert wl + wh >= 0.5, f"a window of {wl + wh:.2f} worker-seconds is too short"
-            assert nl > 0, s1
             rl, rh = finish(light), finish(heavy)
         finally:
             for p in (light, heavy):
@@ -306,6 +304,9 @@ def test_weights_share_the_workers(photos, daemon_factory):
                     p.kill()
                     p.wait()
         assert rl["digest"] == want["21"] and rh["digest"] == want["22"], "bytes changed"
+        if nl + nh < 160 or wl <= 0 or nl <= 0:  # too short to judge: try again
+            ratios.append(("short window", nl + nh))
+            continue
         ratios.append((round(wh / wl, 2), round(nh / nl, 2)))
         if 2.7 <= nh / nl <= 3.3 and (d.sanitized() or 2.7 <= wh / wl <= 3.3):
             return
