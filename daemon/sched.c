@@ -1248,15 +1248,20 @@ void sched_job_orphaned(struct daemon *d, struct job *j)
         j->crashes++;
         sched_enqueue(d, j, true);
     }
+    /* the hold ends before take_release: it asks for the eventfd when no
+     * job of the stream is left (M4), and with the hold counted it would
+     * not, and nothing would bring us back (a storm left a reader waiting
+     * for good with both slots of its ring ready and nothing queued) */
     for (uint32_t i = 0; i < nheld; i++) {
         struct stream *st = held[i];
 
+        st->jobs_live--;
         if (!st->dead && !st->failed) {
             advance_published(d, st);
-            take_release(d, st);
-        }
-        if (--st->jobs_live == 0 && st->dead)
+            take_release(d, st); /* st may be gone after this */
+        } else if (st->jobs_live == 0 && st->dead) {
             stream_free(st);
+        }
     }
     sched_check(d);
 }

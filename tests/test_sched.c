@@ -491,6 +491,34 @@ static void crashes(void)
     TAP_IS_INT(g_d.sched.nstreams, 0, "detached with jobs in flight");
 }
 
+/* Both slots' jobs of a 2-deep ring published by workers that died before
+ * their DONE: with no job of the stream left, the daemon must ask for the
+ * client's eventfd (ring.h M4), or nothing brings it back to the client's
+ * releases (a kill storm left a reader waiting for good). */
+static void orphans_want_release(void)
+{
+    struct client c;
+    struct ring_hdr *h;
+    struct job *j1, *j2;
+
+    if (attach(&c, 64, 2, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    h = (struct ring_hdr *)c.mem;
+    j1 = sched_dequeue(&g_d);
+    j2 = sched_dequeue(&g_d);
+    j1->worker = j2->worker = 0;
+    work(&c, j1, 0);
+    work(&c, j2, 0);
+    sched_job_orphaned(&g_d, j1);
+    sched_job_orphaned(&g_d, j2);
+    TAP_IS_INT(atomic_load(&h->want_release), 1,
+               "both batches published by dead workers, no job left: the eventfd is asked for");
+    consume(&c);
+    TAP_IS_INT(c.consumed, 2, "  the client reads both");
+    TAP_IS_INT(g_d.sched.queued, 2, "  and its releases plan the next two");
+    detach(&c);
+}
+
 static void hostile_release(void)
 {
     struct client c;
@@ -908,6 +936,7 @@ int main(void)
     straight();
     ranks_and_chunks();
     crashes();
+    orphans_want_release();
     hostile_release();
     fair_turns();
     shared();
