@@ -46,6 +46,7 @@ uint8_t *jm_encode(uint32_t w, uint32_t h, const struct jm_opts *o, jm_pixel_fn 
     if (o->progressive)
         jpeg_simple_progression(&c);
     c.restart_in_rows = (int)o->restart;
+    c.restart_interval = o->restart ? 0 : o->restart_mcus;
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < h) {
         JSAMPROW r = row;

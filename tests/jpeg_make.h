@@ -17,6 +17,7 @@ struct jm_opts {
     int quality;
     bool progressive;
     unsigned restart;     /* restart interval in MCU rows, 0 none */
+    unsigned restart_mcus; /* restart interval in MCUs (when restart is 0), 0 none */
 };
 
 /* Fills px (3 bytes RGB, 1 gray, 4 CMYK; 4 bytes are there) for (x, y). */

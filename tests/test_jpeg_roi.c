@@ -4,6 +4,11 @@
  *   - a region decoded at scale s/8 covers what was asked, holds exactly
  *     its rows, and its pixels are the full decode's at that scale
  *     (4:4:4, 4:2:2, 4:2:0, gray, progressive, restart markers);
+ *   - a file whose restart intervals are tiles (jpeg.h, struct jpg_tiles)
+ *     decodes a region from the tiles under it, with the same pixels as
+ *     the file decoded the ordinary way (jpg_set_tiles(false)), for every
+ *     sampling, interval and scale; files whose intervals are not tiles,
+ *     and damaged markers, go the ordinary way;
  *   - geometry: a feature at (X, Y) of the original is at (X, Y) * s/8 in
  *     the scaled region;
  *   - the marker-level scan count, the caps, CMYK conversion, and every
@@ -38,8 +43,11 @@ static int full(struct jpg_dec *d, const uint8_t *buf, size_t len, unsigned s, u
     struct jpg_header hdr;
     struct jpg_roi roi;
     struct rf_err err;
-    int rc = jpg_open(d, buf, len, &no_caps, &hdr, &err);
+    int rc;
 
+    jpg_set_tiles(d, false);
+    rc = jpg_open(d, buf, len, &no_caps, &hdr, &err);
+    jpg_set_tiles(d, true);
     if (rc == 0)
         rc = jpg_start(d, s, w, h, &err);
     if (rc == 0)
@@ -52,12 +60,16 @@ static int full(struct jpg_dec *d, const uint8_t *buf, size_t len, unsigned s, u
     return 0;
 }
 
-static void region_checks(const char *name, const struct jm_opts *o, uint32_t W, uint32_t H)
+/* Random regions at every power-of-two scale against the full decode;
+ * tiled: how many of the 48 must come from tiles (at least, or exactly 0
+ * when the file's intervals are not tiles). */
+static void region_checks_tiled(const char *name, const struct jm_opts *o, uint32_t W,
+                                uint32_t H, int tiled)
 {
     size_t len;
     uint8_t *buf = jm_encode(W, H, o, jm_pattern, NULL, &len);
     struct jpg_dec *d = jpg_new();
-    int dims_ok = 1, cover_ok = 1, same = 1, regions = 0;
+    int dims_ok = 1, cover_ok = 1, same = 1, regions = 0, from_tiles = 0;
 
     for (unsigned s = 1; s <= 8; s *= 2) {
         uint8_t *ref;
@@ -85,6 +97,7 @@ static void region_checks(const char *name, const struct jm_opts *o, uint32_t W,
                 continue;
             }
             regions++;
+            from_tiles += roi.from_tiles;
             cover_ok &= roi.x0 <= x0 && roi.x0 + roi.w >= x1 && roi.y0 == y0 &&
                         roi.h == y1 - y0 && roi.x0 + roi.w <= sw;
             for (uint32_t y = y0; y < y1; y++)
@@ -104,6 +117,51 @@ static void region_checks(const char *name, const struct jm_opts *o, uint32_t W,
     tap_ok(cover_ok && regions == 48, "%s: 48 random regions cover what was asked, exact rows",
            name);
     tap_ok(same, "%s: every region's pixels are the full decode's at its scale", name);
+    if (tiled)
+        tap_ok(from_tiles >= tiled, "%s: %d of 48 regions decoded from tiles (at least %d)", name,
+               from_tiles, tiled);
+    else if (o->restart || o->restart_mcus)
+        tap_ok(from_tiles == 0, "%s: intervals that are not tiles: no region from tiles (%d)",
+               name, from_tiles);
+    jpg_free(d);
+    free(buf);
+}
+
+static void region_checks(const char *name, const struct jm_opts *o, uint32_t W, uint32_t H)
+{
+    region_checks_tiled(name, o, W, H, 0);
+}
+
+/* A region of a tiled file whose markers were damaged: RSTn out of
+ * sequence, or a tile's data cut short.  The tiles are not used and the
+ * file's own decode reports the damage, or, where the damage is outside
+ * what the region needs, the pixels are still the undamaged file's. */
+static void tile_damage_checks(void)
+{
+    struct jm_opts o = { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .restart_mcus = 2 };
+    size_t len, n = 0;
+    uint8_t *buf = jm_encode(320, 240, &o, jm_pattern, NULL, &len);
+    struct jpg_dec *d = jpg_new();
+    struct jpg_header hdr;
+    struct jpg_roi roi;
+    struct rf_err err;
+    uint32_t w, h;
+    int rc;
+
+    for (size_t i = 0; i + 1 < len; i++)
+        if (buf[i] == 0xFF && buf[i + 1] >= 0xD0 && buf[i + 1] <= 0xD7 && ++n == 40) {
+            buf[i + 1] = (uint8_t)(0xD0 + ((buf[i + 1] - 0xD0 + 3) & 7)); /* RST out of order */
+            break;
+        }
+    tap_ok(n == 40, "the 4:2:0 320x240 file has 40 restart markers or more (%zu)", n);
+    rc = jpg_open(d, buf, len, &no_caps, &hdr, &err);
+    if (rc == 0)
+        rc = jpg_start(d, 8, &w, &h, &err);
+    if (rc == 0)
+        rc = jpg_read(d, 100, 200, 100, 200, &roi, &err);
+    tap_ok(rc == -EBADMSG && strstr(err.msg, "corrupt JPEG") != NULL,
+           "a restart marker out of sequence: not decoded from tiles, refused as corrupt (%s)",
+           rc ? err.msg : "decoded");
     jpg_free(d);
     free(buf);
 }
@@ -356,6 +414,27 @@ int main(void)
     region_checks("gray", &gray, 97, 130);
     region_checks("progressive 4:2:0", &prog, 210, 190);
     region_checks("restart markers", &rst, 180, 140);
+    {
+        struct jm_opts t420 = { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .restart_mcus = 3 };
+        struct jm_opts t422 = { .space = JM_RGB, .h_samp = 2, .v_samp = 1, .restart_mcus = 4 };
+        struct jm_opts t444 = { .space = JM_RGB, .h_samp = 1, .v_samp = 1, .restart_mcus = 1 };
+        struct jm_opts t444b = { .space = JM_RGB, .h_samp = 1, .v_samp = 1, .restart_mcus = 2 };
+        struct jm_opts tgray = { .space = JM_GRAY, .restart_mcus = 1 };
+        struct jm_opts trows = { .space = JM_GRAY, .restart = 1 };
+        struct jm_opts tcmyk = { .space = JM_CMYK, .restart_mcus = 3 };
+        struct jm_opts tnot = { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .restart_mcus = 4 };
+
+        /* 333 px: 21 MCUs of 16 a row, 7 tiles of 3 */
+        region_checks_tiled("tiles 4:2:0, 3 MCUs", &t420, 333, 250, 24);
+        region_checks_tiled("tiles 4:2:2, 4 MCUs", &t422, 256, 171, 24);
+        region_checks_tiled("tiles 4:4:4, 1 MCU", &t444, 203, 157, 24);
+        region_checks_tiled("tiles 4:4:4, 2 MCUs", &t444b, 207, 9, 12);
+        region_checks_tiled("tiles gray, 1 MCU", &tgray, 97, 130, 24);
+        region_checks_tiled("tiles gray, a row each", &trows, 97, 130, 12);
+        region_checks_tiled("tiles CMYK, 3 MCUs", &tcmyk, 190, 60, 12);
+        region_checks("4:2:0, 4 MCUs, 21 a row: not tiles", &tnot, 333, 250);
+        tile_damage_checks();
+    }
     geometry_checks();
     scan_checks();
     cmyk_checks();

@@ -13,6 +13,8 @@
  *                        (bench/jpeg-scale); default: the workers' rule
  *       --merged         merged chroma upsampling (jpg_set_merged)
  *       --fast-dct       libjpeg's fast inverse DCT (jpg_set_fast_dct)
+ *       --no-tiles       never decode from restart-interval tiles
+ *                        (jpg_set_tiles: the file's own rows instead)
  *
  * For each FILE, with the stream (SEED, epoch 0, INDEX + its position):
  *   ok <file> <W> <H> <i> <j> <h> <w> <flip> <s> crop as get_params gives it
@@ -105,6 +107,8 @@ int main(int argc, char **argv)
             ctx.merged_upsampling = true;
         else if (strcmp(argv[i], "--fast-dct") == 0)
             ctx.fast_dct = true;
+        else if (strcmp(argv[i], "--no-tiles") == 0)
+            ctx.no_tiles = true;
         else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc)
             ctx.force_scale = (unsigned)strtoul(argv[++i], NULL, 10);
         else if (nfiles < 4096)

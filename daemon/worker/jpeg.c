@@ -12,6 +12,7 @@
  */
 #include "jpeg.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -39,11 +40,47 @@ struct jpg_dec {
     bool cmyk, adobe;
     bool merged;                 /* jpg_set_merged: merged upsampling */
     bool fast_dct;               /* jpg_set_fast_dct: JDCT_IFAST */
+    bool no_tiles;               /* jpg_set_tiles(false): never from tiles */
+    bool tiled;                  /* this image's restart intervals are tiles */
+    bool lazy;                   /* jpg_start left jpeg_start_decompress to jpg_read */
+    J_COLOR_SPACE out_space;     /* what check_header asked libjpeg for */
+    unsigned scale;              /* jpg_start's s */
+    const uint8_t *buf;          /* the image jpg_open was given */
+    size_t len;
+    struct jpg_tiles tiles;      /* when tiled: its tiles (found in jpg_read) */
+    uint8_t *sub;                /* the JPEG of the tiles a crop needs */
+    size_t sub_cap;
     uint8_t *pix;
     size_t pix_cap;
     JSAMPROW *rows;
     size_t rows_cap;
 };
+
+/*
+ * The decoder's states and their invariants (dec_check(), run in debug
+ * builds after every transition):
+ *   idle      !open: no image; lazy and tiled are false
+ *   open      jpg_open read the header; tiled says whether the file's
+ *             restart intervals are tiles, never when no_tiles
+ *   lazy      jpg_start of a tiled file: scale and output size set, the
+ *             decompression not started (jpg_read starts it on the tiles
+ *             or on the file); lazy implies open and tiled
+ *   started   jpg_start of another file, or jpg_read under way
+ * jpg_read and every failure end in idle.
+ */
+static void dec_check(const struct jpg_dec *d)
+{
+#ifndef NDEBUG
+    assert(d->open || (!d->lazy && !d->tiled));
+    assert(!d->lazy || d->tiled);
+    assert(!d->tiled || !d->no_tiles);
+    assert(!d->open || d->buf);
+    assert(!d->tiled || (d->tiles.interval && d->tiles.cols && d->tiles.rows &&
+                         d->tiles.mcu_w && d->tiles.mcu_h));
+#else
+    (void)d;
+#endif
+}
 
 /* The color spaces a file may hold, and what libjpeg is asked to give. */
 static const struct {
@@ -143,6 +180,8 @@ void jpg_free(struct jpg_dec *d)
     if (!d)
         return;
     jpeg_destroy_decompress(&d->ci);
+    jpg_tiles_free(&d->tiles);
+    free(d->sub);
     free(d->pix);
     free(d->rows);
     free(d);
@@ -153,6 +192,9 @@ void jpg_abort(struct jpg_dec *d)
     if (d->open)
         jpeg_abort_decompress(&d->ci);
     d->open = false;
+    d->lazy = false;
+    d->tiled = false;
+    dec_check(d);
 }
 
 /* Abandons the image after a longjmp; returns the error. */
@@ -196,6 +238,7 @@ static int check_header(struct jpg_dec *d, const uint8_t *buf, size_t len,
     d->cmyk = spaces[i].cmyk;
     d->adobe = ci->saw_Adobe_marker;
     ci->out_color_space = spaces[i].out;
+    d->out_space = spaces[i].out;
     *hdr = (struct jpg_header){
         .width = ci->image_width, .height = ci->image_height,
         .components = (uint32_t)ci->num_components, .cmyk = d->cmyk,
@@ -230,6 +273,32 @@ static int check_header(struct jpg_dec *d, const uint8_t *buf, size_t len,
     return 0;
 }
 
+/* Whether the file's restart intervals are tiles (jpeg.h, struct
+ * jpg_tiles), and their geometry: one interleaved scan (or a one-component
+ * file's one scan), Huffman coded, sequential, with an interval that
+ * divides the MCUs of a row, and more than one tile. */
+static bool tile_layout(const struct jpeg_decompress_struct *ci, struct jpg_tiles *t)
+{
+    uint32_t mcus_x;
+
+    if (ci->restart_interval == 0 || ci->progressive_mode || ci->arith_code ||
+        ci->comps_in_scan != ci->num_components || jpeg_has_multiple_scans((j_decompress_ptr)ci))
+        return false;
+    if (ci->comps_in_scan == 1) {
+        t->mcu_w = t->mcu_h = DCTSIZE;
+    } else {
+        t->mcu_w = DCTSIZE * (uint32_t)ci->max_h_samp_factor;
+        t->mcu_h = DCTSIZE * (uint32_t)ci->max_v_samp_factor;
+    }
+    mcus_x = (ci->image_width + t->mcu_w - 1) / t->mcu_w;
+    t->interval = ci->restart_interval;
+    if (mcus_x % t->interval)
+        return false;
+    t->cols = mcus_x / t->interval;
+    t->rows = (ci->image_height + t->mcu_h - 1) / t->mcu_h;
+    return (uint64_t)t->cols * t->rows > 1;
+}
+
 int jpg_open(struct jpg_dec *d, const uint8_t *buf, size_t len, const struct jpg_limits *lim,
              struct jpg_header *hdr, struct rf_err *err)
 {
@@ -245,9 +314,15 @@ int jpg_open(struct jpg_dec *d, const uint8_t *buf, size_t len, const struct jpg
     jpeg_mem_src(&d->ci, buf, (unsigned long)len);
     jpeg_read_header(&d->ci, TRUE);
     rc = check_header(d, buf, len, lim, hdr, err);
-    if (rc < 0)
+    if (rc < 0) {
         jpg_abort(d);
-    return rc;
+        return rc;
+    }
+    d->buf = buf;
+    d->len = len;
+    d->tiled = !d->no_tiles && tile_layout(&d->ci, &d->tiles);
+    dec_check(d);
+    return 0;
 }
 
 int jpg_start(struct jpg_dec *d, unsigned s, uint32_t *width, uint32_t *height,
@@ -263,21 +338,29 @@ int jpg_start(struct jpg_dec *d, unsigned s, uint32_t *width, uint32_t *height,
     d->ci.scale_denom = 8;
     d->ci.dct_method = d->fast_dct ? JDCT_IFAST : JDCT_ISLOW;
     d->ci.do_fancy_upsampling = d->merged ? FALSE : TRUE;
-    jpeg_start_decompress(&d->ci);
+    d->scale = s;
+    if (d->tiled) { /* jpg_read starts, on the tiles the box needs */
+        jpeg_calc_output_dimensions(&d->ci);
+        d->lazy = true;
+    } else {
+        jpeg_start_decompress(&d->ci);
+    }
     *width = d->ci.output_width;
     *height = d->ci.output_height;
+    dec_check(d);
     return 0;
 }
 
-int jpg_read(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t y1,
-             struct jpg_roi *roi, struct rf_err *err)
+/* Decodes [x0, x1) x [y0, y1) of the started image (jpg_read's contract). */
+static int read_box(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t y1,
+                    struct jpg_roi *roi, struct rf_err *err)
 {
     struct jpeg_decompress_struct *ci = &d->ci;
     JDIMENSION xoff = x0, w = x1 - x0;
     size_t stride, nrows = (size_t)y1 - y0, bpp = d->cmyk ? 4 : 3;
 
-    if (!d->open || x0 >= x1 || x1 > ci->output_width || y0 >= y1 ||
-        y1 > ci->output_height || ci->output_scanline != 0) {
+    if (x0 >= x1 || x1 > ci->output_width || y0 >= y1 || y1 > ci->output_height ||
+        ci->output_scanline != 0) {
         jpg_abort(d);
         return rf_err_set(err, -EINVAL, "jpg_read: region %u..%u x %u..%u outside %ux%u",
                           x0, x1, y0, y1, ci->output_width, ci->output_height);
@@ -318,6 +401,111 @@ int jpg_read(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t 
     *roi = (struct jpg_roi){ .pix = d->pix, .stride = stride, .x0 = xoff, .y0 = y0, .w = w,
                              .h = (uint32_t)nrows };
     return 0;
+}
+
+/* Reads the header of buf[0..len) again and starts it at jpg_start's
+ * settings; false after a longjmp (the decoder's message in d->em). */
+static bool restart_on(struct jpg_dec *d, const uint8_t *buf, size_t len)
+{
+    struct jpeg_decompress_struct *ci = &d->ci;
+
+    if (setjmp(d->em.jb))
+        return false;
+    jpeg_abort_decompress(ci);
+    jpeg_mem_src(ci, buf, (unsigned long)len);
+    jpeg_read_header(ci, TRUE);
+    ci->out_color_space = d->out_space;
+    ci->scale_num = d->scale;
+    ci->scale_denom = 8;
+    ci->dct_method = d->fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+    ci->do_fancy_upsampling = d->merged ? FALSE : TRUE;
+    jpeg_start_decompress(ci);
+    return true;
+}
+
+/* The tiles under the box, with CROP_CONTEXT scaled pixels around it (the
+ * chroma upsampler's neighbours: inside the tiles' JPEG its edges
+ * replicate), as the JPEG d->sub of sw x sh scaled pixels at scaled
+ * (qx, qy) of the image.  False when they are the whole image down to the
+ * box (nothing to gain), or the markers are not what the header says, or
+ * out of memory: the caller decodes the file itself. */
+static bool sub_image(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t y1,
+                      size_t *len, uint32_t *qx, uint32_t *qy)
+{
+    const struct jpeg_decompress_struct *ci = &d->ci;
+    struct jpg_tiles *t = &d->tiles;
+    uint32_t s = d->scale, W = ci->image_width, H = ci->image_height;
+    uint64_t seg = (uint64_t)t->interval * t->mcu_w;
+    /* the box and its margin in the original's pixels: scaled pixel m
+     * covers [8m/s, 8(m+1)/s) */
+    uint64_t ox0 = (uint64_t)(x0 > CROP_CONTEXT ? x0 - CROP_CONTEXT : 0) * 8 / s;
+    uint64_t oy0 = (uint64_t)(y0 > CROP_CONTEXT ? y0 - CROP_CONTEXT : 0) * 8 / s;
+    uint64_t ox1 = ((uint64_t)x1 + CROP_CONTEXT) * 8 / s + 1;
+    uint64_t oy1 = ((uint64_t)y1 + CROP_CONTEXT) * 8 / s + 1;
+    uint32_t c0, c1, r0, r1, px, py, pw, ph;
+
+    ox1 = ox1 < W ? ox1 : W;
+    oy1 = oy1 < H ? oy1 : H;
+    c0 = (uint32_t)(ox0 / seg);
+    c1 = (uint32_t)((ox1 + seg - 1) / seg);
+    r0 = (uint32_t)(oy0 / t->mcu_h);
+    r1 = (uint32_t)((oy1 + t->mcu_h - 1) / t->mcu_h);
+    c1 = c1 < t->cols ? c1 : t->cols;
+    r1 = r1 < t->rows ? r1 : t->rows;
+    if (c0 >= c1 || r0 >= r1 || (c0 == 0 && c1 == t->cols && r0 == 0))
+        return false;
+    if (jpg_tiles_find(d->buf, d->len, t) < 0)
+        return false;
+    if (!buf_grow((void **)&d->sub, &d->sub_cap, jpg_tiles_size(d->buf, t, c0, c1, r0, r1)))
+        return false;
+    px = (uint32_t)(c0 * seg);
+    py = r0 * t->mcu_h;
+    pw = (uint32_t)((uint64_t)c1 * seg < W ? c1 * seg : W) - px;
+    ph = ((uint64_t)r1 * t->mcu_h < H ? r1 * t->mcu_h : H) - py;
+    *len = jpg_tiles_build(d->buf, t, c0, c1, r0, r1, pw, ph, d->sub);
+    *qx = px / 8 * s; /* px and py are whole blocks */
+    *qy = py / 8 * s;
+    return true;
+}
+
+int jpg_read(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t y1,
+             struct jpg_roi *roi, struct rf_err *err)
+{
+    struct jpeg_decompress_struct *ci = &d->ci;
+    uint32_t qx, qy;
+    size_t len;
+    int rc;
+
+    if (!d->open) {
+        jpg_abort(d);
+        return rf_err_set(err, -EINVAL, "jpg_read: no image started");
+    }
+    if (!d->lazy)
+        return read_box(d, x0, x1, y0, y1, roi, err);
+    d->lazy = false;
+    if (x0 >= x1 || x1 > ci->output_width || y0 >= y1 || y1 > ci->output_height)
+        return read_box(d, x0, x1, y0, y1, roi, err); /* which refuses it */
+    if (sub_image(d, x0, x1, y0, y1, &len, &qx, &qy) && restart_on(d, d->sub, len) &&
+        ci->output_width > x1 - 1 - qx && ci->output_height > y1 - 1 - qy) {
+        rc = read_box(d, x0 - qx, x1 - qx, y0 - qy, y1 - qy, roi, err);
+        if (rc == 0) {
+            roi->x0 += qx;
+            roi->y0 += qy;
+            roi->from_tiles = true;
+            return 0;
+        }
+        if (rc == -ENOMEM)
+            return rc;
+        d->open = true; /* damage the tiles showed: the file itself says what */
+    }
+    if (!restart_on(d, d->buf, d->len))
+        return failed(d, "scan", err);
+    return read_box(d, x0, x1, y0, y1, roi, err);
+}
+
+void jpg_set_tiles(struct jpg_dec *d, bool tiles)
+{
+    d->no_tiles = !tiles;
 }
 
 void jpg_set_merged(struct jpg_dec *d, bool merged)

@@ -12,7 +12,12 @@
  *     jpg_start()  picks the DCT scale s/8 (s in 1..8) and starts; gives the
  *                  scaled image's size
  *     jpg_read()   decodes rows [y0, y1) and at least columns [x0, x1) of
- *                  the scaled image: jpeg_crop_scanline for the columns
+ *                  the scaled image.  A file whose restart intervals are
+ *                  tiles (struct jpg_tiles, below: what ringfeed-pack
+ *                  stores) is decoded from a JPEG made of the tiles that
+ *                  cover the box and a margin, so the rows above and below
+ *                  and the columns either side are never entropy decoded;
+ *                  then, as for any other file, jpeg_crop_scanline for the columns
  *                  (two more each side, for the chroma upsampler's
  *                  neighbours, then widened to iMCU boundaries),
  *                  jpeg_skip_scanlines above (entropy decoding only),
@@ -76,6 +81,7 @@ struct jpg_roi {
     const uint8_t *pix;
     size_t stride;
     uint32_t x0, y0, w, h;
+    bool from_tiles;      /* decoded from the restart-interval tiles under it */
 };
 
 /* A decoder, or NULL without memory.  jpg_free accepts NULL. */
@@ -149,6 +155,11 @@ void jpg_set_merged(struct jpg_dec *d, bool merged);
  * default, what Pillow uses). */
 void jpg_set_fast_dct(struct jpg_dec *d, bool fast);
 
+/* From the next jpg_open on: decode a crop from the restart-interval tiles
+ * that cover it when the file has them (true, the default), or always from
+ * the file itself (false: the tests' reference). */
+void jpg_set_tiles(struct jpg_dec *d, bool tiles);
+
 /*
  * Counts the scans (SOS markers) of the JPEG in buf[0..len) by walking its
  * marker segments and skipping entropy-coded data to the next marker; a
@@ -158,5 +169,49 @@ void jpg_set_fast_dct(struct jpg_dec *d, bool fast);
  * truncated inside a segment ends the count there (the decoder reports it).
  */
 int jpg_count_scans(const uint8_t *buf, size_t len, uint32_t stop);
+
+/*
+ * A single-scan JPEG's restart intervals as tiles (jpeg_tiles.c): with a
+ * restart marker every `interval` MCUs and `interval` dividing the MCUs of
+ * a row, tile (c, r) is MCUs c * interval .. (c + 1) * interval - 1 of MCU
+ * row r, and its entropy-coded data decodes on its own.  ringfeed-pack
+ * stores JPEGs so (tools/jpeg_restart.h), and cameras often write them so.
+ * jpg_read decodes a crop from the tiles that cover it (jpeg.c).
+ *
+ * The caller fills the geometry from the header; jpg_tiles_find fills the
+ * offsets.  Invariant after a successful find: data <= end[0] <= end[1] ...
+ * <= len, and end[i] for i < cols * rows - 1 is an RSTn marker numbered
+ * i mod 8.
+ */
+struct jpg_tiles {
+    uint32_t mcu_w, mcu_h;   /* an MCU's size in pixels */
+    uint32_t interval;       /* MCUs a tile */
+    uint32_t cols, rows;     /* tiles across a row (MCUs a row / interval), MCU rows */
+    size_t sof;              /* offset of the SOF0/SOF1 marker */
+    size_t data;             /* the first entropy-coded byte */
+    size_t *end;             /* per tile: offset of the marker after its data */
+    size_t end_cap;          /* bytes at end */
+};
+
+/* Locates the SOF segment, the scan's data and the marker ending each of
+ * the cols * rows tiles in buf[0..len).  Returns 0, -EBADMSG when the file
+ * is not laid out so (another SOF, a progressive or arithmetic file, too
+ * few or too many restart markers, or out of sequence: the caller decodes
+ * it the ordinary way, which reports real damage), or -ENOMEM. */
+int jpg_tiles_find(const uint8_t *buf, size_t len, struct jpg_tiles *t);
+
+/* Bytes jpg_tiles_build may write for tiles [c0, c1) x [r0, r1). */
+size_t jpg_tiles_size(const uint8_t *buf, const struct jpg_tiles *t, uint32_t c0, uint32_t c1,
+                      uint32_t r0, uint32_t r1);
+
+/* Writes to out the JPEG of tiles [c0, c1) x [r0, r1) (0 <= c0 < c1 <=
+ * cols, 0 <= r0 < r1 <= rows) of the found file, width x height pixels
+ * (the tiles' extent, clipped to the image): buf's headers with that size
+ * in the SOF, the tiles' data with restart markers from RST0, EOI.
+ * Returns its length. */
+size_t jpg_tiles_build(const uint8_t *buf, const struct jpg_tiles *t, uint32_t c0, uint32_t c1,
+                       uint32_t r0, uint32_t r1, uint32_t width, uint32_t height, uint8_t *out);
+
+void jpg_tiles_free(struct jpg_tiles *t);
 
 #endif

@@ -49,6 +49,7 @@ struct xform_ctx {
     unsigned last_scale;            /* the DCT scale (n of n/8) of the last image */
     bool merged_upsampling;         /* tools only (xform_run --merged): jpg_set_merged */
     bool fast_dct;                  /* tools only (xform_run --fast-dct): jpg_set_fast_dct */
+    bool no_tiles;                  /* tools only (xform_run --no-tiles): jpg_set_tiles(false) */
 };
 
 void xform_ctx_clear(struct xform_ctx *ctx);

@@ -296,6 +296,7 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
         *why = BAD_TOO_LARGE;
         return rf_err_set(err, -ENOMEM, "out of memory for the image transforms");
     }
+    jpg_set_tiles(ic->dec, !ctx->no_tiles);
     rc = jpg_open(ic->dec, rec, rec_len, &lim, &hdr, err);
     ctx->decode_ns += clock_mono_ns() - t0;
     if (rc < 0) {

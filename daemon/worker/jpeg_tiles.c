@@ -1,0 +1,176 @@
+/*
+ * jpeg_tiles.c - a JPEG's restart intervals as tiles, and a smaller JPEG
+ * made of some of them (jpeg.h, struct jpg_tiles): how the workers decode a
+ * crop without entropy decoding the rest of the image.
+ *
+ * In a single-scan JPEG with a restart marker every `interval` MCUs, each
+ * interval's entropy-coded data starts on a byte boundary with its DC
+ * predictions at zero, so it decodes without the data before it.  When the
+ * interval divides the MCUs of a row, the intervals form a grid of tiles,
+ * `interval` MCUs wide and one MCU row high, and any rectangle of tiles is
+ * itself a valid image: the same headers with the rectangle's size in the
+ * SOF segment, then the tiles' data in raster order with restart markers
+ * numbered again from RST0.  Its pixels are the original's, IDCT block by
+ * IDCT block; only the chroma upsampler's neighbours at the rectangle's
+ * edges differ, so jpg_read keeps a margin there (jpeg.c).
+ *
+ * Pure functions of the buffer that keep offsets, fuzzed through the train
+ * and eval transforms by tests/fuzz/fuzz_jpeg.c.
+ */
+#include "jpeg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+
+#define M_SOF0 0xC0
+#define M_SOF1 0xC1
+#define M_SOS 0xDA
+#define M_RST0 0xD0
+
+/* The header's walk to the first scan: SOF0/SOF1's offset and the first
+ * entropy-coded byte.  Returns 0 or -EBADMSG (no SOF0/1 before the SOS,
+ * another SOF, a malformed length). */
+static int walk_header(const uint8_t *buf, size_t len, size_t *sof, size_t *data)
+{
+    size_t off = 2;
+    bool seen = false;
+
+    if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8)
+        return -EBADMSG;
+    while (off + 4 <= len) {
+        size_t at, seg;
+        uint8_t m;
+
+        if (buf[off] != 0xFF)
+            return -EBADMSG;
+        at = off;
+        while (off < len && buf[off] == 0xFF)
+            off++;
+        if (off + 3 > len)
+            return -EBADMSG;
+        m = buf[off++];
+        if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD9))
+            return -EBADMSG; /* no standalone marker belongs in a header */
+        seg = ((size_t)buf[off] << 8) | buf[off + 1];
+        if (seg < 2 || seg > len - off)
+            return -EBADMSG;
+        if (m == M_SOF0 || m == M_SOF1) {
+            if (seen || seg < 8)
+                return -EBADMSG;
+            seen = true;
+            *sof = at;
+        } else if (m >= 0xC2 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            return -EBADMSG; /* progressive, lossless, arithmetic: not tiles */
+        }
+        off += seg;
+        if (m == M_SOS) {
+            if (!seen)
+                return -EBADMSG;
+            *data = off;
+            return 0;
+        }
+    }
+    return -EBADMSG;
+}
+
+int jpg_tiles_find(const uint8_t *buf, size_t len, struct jpg_tiles *t)
+{
+    size_t n = (size_t)t->cols * t->rows, k = 0, off;
+
+    if (n == 0 || walk_header(buf, len, &t->sof, &t->data) < 0)
+        return -EBADMSG;
+    if (!buf_grow((void **)&t->end, &t->end_cap, n * sizeof(*t->end)))
+        return -ENOMEM;
+    off = t->data;
+    while (k < n) {
+        const uint8_t *p = off < len ? memchr(buf + off, 0xFF, len - off) : NULL;
+        size_t at, q;
+
+        if (!p) {
+            t->end[k++] = len; /* truncated: the decoder will say so */
+            break;
+        }
+        at = (size_t)(p - buf);
+        q = at;
+        while (q < len && buf[q] == 0xFF)
+            q++;
+        if (q >= len) {
+            t->end[k++] = at;
+            break;
+        }
+        if (buf[q] == 0x00) {
+            off = q + 1;
+            continue;
+        }
+        t->end[k++] = at;
+        if (buf[q] < M_RST0 || buf[q] > M_RST0 + 7)
+            break; /* EOI, or whatever ends the scan */
+        if (k == n || buf[q] != M_RST0 + ((k - 1) & 7))
+            return -EBADMSG; /* more intervals than tiles, or out of order */
+        off = q + 1;
+    }
+    return k == n ? 0 : -EBADMSG;
+}
+
+/* Where tile i's data starts: after the scan's header, or after the
+ * restart marker that ends tile i - 1. */
+static size_t tile_start(const uint8_t *buf, const struct jpg_tiles *t, size_t i)
+{
+    size_t at = i ? t->end[i - 1] : t->data;
+
+    if (i == 0)
+        return at;
+    while (buf[at] == 0xFF)
+        at++;
+    return at + 1;
+}
+
+size_t jpg_tiles_size(const uint8_t *buf, const struct jpg_tiles *t, uint32_t c0, uint32_t c1,
+                      uint32_t r0, uint32_t r1)
+{
+    size_t n = t->data + 2;
+
+    for (uint32_t r = r0; r < r1; r++) {
+        size_t a = (size_t)r * t->cols;
+
+        n += t->end[a + c1 - 1] - tile_start(buf, t, a + c0);
+        n += 2 * (size_t)(c1 - c0); /* at most one marker after each tile */
+    }
+    return n;
+}
+
+size_t jpg_tiles_build(const uint8_t *buf, const struct jpg_tiles *t, uint32_t c0, uint32_t c1,
+                       uint32_t r0, uint32_t r1, uint32_t width, uint32_t height, uint8_t *out)
+{
+    size_t o = t->data, k = 0, last = (size_t)(c1 - c0) * (r1 - r0) - 1;
+
+    memcpy(out, buf, t->data);
+    out[t->sof + 5] = (uint8_t)(height >> 8);
+    out[t->sof + 6] = (uint8_t)height;
+    out[t->sof + 7] = (uint8_t)(width >> 8);
+    out[t->sof + 8] = (uint8_t)width;
+    for (uint32_t r = r0; r < r1; r++)
+        for (uint32_t c = c0; c < c1; c++, k++) {
+            size_t i = (size_t)r * t->cols + c, s = tile_start(buf, t, i);
+
+            memcpy(out + o, buf + s, t->end[i] - s);
+            o += t->end[i] - s;
+            if (k != last) {
+                out[o++] = 0xFF;
+                out[o++] = (uint8_t)(M_RST0 + (k & 7));
+            }
+        }
+    out[o++] = 0xFF;
+    out[o++] = 0xD9;
+    return o;
+}
+
+void jpg_tiles_free(struct jpg_tiles *t)
+{
+    free(t->end);
+    t->end = NULL;
+    t->end_cap = 0;
+}
