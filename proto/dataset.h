@@ -66,6 +66,8 @@ struct dataset_info {
     uint32_t max_side;               /* jpeg packed with --max-side: the
                                         longest side allowed; 0: as they were */
     uint32_t max_side_quality;       /* the re-encoding quality; 0 without */
+    enum dataset_jpeg_restart jpeg_restart;  /* jpeg: how records were
+                                        written (dataset_types.h) */
     uint32_t shards;
 };
 

@@ -32,6 +32,24 @@ enum dataset_dtype {
     DATASET_DTYPE_COUNT
 };
 
+/*
+ * How a jpeg dataset's records were written: the MANIFEST's jpeg_restart
+ * key, in words there ("lossless"; no key for DATASET_JPEG_AS_IS).
+ * DATASET_JPEG_RESTART_LOSSLESS: every record the packer could re-encode
+ * is a single-scan baseline JPEG with restart markers every 1..4 MCUs, a
+ * number that divides the MCUs of a row (tools/jpeg_restart.h has the
+ * rule), re-encoded losslessly (the same DCT coefficients, so the same
+ * pixels) unless --max-side shrank it; the others (CMYK, RGB, data that
+ * does not decode, ...) are stored as they were, so a reader still checks
+ * each record's own markers.
+ */
+enum dataset_jpeg_restart {
+    DATASET_JPEG_AS_IS,             /* stored as they were (or shrunk by
+                                       --max-side, without restarts) */
+    DATASET_JPEG_RESTART_LOSSLESS,
+    DATASET_JPEG_RESTART_COUNT
+};
+
 /* Hard caps: a record (stored or decoded) and the files read whole. */
 #define DATASET_RECORD_MAX   (1u << 30)    /* 1 GiB */
 #define DATASET_MANIFEST_MAX (64u << 20)   /* 64 MiB */

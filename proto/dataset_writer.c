@@ -127,6 +127,10 @@ static int check_opts(const struct dataset_writer_opts *o,
                           o->max_side_quality, MANIFEST_MAX_SIDE_MIN,
                           MANIFEST_MAX_SIDE_MAX, MANIFEST_QUALITY_MIN,
                           MANIFEST_QUALITY_MAX);
+    if ((unsigned)o->jpeg_restart >= DATASET_JPEG_RESTART_COUNT ||
+        (o->jpeg_restart != DATASET_JPEG_AS_IS && o->kind != DATASET_JPEG))
+        return rf_err_set(err, -EINVAL, "jpeg_restart %u: for jpeg datasets "
+                          "only, and 0 or 1", (unsigned)o->jpeg_restart);
     if (o->codec == DATASET_CODEC_ZSTD &&
         (o->level < ZSTD_minCLevel() || o->level > ZSTD_maxCLevel()))
         return rf_err_set(err, -EINVAL, "zstd level %d not in %d..%d",
@@ -162,6 +166,7 @@ int dataset_writer_create(const char *dest,
     w->m.codec = o->codec;
     w->m.max_side = o->max_side;
     w->m.max_side_quality = o->max_side_quality;
+    w->m.jpeg_restart = o->jpeg_restart;
     if (o->kind == DATASET_TENSOR) {
         w->m.dtype = o->dtype;
         w->m.ndim = o->ndim;

@@ -53,6 +53,10 @@ struct dataset_writer_opts {
                                           MANIFEST (the packer resized the
                                           records); 0: none */
     uint32_t max_side_quality;         /* with max_side: 1..100 */
+    enum dataset_jpeg_restart jpeg_restart;  /* jpeg only: recorded in the
+                                          MANIFEST (the packer re-encoded
+                                          the records with restart
+                                          markers); 0: as they were */
 };
 
 struct dataset_writer_stats {

@@ -319,6 +319,30 @@ static int key_count(struct mparse *ps, struct field *f, uint64_t cap,
     return 0;
 }
 
+/* The words of jpeg_restart's values; DATASET_JPEG_AS_IS has none (no
+ * key is written for it). */
+static const char *const jpeg_restart_words[DATASET_JPEG_RESTART_COUNT] = {
+    [DATASET_JPEG_RESTART_LOSSLESS] = "lossless",
+};
+
+/* jpeg_restart: a known value here, for kind jpeg only in manifest_check
+ * (it may come before the kind line). */
+static int key_jpeg_restart(struct mparse *ps, struct field *f,
+                            struct rf_err *err)
+{
+    for (unsigned v = 0; v < DATASET_JPEG_RESTART_COUNT; v++) {
+        const char *w = jpeg_restart_words[v];
+
+        if (w && strlen(w) == f[0].n && memcmp(w, f[0].s, f[0].n) == 0) {
+            ps->m->jpeg_restart = (enum dataset_jpeg_restart)v;
+            return 0;
+        }
+    }
+    return LINE_FAIL(ps, "jpeg_restart \"%.*s\": unknown value (this reader "
+                     "knows \"lossless\"; a newer ringfeed-pack wrote it? "
+                     "upgrade)", (int)(f[0].n > 64 ? 64 : f[0].n), f[0].s);
+}
+
 static int key_classes(struct mparse *ps, struct field *f, struct rf_err *err)
 {
     void *arr = NULL;
@@ -446,6 +470,7 @@ static const struct key_def {
     {"max_decoded", 1, ONCE, 1, key_max_decoded},
     {"max_side", 1, ONCE, 0, key_max_side},
     {"max_side_quality", 1, ONCE, 0, key_max_side_quality},
+    {"jpeg_restart", 1, ONCE, 0, key_jpeg_restart},
     {"classes", 1, ONCE, 1, key_classes},
     {"class", 2, REPEAT | REST, 0, key_class},
     {"dict", 3, ONCE, 0, key_dict},
@@ -724,6 +749,12 @@ int manifest_check(const struct manifest *m, struct rf_err *err)
                           m->max_side, MANIFEST_MAX_SIDE_MIN,
                           MANIFEST_MAX_SIDE_MAX, m->max_side_quality,
                           MANIFEST_QUALITY_MIN, MANIFEST_QUALITY_MAX);
+    if ((unsigned)m->jpeg_restart >= DATASET_JPEG_RESTART_COUNT)
+        return rf_err_set(err, -EBADMSG, "jpeg_restart %u unknown",
+                          (unsigned)m->jpeg_restart);
+    if (m->jpeg_restart != DATASET_JPEG_AS_IS && m->kind != DATASET_JPEG)
+        return rf_err_set(err, -EBADMSG, "jpeg_restart is for kind jpeg "
+                          "only, this is kind %s", dataset_kind_name(m->kind));
     if (m->has_dict && m->codec != DATASET_CODEC_ZSTD)
         return rf_err_set(err, -EBADMSG, "a dict is for codec zstd only");
     if (m->has_dict && (m->dict_size == 0 || m->dict_size > DATASET_DICT_MAX))
@@ -781,6 +812,9 @@ char *manifest_format(const struct manifest *m, size_t *len)
     if (m->max_side)
         fprintf(f, "max_side %" PRIu32 "\nmax_side_quality %" PRIu32 "\n",
                 m->max_side, m->max_side_quality);
+    if ((unsigned)m->jpeg_restart < DATASET_JPEG_RESTART_COUNT &&
+        jpeg_restart_words[m->jpeg_restart])
+        fprintf(f, "jpeg_restart %s\n", jpeg_restart_words[m->jpeg_restart]);
     fprintf(f, "classes %" PRIu32 "\n", m->nclasses);
     for (uint32_t i = 0; i < m->nclasses; i++)
         fprintf(f, "class %" PRIu32 " %s\n", i, manifest_class_name(m, i));

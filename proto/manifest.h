@@ -20,6 +20,8 @@
  *     max_side_quality 90          images were packed with --max-side 512:
  *                                  longer side at most 512 px (larger ones
  *                                  re-encoded at quality 90), see below
+ *     jpeg_restart lossless        jpeg only, optional: the images were
+ *                                  re-encoded with restart markers, see below
  *     classes 10                   then exactly that many class lines:
  *     class 0 T-shirt/top          number, then the name: the rest of the
  *     class 1 Trouser              line (spaces and '/' allowed, no control
@@ -43,6 +45,14 @@
  * know.  What they promise: every record that decodes has a longer side of
  * at most max_side pixels; a record that did not decode when packed was
  * stored as it was (it is a bad sample either way; tools/pack_imagefolder.c).
+ *
+ * jpeg_restart, for kind jpeg only, has one value, "lossless"
+ * (DATASET_JPEG_RESTART_LOSSLESS in dataset_types.h, which says what it
+ * promises): ringfeed-pack imagefolder writes it unless --as-is.  Without
+ * it (every manifest written before it existed, and --as-is packs) the
+ * records are as they were; another value is refused, naming the key and
+ * the value, as is the key on another kind.  A reader older than the key
+ * refuses a manifest that has it, as it refuses any key it does not know.
  *
  * The parser is a pure function of a buffer.  Names are kept as offsets into
  * one text block that the struct owns.  Every count it allocates for is
@@ -87,6 +97,7 @@ struct manifest {
     uint32_t max_decoded;
     uint32_t max_side;                 /* 0: images stored as they were */
     uint32_t max_side_quality;         /* 1..100 with max_side, else 0 */
+    enum dataset_jpeg_restart jpeg_restart; /* DATASET_JPEG_AS_IS: no key */
     uint32_t nclasses;
     uint32_t *classes;                 /* nclasses offsets into text */
     int has_dict;
@@ -132,7 +143,8 @@ int manifest_set_dict(struct manifest *m, const char *file, uint32_t size,
  * Checks the cross-field rules (the parser applies them too): kind and
  * tensor fields agree, shard records sum to samples, maxima within limits
  * and equal to the tensor size, dict only with zstd, max_side and its
- * quality together, in range, for kind jpeg only.  Returns 0 or -EBADMSG.
+ * quality together, in range, for kind jpeg only, jpeg_restart known and
+ * for kind jpeg only.  Returns 0 or -EBADMSG.
  */
 int manifest_check(const struct manifest *m, struct rf_err *err);
 

@@ -24,7 +24,7 @@ uint8_t *jm_encode(uint32_t w, uint32_t h, const struct jm_opts *o, jm_pixel_fn 
     struct jpeg_error_mgr em;
     unsigned char *out = NULL;
     unsigned long outlen = 0;
-    int comps = o->space == JM_GRAY ? 1 : o->space == JM_CMYK ? 4 : 3;
+    int comps = o->space == JM_GRAY ? 1 : o->space == JM_CMYK || o->space == JM_YCCK ? 4 : 3;
     uint8_t *row = malloc((size_t)w * comps);
 
     if (!row)
@@ -35,9 +35,14 @@ uint8_t *jm_encode(uint32_t w, uint32_t h, const struct jm_opts *o, jm_pixel_fn 
     c.image_width = w;
     c.image_height = h;
     c.input_components = comps;
-    c.in_color_space = o->space == JM_GRAY ? JCS_GRAYSCALE : o->space == JM_CMYK ? JCS_CMYK
-                                                                                 : JCS_RGB;
+    c.in_color_space = o->space == JM_GRAY                          ? JCS_GRAYSCALE
+                       : o->space == JM_CMYK || o->space == JM_YCCK ? JCS_CMYK
+                                                                    : JCS_RGB;
     jpeg_set_defaults(&c);
+    if (o->space == JM_RGB_PLAIN)
+        jpeg_set_colorspace(&c, JCS_RGB);
+    if (o->space == JM_YCCK)
+        jpeg_set_colorspace(&c, JCS_YCCK);
     jpeg_set_quality(&c, o->quality ? o->quality : 90, TRUE);
     if (o->space == JM_RGB) {
         c.comp_info[0].h_samp_factor = o->h_samp ? o->h_samp : 1;
@@ -47,6 +52,7 @@ uint8_t *jm_encode(uint32_t w, uint32_t h, const struct jm_opts *o, jm_pixel_fn 
         jpeg_simple_progression(&c);
     c.restart_in_rows = (int)o->restart;
     c.restart_interval = o->restart ? 0 : o->restart_mcus;
+    c.arith_code = o->arith;
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < h) {
         JSAMPROW r = row;

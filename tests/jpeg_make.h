@@ -9,7 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum jm_space { JM_RGB, JM_GRAY, JM_CMYK };
+/* The pixels given and how they are stored: JM_RGB as YCbCr, JM_GRAY
+ * as one component, JM_CMYK as CMYK; JM_RGB_PLAIN RGB pixels stored as
+ * RGB components (Adobe transform 0), JM_YCCK CMYK pixels stored as YCCK
+ * (Adobe transform 2). */
+enum jm_space { JM_RGB, JM_GRAY, JM_CMYK, JM_RGB_PLAIN, JM_YCCK };
 
 struct jm_opts {
     enum jm_space space;
@@ -18,6 +22,7 @@ struct jm_opts {
     bool progressive;
     unsigned restart;     /* restart interval in MCU rows, 0 none */
     unsigned restart_mcus; /* restart interval in MCUs (when restart is 0), 0 none */
+    bool arith;           /* arithmetic coding instead of Huffman */
 };
 
 /* Fills px (3 bytes RGB, 1 gray, 4 CMYK; 4 bytes are there) for (x, y). */

@@ -3,8 +3,10 @@
  * (tools/jpeg_shrink.c): output sizes and their rounding; the streaming
  * box filter against a brute-force area average over every source pixel
  * (exactly equal, many sizes and channel counts); then whole JPEGs: sizes,
- * components and sampling of what is written, pixels close to the box
- * average of the decoded source, progressive and CMYK inputs, and corrupt
+ * components and sampling of what is written, a DRI marker whose interval
+ * is jpeg_restart_interval() of its MCUs a row (so it divides them), pixels
+ * close to the box average of the decoded source, progressive and CMYK
+ * inputs, and corrupt
  * or truncated data, and a progressive file of 190 scans, refused as
  * ringfeedd's decoder refuses them.
  */
@@ -17,6 +19,7 @@
 #include <jpeglib.h>
 
 #include "jpeg_make.h"
+#include "jpeg_restart.h"
 #include "jpeg_shrink.h"
 #include "tap.h"
 
@@ -204,6 +207,21 @@ static int decode(const uint8_t *buf, size_t len, struct decoded *o)
     return 0;
 }
 
+/* The interval of the DRI marker before the first scan; 0 without one. */
+static unsigned dri_interval(const uint8_t *b, size_t n)
+{
+    size_t i = 2;
+
+    while (i + 5 < n && b[i] == 0xFF && b[i + 1] != 0xDA) {
+        unsigned seg = (unsigned)b[i + 2] << 8 | b[i + 3];
+
+        if (b[i + 1] == 0xDD)
+            return (unsigned)b[i + 4] << 8 | b[i + 5];
+        i += 2 + seg;
+    }
+    return 0;
+}
+
 /* Mean absolute difference of got against the box average of src. */
 static double mad_against_box(const struct decoded *src, const struct decoded *got)
 {
@@ -264,6 +282,15 @@ static void check_jpeg(struct shrinker *s, const char *what, const struct jm_opt
            dg.progressive == 0, "its header: the size, components, baseline");
     if (want_comps == 3)
         TAP_OK(dg.space == JCS_YCbCr && dg.h0 == 2 && dg.v0 == 2, "YCbCr 4:2:0");
+    {
+        unsigned mcus = jpeg_mcus_per_row(dg.w, dg.comps, (unsigned)dg.h0);
+        unsigned ri = dri_interval(out, out_len);
+
+        if (!tap_ok(ri != 0 && ri == jpeg_restart_interval(mcus) && mcus % ri == 0,
+                    "a restart every %u MCUs, which divides its %u MCUs a row",
+                    jpeg_restart_interval(mcus), mcus))
+            tap_diag("  DRI %u", ri);
+    }
     if (o->space != JM_CMYK && decode(src, len, &ds) == 0) {
         double mad = mad_against_box(&ds, &dg);
 
@@ -277,7 +304,7 @@ static void check_jpeg(struct shrinker *s, const char *what, const struct jm_opt
 }
 
 /* A progressive RGB JPEG of 1 + 3 * 63 = 190 scans (one per coefficient
- * and component), valid but over SHRINK_SCAN_CAP; *len bytes, malloc'd. */
+ * and component), valid but over JPAIR_SCAN_CAP; *len bytes, malloc'd. */
 static uint8_t *many_scans(uint32_t w, uint32_t h, unsigned long *len)
 {
     static jpeg_scan_info scans[1 + 3 * 63];

@@ -3,7 +3,9 @@
  * formats and parses back the same (names with spaces and '/'), and every
  * malformed or inconsistent input is refused with the line it is on;
  * max_side and max_side_quality (--max-side packs) read, write and are
- * checked, and a manifest without them still reads.
+ * checked, and a manifest without them still reads; so does jpeg_restart
+ * (the lossless re-encoding with restart markers), alone and with
+ * max_side, and an unknown value of it is refused naming key and value.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -333,6 +335,86 @@ static void check_max_side(void)
     }
 }
 
+/* jpeg_restart lossless: read, written back, optional, checked. */
+static void check_jpeg_restart(void)
+{
+    static const struct bad_case cases[] = {
+        {"jpeg_restart lossless", "jpeg_restart lossy", -EBADMSG,
+         "jpeg_restart \"lossy\": unknown value"},
+        {"jpeg_restart lossless", "jpeg_restart none", -EBADMSG,
+         "line 7 (byte 83): jpeg_restart \"none\""},
+        {"jpeg_restart lossless", "jpeg_restart Lossless", -EBADMSG,
+         "jpeg_restart \"Lossless\""},
+        {"jpeg_restart lossless", "jpeg_restart", -EBADMSG, "1 field"},
+        {"jpeg_restart lossless", "jpeg_restart lossless 4", -EBADMSG,
+         "1 field"},
+        {"jpeg_restart lossless\n", "jpeg_restart lossless\n"
+         "jpeg_restart lossless\n", -EBADMSG, "given twice"},
+        {"kind jpeg", "kind bytes", -EBADMSG,
+         "jpeg_restart is for kind jpeg only, this is kind bytes"},
+    };
+    char *with = edit_in(jpeg_max_side, "max_side_quality 90\n",
+                         "max_side_quality 90\njpeg_restart lossless\n");
+    char *alone = edit_in(with, "max_side 512\nmax_side_quality 90\n", "");
+    struct manifest m, p;
+    struct rf_err e = {{0}};
+    char *text;
+    size_t len = 0;
+
+    TAP_IS_INT(manifest_parse(alone, strlen(alone), &m, &e), 0,
+               "a jpeg manifest with jpeg_restart lossless parses");
+    if (e.msg[0])
+        tap_diag("%s", e.msg);
+    TAP_IS_INT(m.jpeg_restart, DATASET_JPEG_RESTART_LOSSLESS,
+               "jpeg_restart lossless");
+    TAP_IS_INT(m.max_side, 0, "without max_side");
+    text = manifest_format(&m, &len);
+    TAP_OK(text && strstr(text, "\nmax_decoded 9000\njpeg_restart lossless\n"
+                          "classes 1\n"), "formatted with the key");
+    TAP_IS_INT(manifest_parse(text, len, &p, &e), 0, "and parses back");
+    TAP_IS_INT(p.jpeg_restart, DATASET_JPEG_RESTART_LOSSLESS, "the same");
+    free(text);
+    manifest_free(&p);
+    m.jpeg_restart = DATASET_JPEG_AS_IS;
+    text = manifest_format(&m, &len);
+    TAP_OK(text && !strstr(text, "jpeg_restart"),
+           "as is: formatted without the key (as packs made before it)");
+    free(text);
+    m.jpeg_restart = DATASET_JPEG_RESTART_COUNT;
+    TAP_IS_INT(manifest_check(&m, &e), -EBADMSG,
+               "manifest_check: an unknown jpeg_restart refused");
+    manifest_free(&m);
+
+    TAP_IS_INT(manifest_parse(with, strlen(with), &m, &e), 0,
+               "with max_side and max_side_quality too");
+    TAP_OK(m.jpeg_restart == DATASET_JPEG_RESTART_LOSSLESS && m.max_side == 512 &&
+           m.max_side_quality == 90, "all three read");
+    text = manifest_format(&m, &len);
+    TAP_OK(text && strstr(text, "\nmax_side 512\nmax_side_quality 90\n"
+                          "jpeg_restart lossless\n"), "and written");
+    free(text);
+    manifest_free(&m);
+    TAP_IS_INT(manifest_parse(jpeg_max_side, strlen(jpeg_max_side), &m, &e), 0,
+               "a manifest without jpeg_restart (an older pack) parses");
+    TAP_IS_INT(m.jpeg_restart, DATASET_JPEG_AS_IS, "as they were");
+    manifest_free(&m);
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bad_case *c = &cases[i];
+        char *t = edit_in(alone, c->from, c->to);
+        int r = manifest_parse(t, strlen(t), &m, &e);
+
+        if (!tap_ok(r == c->code && strstr(e.msg, c->msg),
+                    "refused: \"%s\" -> \"%s\"", oneline(c->from, 0),
+                    oneline(c->to, 1)))
+            tap_diag("  got %d \"%s\", want %d and \"%s\"", r, e.msg, c->code,
+                     c->msg);
+        free(t);
+    }
+    free(alone);
+    free(with);
+}
+
 static void check_nul_and_empty(void)
 {
     struct manifest m;
@@ -354,6 +436,7 @@ int main(void)
     check_builders();
     check_bad();
     check_max_side();
+    check_jpeg_restart();
     check_nul_and_empty();
     return tap_done();
 }

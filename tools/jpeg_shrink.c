@@ -4,57 +4,33 @@
  *
  * shrinker_run drives both libjpeg objects in one pass: each decoded row
  * goes through the box resampler, and each output row it completes goes
- * to the compressor at once, into a buffer the shrinker owns (our own
- * destination manager, so ownership never passes to libjpeg).
+ * to the compressor at once, into the pair's buffer (so ownership never
+ * passes to libjpeg).
  *
- * Errors: both objects' error_exit, the decompressor's warnings and the
- * scan-cap check (the progress monitor) save a message and longjmp back to
- * shrinker_run, which aborts both objects (libjpeg's pools are kept for the
- * next image).  Everything that lives across the setjmp is in the struct
- * shrinker, so no local needs to be volatile.
+ * The libjpeg objects, their error handling (a warning is a failure, the
+ * scan cap) and the output buffer are the shared ones of jpeg_pair.h: a
+ * failure longjmps back to shrinker_run, which aborts both objects.
+ * Everything that lives across the setjmp is in the struct shrinker, so
+ * no local needs to be volatile.
  */
 #include "jpeg_shrink.h"
 
 #include <errno.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jpeglib.h>
-#include <jerror.h>
-
 #include "cmyk.h"
+#include "jpeg_pair.h"
+#include "jpeg_restart.h"
 #include "manifest.h"
 
-struct shrink_errmgr {
-    struct jpeg_error_mgr pub;
-    struct shrinker *s;
-};
-
-struct shrink_dest {
-    struct jpeg_destination_mgr pub;
-    struct shrinker *s;
-};
-
 struct shrinker {
-    struct jpeg_decompress_struct d;
-    struct jpeg_compress_struct c;
-    struct shrink_errmgr derr, cerr;
-    struct jpeg_progress_mgr prog;
-    struct shrink_dest dest;
-    jmp_buf jb;
-    int code;                      /* negative errno of a failure */
-    const char *stage;             /* "decode" or "encode", for messages */
-    char msg[JMSG_LENGTH_MAX + 64];
+    struct jpair p;                /* libjpeg's objects, errors, output */
     struct shrink_box box;
     uint8_t *row;                  /* one decoded row, 4 bytes a pixel */
     size_t row_cap;
-    uint8_t *out;                  /* the encoded image */
-    size_t out_cap, out_len;
 };
-
-#define OUT_START (256u << 10)
 
 /* ---- the box resampler ---------------------------------------------- */
 
@@ -191,104 +167,7 @@ int shrink_dims(uint32_t w, uint32_t h, uint32_t max_side, uint32_t *dw,
     return 1;
 }
 
-/* ---- libjpeg glue --------------------------------------------------- */
-
-/* libjpeg errors that are not the image's corruption; the rest -EBADMSG */
-static const struct {
-    int msg_code;
-    int code;
-} error_codes[] = {
-    {JERR_OUT_OF_MEMORY, -ENOMEM},
-    {JERR_NO_BACKING_STORE, -E2BIG},   /* past max_memory_to_use */
-    {JERR_IMAGE_TOO_BIG, -E2BIG},
-};
-
-static void fail_with(struct shrinker *s, j_common_ptr ci, int code)
-{
-    char m[JMSG_LENGTH_MAX];
-
-    ci->err->format_message(ci, m);
-    for (size_t i = 0; i < sizeof(error_codes) / sizeof(error_codes[0]); i++)
-        if (ci->err->msg_code == error_codes[i].msg_code)
-            code = error_codes[i].code;
-    s->code = code;
-    snprintf(s->msg, sizeof(s->msg), "%s", m);
-    longjmp(s->jb, 1);
-}
-
-static void on_error(j_common_ptr ci)
-{
-    fail_with(((struct shrink_errmgr *)ci->err)->s, ci, -EBADMSG);
-}
-
-/* Level -1 is a warning (data libjpeg would paper over): a failure, as in
- * ringfeedd's decoder.  Trace messages (level >= 0) are ignored. */
-static void on_message(j_common_ptr ci, int level)
-{
-    if (level < 0)
-        fail_with(((struct shrink_errmgr *)ci->err)->s, ci, -EBADMSG);
-}
-
-static void on_output(j_common_ptr ci)
-{
-    (void)ci;
-}
-
-/* Called while libjpeg reads scans: more than the cap is refused. */
-static void on_progress(j_common_ptr ci)
-{
-    struct shrinker *s = ((struct shrink_errmgr *)ci->err)->s;
-    j_decompress_ptr d = (j_decompress_ptr)ci;
-
-    if (d->input_scan_number <= SHRINK_SCAN_CAP)
-        return;
-    s->code = -EBADMSG;
-    snprintf(s->msg, sizeof(s->msg), "more than %d scans (ringfeedd refuses "
-             "such files; ordinary progressive files have about 10)",
-             SHRINK_SCAN_CAP);
-    longjmp(s->jb, 1);
-}
-
-static void dest_init(j_compress_ptr c)
-{
-    struct shrinker *s = ((struct shrink_dest *)c->dest)->s;
-
-    c->dest->next_output_byte = s->out;
-    c->dest->free_in_buffer = s->out_cap;
-}
-
-/* The whole buffer is full (libjpeg's contract): double it. */
-static boolean dest_empty(j_compress_ptr c)
-{
-    struct shrinker *s = ((struct shrink_dest *)c->dest)->s;
-    size_t used = s->out_cap;
-    uint8_t *p = realloc(s->out, 2 * s->out_cap);
-
-    if (!p)
-        ERREXIT1(c, JERR_OUT_OF_MEMORY, 99);
-    s->out = p;
-    s->out_cap *= 2;
-    c->dest->next_output_byte = s->out + used;
-    c->dest->free_in_buffer = s->out_cap - used;
-    return TRUE;
-}
-
-static void dest_term(j_compress_ptr c)
-{
-    struct shrinker *s = ((struct shrink_dest *)c->dest)->s;
-
-    s->out_len = (size_t)(c->dest->next_output_byte - s->out);
-}
-
-/* jpeg_create_* fail only without memory, by error_exit. */
-static int create(struct shrinker *s)
-{
-    if (setjmp(s->jb))
-        return -ENOMEM;
-    jpeg_create_decompress(&s->d);
-    jpeg_create_compress(&s->c);
-    return 0;
-}
+/* ---- the shrinker -------------------------------------------------- */
 
 struct shrinker *shrinker_new(void)
 {
@@ -296,30 +175,11 @@ struct shrinker *shrinker_new(void)
 
     if (!s)
         return NULL;
-    s->out = malloc(OUT_START);
-    if (!s->out) {
+    if (jpair_init(&s->p) < 0) {
+        jpair_fini(&s->p);
         free(s);
         return NULL;
     }
-    s->out_cap = OUT_START;
-    s->derr.s = s->cerr.s = s->dest.s = s;
-    s->d.err = jpeg_std_error(&s->derr.pub);
-    s->c.err = jpeg_std_error(&s->cerr.pub);
-    s->derr.pub.error_exit = s->cerr.pub.error_exit = on_error;
-    s->derr.pub.emit_message = s->cerr.pub.emit_message = on_message;
-    s->derr.pub.output_message = s->cerr.pub.output_message = on_output;
-    if (create(s) < 0) {
-        jpeg_destroy_decompress(&s->d);
-        free(s->out);
-        free(s);
-        return NULL;
-    }
-    s->prog.progress_monitor = on_progress;
-    s->d.progress = &s->prog;
-    s->dest.pub.init_destination = dest_init;
-    s->dest.pub.empty_output_buffer = dest_empty;
-    s->dest.pub.term_destination = dest_term;
-    s->c.dest = &s->dest.pub;
     return s;
 }
 
@@ -327,11 +187,9 @@ void shrinker_free(struct shrinker *s)
 {
     if (!s)
         return;
-    jpeg_destroy_decompress(&s->d);
-    jpeg_destroy_compress(&s->c);
+    jpair_fini(&s->p);
     shrink_box_free(&s->box);
     free(s->row);
-    free(s->out);
     free(s);
 }
 
@@ -352,28 +210,29 @@ static const struct {
 static int run(struct shrinker *s, const uint8_t *buf, size_t len,
                uint32_t max_side, int quality, uint32_t *w, uint32_t *h)
 {
-    struct jpeg_decompress_struct *d = &s->d;
-    struct jpeg_compress_struct *c = &s->c;
+    struct jpeg_decompress_struct *d = &s->p.d;
+    struct jpeg_compress_struct *c = &s->p.c;
     uint32_t dw, dh;
-    unsigned i;
+    unsigned i, mcus;
     int r;
 
-    s->stage = "decode";
+    s->p.stage = "decode";
     jpeg_mem_src(d, buf, (unsigned long)len);
     if (jpeg_read_header(d, TRUE) != JPEG_HEADER_OK) {
-        snprintf(s->msg, sizeof(s->msg), "no image in it (tables only)");
+        snprintf(s->p.msg, sizeof(s->p.msg), "no image in it (tables only)");
         return -EBADMSG;
     }
     for (i = 0; i < sizeof(spaces) / sizeof(spaces[0]); i++)
         if (spaces[i].in == d->jpeg_color_space)
             break;
     if (i == sizeof(spaces) / sizeof(spaces[0])) {
-        snprintf(s->msg, sizeof(s->msg), "colour space %d with %d components "
-                 "(ringfeedd decodes gray, YCbCr, RGB, CMYK and YCCK)",
+        snprintf(s->p.msg, sizeof(s->p.msg), "colour space %d with %d "
+                 "components (ringfeedd decodes gray, YCbCr, RGB, CMYK and "
+                 "YCCK)",
                  (int)d->jpeg_color_space, d->num_components);
         return -EBADMSG;
     }
-    d->mem->max_memory_to_use = SHRINK_MEM_MAX;
+    d->mem->max_memory_to_use = JPAIR_MEM_MAX;
     d->out_color_space = spaces[i].out;
     d->dct_method = JDCT_ISLOW;
     d->do_fancy_upsampling = TRUE;
@@ -383,7 +242,7 @@ static int run(struct shrinker *s, const uint8_t *buf, size_t len,
     r = shrink_box_init(&s->box, d->output_width, d->output_height, dw, dh,
                         spaces[i].ch);
     if (r < 0) {
-        snprintf(s->msg, sizeof(s->msg), "no memory for a %u-column row",
+        snprintf(s->p.msg, sizeof(s->p.msg), "no memory for a %u-column row",
                  d->output_width);
         return -ENOMEM;
     }
@@ -392,14 +251,14 @@ static int run(struct shrinker *s, const uint8_t *buf, size_t len,
         uint8_t *p = realloc(s->row, cap);
 
         if (!p) {
-            snprintf(s->msg, sizeof(s->msg), "out of memory for a row");
+            snprintf(s->p.msg, sizeof(s->p.msg), "out of memory for a row");
             return -ENOMEM;
         }
         s->row = p;
         s->row_cap = cap;
     }
 
-    s->stage = "encode";
+    s->p.stage = "encode";
     c->image_width = dw;
     c->image_height = dh;
     c->input_components = (int)spaces[i].ch;
@@ -412,6 +271,11 @@ static int run(struct shrinker *s, const uint8_t *buf, size_t len,
         for (int k = 1; k < 3; k++)
             c->comp_info[k].h_samp_factor = c->comp_info[k].v_samp_factor = 1;
     }
+    /* restart markers as the lossless re-encoding writes them (the rule
+     * and why: jpeg_restart.h); a new encode, so they cost no accuracy */
+    mcus = jpeg_mcus_per_row(dw, spaces[i].ch, spaces[i].ch == 3 ? 2 : 1);
+    c->restart_in_rows = 0;
+    c->restart_interval = jpeg_restart_interval(mcus);
     c->optimize_coding = TRUE;
     c->dct_method = JDCT_ISLOW;
     jpeg_start_compress(c, TRUE);
@@ -420,9 +284,9 @@ static int run(struct shrinker *s, const uint8_t *buf, size_t len,
         JSAMPROW rows[1] = {s->row};
         const uint8_t *o;
 
-        s->stage = "decode";
+        s->p.stage = "decode";
         if (jpeg_read_scanlines(d, rows, 1) != 1) {
-            snprintf(s->msg, sizeof(s->msg), "no data at row %u",
+            snprintf(s->p.msg, sizeof(s->p.msg), "no data at row %u",
                      d->output_scanline);
             return -EBADMSG;
         }
@@ -432,11 +296,11 @@ static int run(struct shrinker *s, const uint8_t *buf, size_t len,
         if (o) {
             JSAMPROW out[1] = {(JSAMPROW)o};
 
-            s->stage = "encode";
+            s->p.stage = "encode";
             jpeg_write_scanlines(c, out, 1);
         }
     }
-    s->stage = "encode";
+    s->p.stage = "encode";
     jpeg_finish_compress(c);
     jpeg_abort_decompress(d);  /* nothing after the last row is read */
     *w = dw;
@@ -458,32 +322,29 @@ int shrinker_run(struct shrinker *s, const uint8_t *buf, size_t len,
                  max_side, quality);
         return -EINVAL;
     }
-    s->code = 0;
-    s->msg[0] = '\0';
-    s->out_len = 0;
-    if (setjmp(s->jb))
-        r = s->code ? s->code : -EBADMSG;
+    jpair_begin(&s->p);
+    if (setjmp(s->p.jb))
+        r = s->p.code ? s->p.code : -EBADMSG;
     else
         r = run(s, buf, len, max_side, quality, w, h);
     if (r < 0) {
-        jpeg_abort_decompress(&s->d);
-        jpeg_abort_compress(&s->c);
-        if (r == -EBADMSG && strcmp(s->stage, "encode") == 0)
+        jpair_abort(&s->p);
+        if (r == -EBADMSG && strcmp(s->p.stage, "encode") == 0)
             r = -EPROTO;  /* not the source's fault */
         if (r == -EPROTO)
-            snprintf(why, why_cap, "libjpeg could not encode it: %s", s->msg);
+            snprintf(why, why_cap, "libjpeg could not encode it: %s", s->p.msg);
         else if (r == -E2BIG)
             snprintf(why, why_cap, "needs more than %ld MiB to decode "
-                     "(libjpeg: %s)", SHRINK_MEM_MAX >> 20, s->msg);
+                     "(libjpeg: %s)", JPAIR_MEM_MAX >> 20, s->p.msg);
         else if (r == -ENOMEM)
-            snprintf(why, why_cap, "out of memory to %s it (%s)", s->stage,
-                     s->msg);
+            snprintf(why, why_cap, "out of memory to %s it (%s)", s->p.stage,
+                     s->p.msg);
         else
-            snprintf(why, why_cap, "JPEG data does not %s: %s", s->stage,
-                     s->msg);
+            snprintf(why, why_cap, "JPEG data does not %s: %s", s->p.stage,
+                     s->p.msg);
         return r;
     }
-    *out = s->out;
-    *out_len = s->out_len;
+    *out = s->p.out;
+    *out_len = s->p.out_len;
     return 0;
 }

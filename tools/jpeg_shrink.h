@@ -28,7 +28,10 @@
  *     4:4:4 source loses chroma detail, which downscaling has mostly
  *     removed already and to which models (and eyes) are least sensitive.
  *     Baseline, not progressive: a progressive file decodes about twice as
- *     slowly and ringfeedd caps its scans;
+ *     slowly and ringfeedd caps its scans.  Restart markers every
+ *     jpeg_restart_interval() MCUs, as the lossless re-encoding writes
+ *     them (jpeg_restart.h: the rule, and why), so a worker's crop
+ *     decodes only the restart intervals it covers;
  *   - CMYK and YCCK are converted to RGB exactly as ringfeedd's decoder
  *     converts them when it serves such a file (the same function,
  *     proto/cmyk.h: Pillow's convert("RGB"), Adobe inversion undone), then
@@ -40,7 +43,7 @@
  *     ignores them, as torchvision's default loader does.
  *   - decoding is as strict as ringfeedd's: the accurate integer IDCT, and
  *     any libjpeg warning (corrupt or truncated data, which libjpeg papers
- *     over with grey) or more than SHRINK_SCAN_CAP scans is a failure, so
+ *     over with grey) or more than JPAIR_SCAN_CAP scans is a failure, so
  *     a file whose data the daemon finds corrupt is never re-encoded into
  *     one it serves.  Rows after the last are not read (no EOI check), as
  *     in the daemon.
@@ -54,13 +57,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* As ringfeedd's JPG_SCAN_CAP (daemon/worker/jpeg.h): ordinary progressive
- * files have about 10 scans; thousands are a CPU bomb. */
-#define SHRINK_SCAN_CAP 100
-/* libjpeg's memory for one image: a progressive file keeps its whole
- * coefficient image (3 bytes a pixel at 4:2:0), so 2 GiB covers about
- * 700 megapixels; past it the image is refused (-E2BIG), not swapped. */
-#define SHRINK_MEM_MAX (2048l << 20)
+#include "jpeg_pair.h"   /* JPAIR_SCAN_CAP, JPAIR_MEM_MAX */
 
 /*
  * The box resampler, streaming: source rows go in one at a time, output
@@ -122,8 +119,8 @@ void shrinker_free(struct shrinker *s);
  * bytes, owned by s, valid until its next run) and the size in *w x *h;
  * or, with a reason in why (why_cap bytes, always terminated):
  *   -EBADMSG  it does not decode: corrupt, truncated, a libjpeg warning,
- *             over SHRINK_SCAN_CAP scans, an unsupported colour space;
- *   -E2BIG    libjpeg would need more than SHRINK_MEM_MAX for it;
+ *             over JPAIR_SCAN_CAP scans, an unsupported colour space;
+ *   -E2BIG    libjpeg would need more than JPAIR_MEM_MAX for it;
  *   -ENOMEM   out of memory;
  *   -EPROTO   the encoder failed on a decoded image (not the source's
  *             fault: a bug to report);

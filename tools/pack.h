@@ -9,8 +9,11 @@
  *   idx.c               the IDX header parser (pure, fuzzed)
  *   pack_imagefolder.c  imagefolder: class folders of JPEGs -> jpeg dataset
  *   jpeg_probe.c        is this buffer a JPEG whose header parses?
+ *   jpeg_restart.c      imagefolder's default: re-encode one JPEG
+ *                       losslessly with restart markers; the interval rule
  *   jpeg_shrink.c       imagefolder --max-side: decode, box-downscale and
  *                       re-encode one JPEG
+ *   jpeg_pair.c         the libjpeg glue both re-encoders share
  *   pack_verify.c       verify: check every record of a dataset
  *   pack_info.c         info: what a dataset holds
  *

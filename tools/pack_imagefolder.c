@@ -33,18 +33,41 @@
  * The scan checks pack_stop between entries, so SIGINT/SIGTERM end it at
  * once, before anything is written; its warnings are capped (the first
  * SCAN_WARN_MAX in full, then a count).
- * Records are the files' bytes as they are (codec none: JPEG is already
- * compressed).
+ * Records (codec none: JPEG is already compressed) are by default the
+ * files re-encoded losslessly with restart markers (jpeg_restart.h): the
+ * same DCT coefficients, so the same pixels, in one baseline scan with a
+ * restart marker every 1..4 MCUs, so that a worker entropy-decodes only
+ * the part of an image its crop covers; EXIF and ICC markers are not kept.
+ * The MANIFEST records "jpeg_restart lossless".  For each file whose
+ * header parses:
+ *   - YCbCr or grayscale, and it decodes: stored re-encoded;
+ *   - CMYK, YCCK, RGB or another colour space; progressive with
+ *     coefficient bits its scans never send; too large for the
+ *     re-encoder's 2 GiB; not writable as one scan: stored as it is, and
+ *     counted by reason in the summary (no warning: nothing is wrong);
+ *   - its data does not decode (corrupt, truncated, a libjpeg warning,
+ *     over 100 scans): stored as it is, with a warning, as it was before
+ *     the re-encoding existed, so the packer never turns a file whose data
+ *     the daemon finds corrupt into one it serves, and sample i is the
+ *     same file in every pack of the tree.  The re-encoder reads to the
+ *     end of the file and the daemon stops after the last row, so a file
+ *     damaged only past its last row is still served.  --strict fails the
+ *     pack instead;
+ *   - out of memory: stored as it is, with a warning.
+ * --as-is stores every file byte for byte, nothing decoded (what packs
+ * were before the re-encoding), and writes no jpeg_restart key.
  *
  * --max-side N (FFCV's max_resolution): an image whose longer side exceeds
  * N pixels is decoded, box-downscaled to a longer side of exactly N and
- * encoded again at --quality (default 90), 4:2:0 (jpeg_shrink.h has the
- * filter and the choices: gray stays gray, CMYK becomes RGB as ringfeedd
- * would convert it).  The MANIFEST records "max_side N" and
- * "max_side_quality Q".  For each file:
+ * encoded again at --quality (default 90), 4:2:0, with restart markers by
+ * the same rule (jpeg_shrink.h has the filter and the choices: gray stays
+ * gray, CMYK becomes RGB as ringfeedd would convert it).  The MANIFEST
+ * records "max_side N" and "max_side_quality Q".  --as-is with it is
+ * refused (it would store the larger images shrunk, not as they are).  For
+ * each file:
  *   - not readable, or its header does not parse: skipped, as without
  *     --max-side (--strict: the pack fails);
- *   - longer side at most N: stored byte for byte, as without it;
+ *   - longer side at most N: re-encoded losslessly, as without it (above);
  *   - larger, and it decodes: stored re-encoded;
  *   - larger, but its data does not decode (corrupt, truncated, a libjpeg
  *     warning, over 100 scans, an unsupported colour space): stored as it
@@ -58,9 +81,9 @@
  *   - larger, and too big to decode within libjpeg's memory limit, or out
  *     of memory: skipped with the reason, as an unreadable file is
  *     (--strict: the pack fails).
- * The summary says how many were re-encoded, the bytes of the packed
- * images' sources against the bytes stored, and the time the re-encoding
- * took.
+ * The summary says how many were re-encoded each way and how many stored
+ * as they are (by reason), the bytes of the packed images' sources against
+ * the bytes stored, and the time each re-encoding took.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -78,6 +101,7 @@
 #include "dataset_writer.h"
 #include "fileio.h"
 #include "jpeg_probe.h"
+#include "jpeg_restart.h"
 #include "jpeg_shrink.h"
 #include "manifest.h"
 #include "pack.h"
@@ -92,18 +116,24 @@ static const char usage_text[] =
     "\n"
     "Packs a tree of class folders of JPEGs (SRC_DIR/<class>/**/<image>) into\n"
     "a jpeg dataset at OUT_DIR (which must not exist), with the class order\n"
-    "and labels of torchvision's ImageFolder.  JPEG bytes are stored as they\n"
-    "are.  Files with an image extension that are not JPEGs (checked from the\n"
-    "content) or cannot be read are reported and skipped; empty classes are\n"
-    "kept, with a warning, so labels match torchvision.\n"
+    "and labels of torchvision's ImageFolder.  JPEGs are re-encoded\n"
+    "losslessly (the same pixels) as baseline with restart markers, which\n"
+    "lets ringfeedd decode only the part a crop covers; EXIF and ICC markers\n"
+    "are dropped.  CMYK, RGB and files whose data does not decode are stored\n"
+    "as they are.  Files with an image extension that are not JPEGs (checked\n"
+    "from the content) or cannot be read are reported and skipped; empty\n"
+    "classes are kept, with a warning, so labels match torchvision.\n"
     "\n"
     "  --shard-size BYTES   start a new shard past this size, K/M/G suffixes\n"
     "                       (default 256M)\n"
-    "  --strict             fail on a file that is not a readable JPEG, and on\n"
-    "                       an empty class, instead of skipping\n"
+    "  --strict             fail on a file that is not a readable JPEG, whose\n"
+    "                       data does not decode, and on an empty class,\n"
+    "                       instead of skipping or storing it as it is\n"
+    "  --as-is              store every file byte for byte: no re-encoding, no\n"
+    "                       restart markers (not with --max-side)\n"
     "  --max-side N         re-encode images whose longer side exceeds N pixels\n"
     "                       (16..65535) to a longer side of N, aspect kept (box\n"
-    "                       filter, JPEG 4:2:0); others are stored as they are.\n"
+    "                       filter, JPEG 4:2:0); others losslessly, as above.\n"
     "                       The model then sees less detail: pack eval data the\n"
     "                       same way (ringfeed-pack(1))\n"
     "  --quality Q          JPEG quality of the re-encoded images, 1..100\n"
@@ -474,8 +504,9 @@ struct if_args {
     const char *src, *out;
     uint64_t shard_bytes;     /* 0: the default */
     int strict;
-    uint32_t max_side;        /* 0: images stored as they are */
+    uint32_t max_side;        /* 0: no image shrunk */
     int quality;
+    int as_is;                /* --as-is: every file stored byte for byte */
 };
 
 static int parse_args(int argc, char **argv, struct if_args *a)
@@ -483,6 +514,7 @@ static int parse_args(int argc, char **argv, struct if_args *a)
     static const struct option longopts[] = {
         {"shard-size", required_argument, NULL, 's'},
         {"strict", no_argument, NULL, 'S'},
+        {"as-is", no_argument, NULL, 'A'},
         {"max-side", required_argument, NULL, 'm'},
         {"quality", required_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
@@ -506,6 +538,9 @@ static int parse_args(int argc, char **argv, struct if_args *a)
             break;
         case 'S':
             a->strict = 1;
+            break;
+        case 'A':
+            a->as_is = 1;
             break;
         case 'm':
             if (pack_parse_int(optarg, MANIFEST_MAX_SIDE_MIN,
@@ -537,11 +572,16 @@ static int parse_args(int argc, char **argv, struct if_args *a)
                                     argv[optind - 1]);
         }
     }
+    if (a->as_is && a->max_side)
+        return pack_usage_error("imagefolder", "--as-is and --max-side do not "
+                                "go together: --max-side stores the larger "
+                                "images shrunk and re-encoded, --as-is every "
+                                "file byte for byte");
     if (quality && !a->max_side)
         return pack_usage_error("imagefolder", "--quality %s needs --max-side: "
                                 "it is the quality of the images --max-side "
-                                "re-encodes, and without it every image is "
-                                "stored as it is", quality);
+                                "re-encodes (without it, images are only "
+                                "re-encoded losslessly)", quality);
     if (argc - optind != 2)
         return pack_usage_error("imagefolder", "SRC_DIR and OUT_DIR expected, "
                                 "got %d argument%s", argc - optind,
@@ -551,50 +591,58 @@ static int parse_args(int argc, char **argv, struct if_args *a)
     return 0;
 }
 
-/* What --max-side did, for the summary. */
-struct shrink_tally {
-    uint64_t reencoded;       /* images stored re-encoded */
-    uint64_t within;          /* at most max_side: stored as they are */
-    uint64_t undecodable;     /* larger, did not decode: stored as they are */
+/* What the re-encodings did, for the summary. */
+struct reencode_tally {
     uint64_t src_bytes;       /* the packed images' source files */
-    uint64_t reencoded_src;   /* the re-encoded ones' sources ... */
-    uint64_t reencoded_out;   /* ... and what was stored for them */
-    double seconds;           /* in shrinker_run */
+    /* --max-side */
+    uint64_t shrunk;          /* larger images stored shrunk */
+    uint64_t shrink_bad;      /* larger, did not decode: stored as they are */
+    uint64_t shrunk_src;      /* the shrunk ones' sources ... */
+    uint64_t shrunk_out;      /* ... and what was stored for them */
+    double shrink_seconds;    /* in shrinker_run */
+    /* the lossless re-encoding */
+    uint64_t outcomes[RESTART_OUTCOME_COUNT];  /* by restart_run's outcome:
+                                                  re-encoded, or why not */
+    uint64_t no_memory;       /* out of memory: stored as they are */
+    uint64_t interval[RESTART_SEGMENT_MAX + 1];  /* re-encoded, by interval */
+    uint64_t lossless_src, lossless_out;
+    double restart_seconds;   /* in restart_run */
+};
+
+/* A file stored as it is that is warned about: why, and what follows. */
+struct as_is_note {
+    const char *why;          /* NULL: none */
+    const char *then;
+    int strict_stops;         /* --strict fails the pack on it */
 };
 
 /*
- * Under --max-side: the record to store for an image of n bytes at buf, w x h
- * pixels (its header parsed).  Returns 0 with *rec, *rec_len (buf itself, or
- * the shrinker's buffer); 1 when the file is to be skipped, why set; -1
- * when the pack must fail, why set.  A larger image whose data does not
- * decode is stored as it is, with *as_is_why set for the warning.
+ * Under --max-side, for an image larger than it: the record to store for
+ * the n bytes at buf.  Returns 0 with *rec, *rec_len (buf itself, or the
+ * shrinker's buffer); 1 when the file is to be skipped, why set; -1 when
+ * the pack must fail, why set.  A larger image whose data does not decode
+ * is stored as it is, with *note set for the warning.
  */
 static int shrink_record(struct shrinker *sh, const struct if_args *a,
-                         const uint8_t *buf, size_t n, unsigned w, unsigned h,
-                         struct shrink_tally *t, const uint8_t **rec,
-                         size_t *rec_len, char *why, size_t why_cap,
-                         const char **as_is_why)
+                         const uint8_t *buf, size_t n, uint32_t dw,
+                         uint32_t dh, struct reencode_tally *t,
+                         const uint8_t **rec, size_t *rec_len, char *why,
+                         size_t why_cap, struct as_is_note *note)
 {
-    uint32_t dw, dh, ow, oh;
-    double t0;
-    int r;
+    uint32_t ow, oh;
+    double t0 = pack_now();
+    int r = shrinker_run(sh, buf, n, a->max_side, a->quality, rec, rec_len,
+                         &ow, &oh, why, why_cap);
 
-    *rec = buf;
-    *rec_len = n;
-    *as_is_why = NULL;
-    if (!shrink_dims(w, h, a->max_side, &dw, &dh)) {
-        t->within++;
-        return 0;
-    }
-    t0 = pack_now();
-    r = shrinker_run(sh, buf, n, a->max_side, a->quality, rec, rec_len, &ow,
-                     &oh, why, why_cap);
-    t->seconds += pack_now() - t0;
+    t->shrink_seconds += pack_now() - t0;
     if (r == -EBADMSG) {
         *rec = buf;
         *rec_len = n;
-        *as_is_why = why;
-        t->undecodable++;
+        *note = (struct as_is_note){why, "stored as it is, larger than "
+                                    "--max-side (as without --max-side, "
+                                    "ringfeedd will count it as a bad "
+                                    "sample)", 1};
+        t->shrink_bad++;
         return 0;
     }
     if (r == -E2BIG || r == -ENOMEM)
@@ -606,9 +654,70 @@ static int shrink_record(struct shrinker *sh, const struct if_args *a,
                  "%ux%u", ow, oh, dw, dh);
         return -1;
     }
-    t->reencoded++;
-    t->reencoded_src += n;
-    t->reencoded_out += *rec_len;
+    t->shrunk++;
+    t->shrunk_src += n;
+    t->shrunk_out += *rec_len;
+    return 0;
+}
+
+/*
+ * The lossless re-encoding of the n bytes at buf: always stored, *rec and
+ * *rec_len the restarter's buffer or buf itself; *note set when the file is
+ * stored as it is because its data does not decode, or for want of memory.
+ */
+static void restart_record(struct restarter *rs, const uint8_t *buf,
+                           size_t n, struct reencode_tally *t,
+                           const uint8_t **rec, size_t *rec_len, char *why,
+                           size_t why_cap, struct as_is_note *note)
+{
+    unsigned interval = 0;
+    double t0 = pack_now();
+    int o = restart_run(rs, buf, n, rec, rec_len, &interval, why, why_cap);
+
+    t->restart_seconds += pack_now() - t0;
+    if (o == RESTART_REENCODED) {
+        t->outcomes[o]++;
+        t->interval[interval <= RESTART_SEGMENT_MAX ? interval : 0]++;
+        t->lossless_src += n;
+        t->lossless_out += *rec_len;
+        return;
+    }
+    *rec = buf;
+    *rec_len = n;
+    if (o < 0) {              /* -ENOMEM, the one failure */
+        t->no_memory++;
+        *note = (struct as_is_note){why, "stored as it is, not re-encoded",
+                                    0};
+        return;
+    }
+    t->outcomes[o]++;
+    if (o == RESTART_UNDECODABLE)
+        *note = (struct as_is_note){why, "stored as it is, not re-encoded "
+                                    "(ringfeedd, as strict, will likely count "
+                                    "it as a bad sample)", 1};
+}
+
+/*
+ * Unless --as-is: the record to store for an image of n bytes at buf, w x h
+ * pixels (its header parsed), shrunk when --max-side says so, else
+ * re-encoded losslessly.  Returns as shrink_record.
+ */
+static int reencode_record(struct shrinker *sh, struct restarter *rs,
+                           const struct if_args *a, const uint8_t *buf,
+                           size_t n, unsigned w, unsigned h,
+                           struct reencode_tally *t, const uint8_t **rec,
+                           size_t *rec_len, char *why, size_t why_cap,
+                           struct as_is_note *note)
+{
+    uint32_t dw, dh;
+
+    *rec = buf;
+    *rec_len = n;
+    *note = (struct as_is_note){0};
+    if (a->max_side && shrink_dims(w, h, a->max_side, &dw, &dh))
+        return shrink_record(sh, a, buf, n, dw, dh, t, rec, rec_len, why,
+                             why_cap, note);
+    restart_record(rs, buf, n, t, rec, rec_len, why, why_cap, note);
     return 0;
 }
 
@@ -617,19 +726,47 @@ static double ratio(uint64_t a, uint64_t b)
     return b ? (double)a / (double)b : 0.0;
 }
 
-static void shrink_summary(const struct if_args *a, const struct shrink_tally *t,
-                           uint64_t stored)
+static void reencode_summary(const struct if_args *a,
+                             const struct reencode_tally *t, uint64_t stored)
 {
-    printf("  max-side %u px, quality %d: %" PRIu64 " images re-encoded in "
-           "%.2f s, %" PRIu64 " at most %u px stored as they are, %" PRIu64
-           " that do not decode stored as they are\n", a->max_side,
-           a->quality, t->reencoded, t->seconds, t->within, a->max_side,
-           t->undecodable);
+    uint64_t kept = t->no_memory;
+    const char *sep = " (";
+
+    for (int o = RESTART_REENCODED + 1; o < RESTART_OUTCOME_COUNT; o++)
+        kept += t->outcomes[o];
+    if (a->max_side)
+        printf("  max-side %u px, quality %d: %" PRIu64 " images re-encoded "
+               "in %.2f s, %" PRIu64 " that do not decode stored as they "
+               "are\n", a->max_side, a->quality, t->shrunk,
+               t->shrink_seconds, t->shrink_bad);
+    printf("  restart  %" PRIu64 " images", t->outcomes[RESTART_REENCODED]);
+    if (a->max_side)
+        printf(" at most %u px", a->max_side);
+    printf(" re-encoded losslessly with restart markers in %.2f s, %" PRIu64
+           " stored as they are", t->restart_seconds, kept);
+    for (int o = RESTART_REENCODED + 1; o < RESTART_OUTCOME_COUNT; o++)
+        if (t->outcomes[o]) {
+            printf("%s%" PRIu64 " %s", sep, t->outcomes[o],
+                   restart_outcome_name(o));
+            sep = ", ";
+        }
+    if (t->no_memory) {
+        printf("%s%" PRIu64 " out of memory", sep, t->no_memory);
+        sep = ", ";
+    }
+    printf("%s\n", sep[0] == ',' ? ")" : "");
+    printf("  interval every 4 MCUs: %" PRIu64 " images, 3: %" PRIu64
+           ", 2: %" PRIu64 ", 1: %" PRIu64 "\n", t->interval[4],
+           t->interval[3], t->interval[2], t->interval[1]);
     printf("  sources  %" PRIu64 " bytes before, %" PRIu64 " bytes stored "
-           "(%.2fx); the re-encoded images %" PRIu64 " -> %" PRIu64
-           " bytes (%.2fx)\n", t->src_bytes, stored,
-           ratio(stored, t->src_bytes), t->reencoded_src, t->reencoded_out,
-           ratio(t->reencoded_out, t->reencoded_src));
+           "(%.2fx)", t->src_bytes, stored, ratio(stored, t->src_bytes));
+    if (a->max_side)
+        printf("; shrunk %" PRIu64 " -> %" PRIu64 " bytes (%.2fx)",
+               t->shrunk_src, t->shrunk_out,
+               ratio(t->shrunk_out, t->shrunk_src));
+    printf("; re-encoded losslessly %" PRIu64 " -> %" PRIu64 " bytes "
+           "(%.2fx)\n", t->lossless_src, t->lossless_out,
+           ratio(t->lossless_out, t->lossless_src));
 }
 
 int pack_imagefolder_main(int argc, char **argv)
@@ -640,8 +777,9 @@ int pack_imagefolder_main(int argc, char **argv)
                                      .codec = DATASET_CODEC_NONE};
     struct dataset_writer *w = NULL;
     struct dataset_writer_stats st;
-    struct shrink_tally tally = {0};
+    struct reencode_tally tally = {0};
     struct shrinker *sh = NULL;
+    struct restarter *rs = NULL;
     struct progress prog;
     struct rf_err err;
     uint64_t *packed = NULL, skipped = 0, bytes = 0, empty = 0;
@@ -659,6 +797,8 @@ int pack_imagefolder_main(int argc, char **argv)
         wo.max_side = a.max_side;
         wo.max_side_quality = (uint32_t)a.quality;
     }
+    wo.jpeg_restart = a.as_is ? DATASET_JPEG_AS_IS
+                              : DATASET_JPEG_RESTART_LOSSLESS;
     pack_signals();
     if (!is_dir(s.src)) {
         pack_warn("%s: not a folder", s.src);
@@ -689,7 +829,8 @@ int pack_imagefolder_main(int argc, char **argv)
     packed = calloc(s.nclasses, sizeof(*packed));
     if (!packed)
         goto out;
-    if (a.max_side && !(sh = shrinker_new())) {
+    if ((a.max_side && !(sh = shrinker_new())) ||
+        (!a.as_is && !(rs = restarter_new()))) {
         pack_warn("out of memory for the JPEG decoder and encoder");
         goto out;
     }
@@ -703,7 +844,8 @@ int pack_imagefolder_main(int argc, char **argv)
     for (size_t i = 0; i < s.nitems && !pack_stop; i++) {
         const struct item *it = &s.items[i];
         char why_buf[WHY_MAX];
-        const char *why = NULL, *as_is = NULL;
+        const char *why = NULL;
+        struct as_is_note note = {0};
         const uint8_t *rec;
         size_t rec_len;
         unsigned wd, ht;
@@ -715,9 +857,10 @@ int pack_imagefolder_main(int argc, char **argv)
             n = -1;
         rec = buf;
         rec_len = n >= 0 ? (size_t)n : 0;
-        if (n >= 0 && sh) {
-            r = shrink_record(sh, &a, buf, (size_t)n, wd, ht, &tally, &rec,
-                              &rec_len, why_buf, sizeof(why_buf), &as_is);
+        if (n >= 0 && !a.as_is) {
+            r = reencode_record(sh, rs, &a, buf, (size_t)n, wd, ht, &tally,
+                                &rec, &rec_len, why_buf, sizeof(why_buf),
+                                &note);
             if (r < 0) {
                 progress_end(&prog);
                 pack_warn("%s: %s", it->path + skip, why_buf);
@@ -728,22 +871,20 @@ int pack_imagefolder_main(int argc, char **argv)
                 n = -1;
             }
         }
-        if (n < 0 || (as_is && a.strict)) {
+        if (n < 0 || (note.why && note.strict_stops && a.strict)) {
             progress_end(&prog);
             if (a.strict) {
                 pack_warn("%s: %s (--strict: stopping)", it->path + skip,
-                          as_is ? as_is : why);
+                          n < 0 ? why : note.why);
                 goto out;
             }
             pack_warn("skipped %s: %s", it->path + skip, why);
             skipped++;
             continue;
         }
-        if (as_is) {
+        if (note.why) {
             progress_end(&prog);
-            pack_warn("%s: %s: stored as it is, larger than --max-side (as "
-                      "without --max-side, ringfeedd will count it as a bad "
-                      "sample)", it->path + skip, as_is);
+            pack_warn("%s: %s: %s", it->path + skip, note.why, note.then);
         }
         if (dataset_writer_add(w, rec, rec_len, it->label, &err) < 0) {
             progress_end(&prog);
@@ -776,10 +917,12 @@ int pack_imagefolder_main(int argc, char **argv)
         pack_warn("%s", err.msg);
         goto out;
     }
-    pack_summary(a.out, &st, a.max_side ? "none (JPEG as is, or re-encoded "
-                 "by --max-side)" : "none (JPEG as is)", pack_now() - t0);
-    if (a.max_side)
-        shrink_summary(&a, &tally, st.stored_bytes);
+    pack_summary(a.out, &st, a.as_is ? "none (JPEG as is)" : a.max_side ?
+                 "none (JPEG with restart markers: shrunk by --max-side or "
+                 "re-encoded losslessly)" : "none (JPEG re-encoded losslessly "
+                 "with restart markers)", pack_now() - t0);
+    if (!a.as_is)
+        reencode_summary(&a, &tally, st.stored_bytes);
     printf("  classes  %u (%" PRIu64 " empty)\n", s.nclasses, empty);
     printf("  skipped  %" PRIu64 " files (not JPEG, or unreadable%s)\n",
            skipped, a.max_side ? ", or too large to decode" : "");
@@ -795,6 +938,7 @@ out:
     else
         dataset_writer_abort(w);
     shrinker_free(sh);
+    restarter_free(rs);
     free(packed);
     free(buf);
     free_scan(&s);

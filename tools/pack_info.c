@@ -2,8 +2,9 @@
  * pack_info.c - `ringfeed-pack info DIR`: what a dataset holds: kind and
  * shape, samples and shards, codec and dictionary, for a jpeg dataset
  * whether it was packed with --max-side (the MANIFEST's max_side and
- * max_side_quality), bytes stored against bytes decoded, and the sample
- * count of every class by name.  Reads the
+ * max_side_quality) and how its JPEGs were written (jpeg_restart: re-encoded
+ * losslessly with restart markers, or as they were), bytes stored against
+ * bytes decoded, and the sample count of every class by name.  Reads the
  * manifest and the index entries (not the records: that is verify's job).
  */
 #include <inttypes.h>
@@ -18,10 +19,26 @@ static const char usage_text[] =
     "usage: ringfeed-pack info DIR\n"
     "\n"
     "Describes the dataset at DIR: kind, shape, samples, shards, codec,\n"
-    "the largest side it was packed with (jpeg), bytes stored and decoded,\n"
-    "and the samples of each class by name.\n"
+    "the largest side it was packed with and how its JPEGs were written\n"
+    "(jpeg), bytes stored and decoded, and the samples of each class by name.\n"
     "\n"
     "  --help   this text\n";
+
+/* How a jpeg dataset's records were written, from its MANIFEST. */
+static const char *layout_line(const struct dataset_info *info)
+{
+    if (info->jpeg_restart == DATASET_JPEG_RESTART_LOSSLESS)
+        return info->max_side
+            ? "JPEG with restart markers: larger ones shrunk, the others "
+              "re-encoded losslessly (pixels identical; CMYK, RGB and "
+              "undecodable files as they were)"
+            : "JPEG re-encoded losslessly with restart markers (pixels "
+              "identical; CMYK, RGB and undecodable files as they were)";
+    return info->max_side
+        ? "JPEG as they were, but for those shrunk (no restart markers "
+          "written)"
+        : "JPEG as they were (not re-encoded)";
+}
 
 int pack_info_main(int argc, char **argv)
 {
@@ -91,7 +108,9 @@ int pack_info_main(int argc, char **argv)
                "larger images were re-encoded)", info->max_side,
                info->max_side, info->max_side_quality);
     else if (info->kind == DATASET_JPEG)
-        printf("\nmax side  none (images stored as they were)");
+        printf("\nmax side  none (no image shrunk)");
+    if (info->kind == DATASET_JPEG)
+        printf("\nlayout    %s", layout_line(info));
     printf("\nstored    %" PRIu64 " bytes of records, %" PRIu64 " bytes on "
            "disk with headers, indexes and dictionary\n", stored, on_disk);
     printf("decoded   %" PRIu64 " bytes\n", decoded);

@@ -4,13 +4,18 @@ Packs Fashion-MNIST (train 60k and test 10k) with every codec and reads every
 record back, bit-exact and with its label, through tests/dump_dataset (the
 reader library, not the packer); damages packed datasets for `verify` to
 find; packs ImageFolder trees holding things that are not JPEGs, empty
-classes and unreadable files; kills a pack midway; checks argument errors.
+classes and unreadable files, checks that the JPEGs are stored re-encoded
+losslessly with restart markers (Pillow decodes the same pixels; the
+markers read from the bytes) or, with --as-is, byte for byte; kills a pack
+midway; checks argument errors.
 
 The binaries come from the environment (meson sets them): RINGFEED_PACK,
 RINGFEED_DUMP; else from RINGFEED_BUILD_DIR.
 """
 import gzip
+import io
 import os
+import re
 import pty
 import shutil
 import signal
@@ -358,6 +363,92 @@ def torchvision_samples(root):
     return classes, out
 
 
+# a marker in entropy-coded data: 0xFF then neither a stuffed 0 nor RSTn
+_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+_RST = re.compile(rb"\xff[\xd0-\xd7]")
+
+
+def jpeg_layout(data):
+    """What a JPEG's bytes say: {"sof": [codes], "width", "height", "comps",
+    "max_h", "max_v", "dri" (0 without), "scans", "rst" (restart markers in
+    order, as their numbers 0..7), "app": [APPn/COM codes but JFIF's APP0]}."""
+    assert data[:2] == b"\xff\xd8", "no SOI"
+    out = {"sof": [], "dri": 0, "scans": 0, "rst": [], "app": []}
+    i = 2
+    while i + 4 <= len(data):
+        assert data[i] == 0xFF, f"no marker at byte {i}"
+        m = data[i + 1]
+        if m == 0xFF:
+            i += 1
+            continue
+        if m == 0xD9:
+            break
+        seg = struct.unpack_from(">H", data, i + 2)[0]
+        body = data[i + 4:i + 2 + seg]
+        if 0xC0 <= m <= 0xCF and m not in (0xC4, 0xC8, 0xCC):
+            out["sof"].append(m)
+            out["height"], out["width"], out["comps"] = struct.unpack_from(">HHB", body, 1)
+            samp = [body[7 + 3 * c] for c in range(out["comps"])]
+            out["max_h"] = max(x >> 4 for x in samp)
+            out["max_v"] = max(x & 15 for x in samp)
+        elif m == 0xDD:
+            out["dri"] = struct.unpack_from(">H", body)[0]
+        elif (0xE0 <= m <= 0xEF and not (m == 0xE0 and body.startswith(b"JFIF\0"))) \
+                or m == 0xFE:
+            out["app"].append(m)
+        i += 2 + seg
+        if m == 0xDA:
+            out["scans"] += 1
+            end = _MARKER.search(data, i)
+            end = end.start() if end else len(data)
+            out["rst"] += [x[1] - 0xD0 for x in _RST.findall(data, i, end)]
+            i = end
+    return out
+
+
+def restart_interval(mcus):
+    """tools/jpeg_restart.h's rule: the largest divisor of mcus up to 4."""
+    return next(r for r in (4, 3, 2, 1) if mcus % r == 0)
+
+
+def assert_restart_markers(data, what):
+    """One baseline scan, a restart every restart_interval(MCUs a row) MCUs
+    (so intervals start every MCU row), every marker there and in order,
+    no APPn but JFIF and no COM."""
+    lay = jpeg_layout(data)
+    assert lay["sof"] == [0xC0] and lay["scans"] == 1, (what, lay["sof"], lay["scans"])
+    if lay["comps"] == 1:
+        mcu_w = mcu_h = 8
+    else:
+        mcu_w, mcu_h = 8 * lay["max_h"], 8 * lay["max_v"]
+    per_row = -(-lay["width"] // mcu_w)
+    rows = -(-lay["height"] // mcu_h)
+    assert lay["dri"] == restart_interval(per_row), (what, lay["dri"], per_row)
+    assert lay["rst"] == [k % 8 for k in range(per_row * rows // lay["dri"] - 1)], what
+    assert lay["app"] == [], (what, lay["app"])
+    return lay
+
+
+def pixels(src):
+    """Pillow's decode of a file or bytes: (mode, size, array)."""
+    import numpy as np
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(src) if isinstance(src, bytes) else src)
+    return im.mode, im.size, np.asarray(im)
+
+
+def assert_lossless(data, path):
+    """data is path re-encoded losslessly: restart markers, and Pillow
+    decodes exactly the pixels it decodes from the file."""
+    import numpy as np
+
+    assert_restart_markers(data, path)
+    (m1, s1, a1), (m2, s2, a2) = pixels(data), pixels(path)
+    assert (m1, s1) == (m2, s2), path
+    assert np.array_equal(a1, a2), f"{path}: other pixels"
+
+
 @pytest.fixture
 def tree(tmp_path):
     from PIL import Image
@@ -409,16 +500,32 @@ def test_imagefolder_matches_torchvision(tree, tmp_path):
     got = dump(out, tmp_path)
     assert [lab for lab, _ in got] == [lab for _, lab in want]
     for (label, data), (path, _) in zip(got, want):
-        assert data == open(path, "rb").read(), path
+        assert_lossless(data, path)
+    assert "restart  7 images re-encoded losslessly with restart markers in " in r.stdout
+    assert ", 0 stored as they are\n" in r.stdout
 
     info = pack("info", out)
     assert info.returncode == 0
     assert "kind      jpeg" in info.stdout
+    assert ("layout    JPEG re-encoded losslessly with restart markers (pixels "
+            "identical;") in info.stdout
     assert "samples   7 in" in info.stdout
     for c, name in enumerate(classes):
         count = sum(1 for _, lab in want if lab == c)
         assert f"  {c:5d}  {count:9d}  {name}" in info.stdout
     assert pack("verify", out).returncode == 0
+
+    # --as-is: the files' bytes, the same samples and labels
+    asis = tmp_path / "asis"
+    r = pack("imagefolder", tree, asis, "--shard-size", "256K", "--as-is")
+    assert r.returncode == 0, r.stderr
+    assert "codec none (JPEG as is)" in r.stdout and "restart" not in r.stdout
+    got = dump(asis, tmp_path)
+    assert [lab for lab, _ in got] == [lab for _, lab in want]
+    for (label, data), (path, _) in zip(got, want):
+        assert data == open(path, "rb").read(), path
+    assert "jpeg_restart" not in (asis / "MANIFEST").read_text()
+    assert "layout    JPEG as they were (not re-encoded)" in pack("info", asis).stdout
 
 
 def test_imagefolder_strict(tree, tmp_path):
@@ -613,7 +720,7 @@ def test_imagefolder_follows_links_out_of_the_tree(tmp_path):
     os.symlink(ext / "sub", src / "cat" / "more2")  # the same folder again
     os.symlink(ext / "e1.jpg", src / "cat" / "f.jpg")  # a file link
     out = tmp_path / "out"
-    r = pack("imagefolder", src, out, timeout=60)
+    r = pack("imagefolder", src, out, "--as-is", timeout=60)  # bytes say which file
     assert r.returncode == 0, r.stderr
     assert "loops back" not in r.stderr
     assert "loops    0 folder links skipped" in r.stdout
@@ -728,19 +835,25 @@ def test_imagefolder_max_side(max_side_tree, tmp_path):
     got = dump(out, tmp_path)
     assert [lab for lab, _ in got] == [lab for _, lab in want]
     reencoded = within = 0
-    src_bytes = stored_bytes = re_src = re_out = 0
+    src_bytes = stored_bytes = re_src = re_out = ll_src = ll_out = 0
     for (_, data), (path, _) in zip(got, want):
         raw = open(path, "rb").read()
         src_bytes += len(raw)
         stored_bytes += len(data)
         src = Image.open(path)
-        if path.endswith("cut.jpg") or max(src.size) <= MAX_SIDE:
+        if path.endswith("cut.jpg"):
             assert data == raw, f"{path}: not stored byte for byte"
-            within += not path.endswith("cut.jpg")
+            continue
+        if max(src.size) <= MAX_SIDE:   # within: re-encoded losslessly
+            assert_lossless(data, path)
+            within += 1
+            ll_src += len(raw)
+            ll_out += len(data)
             continue
         reencoded += 1
         re_src += len(raw)
         re_out += len(data)
+        assert_restart_markers(data, path)
         im = Image.open(io.BytesIO(data))
         assert im.size == stored_dims(*src.size, MAX_SIDE), path
         assert max(im.size) == MAX_SIDE
@@ -761,18 +874,23 @@ def test_imagefolder_max_side(max_side_tree, tmp_path):
         assert d <= own + 0.5 and d <= 6, f"{path}: {d:.2f} (Pillow's own {own:.2f})"
     assert reencoded == 5 and within == 3
     assert (f"max-side {MAX_SIDE} px, quality 90: 5 images re-encoded in ") in r.stdout
-    assert (f"3 at most {MAX_SIDE} px stored as they are, 1 that do not decode "
-            "stored as they are") in r.stdout
+    assert "1 that do not decode stored as they are\n" in r.stdout
+    assert (f"restart  3 images at most {MAX_SIDE} px re-encoded losslessly with "
+            "restart markers in ") in r.stdout
+    assert ", 0 stored as they are\n" in r.stdout
     assert f"sources  {src_bytes} bytes before, {stored_bytes} bytes stored" in r.stdout
-    assert f"the re-encoded images {re_src} -> {re_out} bytes" in r.stdout
+    assert f"; shrunk {re_src} -> {re_out} bytes" in r.stdout
+    assert f"; re-encoded losslessly {ll_src} -> {ll_out} bytes" in r.stdout
     assert re_out < re_src // 10
 
     manifest = (out / "MANIFEST").read_text()
-    assert f"\nmax_side {MAX_SIDE}\nmax_side_quality 90\n" in manifest
+    assert f"\nmax_side {MAX_SIDE}\nmax_side_quality 90\njpeg_restart lossless\n" in manifest
     i = pack("info", out)
     assert i.returncode == 0, i.stderr
     assert (f"max side  {MAX_SIDE} px (packed with --max-side {MAX_SIDE} --quality 90: "
             "larger images were re-encoded)") in i.stdout
+    assert ("layout    JPEG with restart markers: larger ones shrunk, the others "
+            "re-encoded losslessly") in i.stdout
     assert "samples   9 in 1 shard" in i.stdout
     v = pack("verify", out)
     assert v.returncode == 0 and "9 good, 0 problems" in v.stdout, v.stdout
@@ -809,13 +927,15 @@ def test_imagefolder_max_side_quality_and_strict(max_side_tree, tmp_path):
         q[quality] = sum(len(d) for _, d in got)
     assert q[50] < q[90]
 
-    # without --max-side: no key, and info says so
+    # --as-is, without --max-side: no key, and info says so
     out = tmp_path / "plain"
-    r = pack("imagefolder", max_side_tree, out)
+    r = pack("imagefolder", max_side_tree, out, "--as-is")
     assert r.returncode == 0, r.stderr
     assert "max_side" not in (out / "MANIFEST").read_text()
     assert "max-side" not in r.stdout
-    assert "max side  none (images stored as they were)" in pack("info", out).stdout
+    i = pack("info", out).stdout
+    assert "max side  none (no image shrunk)" in i
+    assert "layout    JPEG as they were (not re-encoded)" in i
     for (_, data), (path, _) in zip(dump(out, tmp_path), torchvision_samples(max_side_tree)[1]):
         assert data == open(path, "rb").read()
     assert Image.open(max_side_tree / "big" / "aqua.jpg").size == (2560, 1600)
@@ -832,9 +952,85 @@ def test_imagefolder_max_side_quality_and_strict(max_side_tree, tmp_path):
     (["--max-side", "256", "--quality", "101"], "--quality: '101'"),
     (["--max-side", "256", "--quality", "high"], "--quality: 'high'"),
     (["--max-side"], "--max-side needs a value"),
+    (["--as-is", "--max-side", "256"], "--as-is and --max-side do not go together"),
+    (["--max-side", "256", "--as-is"], "--as-is and --max-side do not go together"),
+    (["--as-is", "--quality", "80"], "--quality 80 needs --max-side"),
 ])
 def test_max_side_bad_arguments_exit_2(tmp_path, args, needle):
     r = pack("imagefolder", tmp_path, tmp_path / "out", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert needle in r.stderr
     assert not os.path.exists(tmp_path / "out")
+
+
+# ---- imagefolder: the lossless re-encoding (the default) --------------------
+
+def test_imagefolder_lossless_restart(max_side_tree, tmp_path):
+    """Every YCbCr and gray JPEG (baseline, progressive, with EXIF, an ICC
+    profile and a comment) re-encoded with restart markers to the same
+    pixels; the CMYK one stored as it is, counted; the cut one stored as it
+    is, warned about; --strict stops on the cut one; sizes and counts in
+    the summary."""
+    from PIL import Image
+
+    dune = Image.open(f"{NATURE}/Dune.jpg")
+    exif = Image.Exif()
+    exif[0x0112] = 6       # orientation: rotated (which ImageFolder ignores)
+    dune.resize((321, 203)).save(max_side_tree / "small" / "exif.jpg", quality=88,
+                                 exif=exif.tobytes(), icc_profile=b"\0" * 300,
+                                 comment=b"a comment")
+    # APP1 (EXIF), APP2 (ICC), COM
+    assert {0xE1, 0xE2, 0xFE} <= set(
+        jpeg_layout((max_side_tree / "small" / "exif.jpg").read_bytes())["app"])
+    out = tmp_path / "out"
+    r = pack("imagefolder", max_side_tree, out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "codec none (JPEG re-encoded losslessly with restart markers)" in r.stdout
+    assert ("odd/cut.jpg: JPEG data does not decode: Premature end of JPEG file: "
+            "stored as it is, not re-encoded") in r.stderr
+    assert "cmyk" not in r.stderr          # counted, not warned about
+    assert "skipped odd/png.jpg: PNG data, not JPEG" in r.stderr
+
+    _, samples = torchvision_samples(max_side_tree)
+    want = [p for p, _ in samples if not p.endswith("png.jpg")]
+    got = dump(out, tmp_path)
+    assert len(got) == len(want) == 10
+    src_bytes = stored = ll_src = ll_out = 0
+    intervals = {1: 0, 2: 0, 3: 0, 4: 0}
+    for (_, data), path in zip(got, want):
+        raw = open(path, "rb").read()
+        src_bytes += len(raw)
+        stored += len(data)
+        if path.endswith(("cut.jpg", "cmyk.jpg")):
+            assert data == raw, path
+            continue
+        assert_lossless(data, path)
+        intervals[jpeg_layout(data)["dri"]] += 1
+        ll_src += len(raw)
+        ll_out += len(data)
+        im = Image.open(io.BytesIO(data))
+        assert not im.info.get("progressive") and "exif" not in im.info, path
+        assert "icc_profile" not in im.info and "comment" not in im.info, path
+    assert jpeg_layout(open(max_side_tree / "big" / "flower.jpg", "rb").read())["scans"] > 1
+    assert "restart  8 images re-encoded losslessly with restart markers in " in r.stdout
+    assert "s, 2 stored as they are (1 CMYK, 1 do not decode)\n" in r.stdout
+    assert (f"interval every 4 MCUs: {intervals[4]} images, 3: {intervals[3]}, "
+            f"2: {intervals[2]}, 1: {intervals[1]}\n") in r.stdout
+    assert (f"sources  {src_bytes} bytes before, {stored} bytes stored "
+            f"({stored / src_bytes:.2f}x); re-encoded losslessly {ll_src} -> {ll_out} "
+            "bytes") in r.stdout
+    manifest = (out / "MANIFEST").read_text()
+    assert "\njpeg_restart lossless\n" in manifest and "max_side" not in manifest
+    i = pack("info", out)
+    assert "max side  none (no image shrunk)" in i.stdout
+    assert ("layout    JPEG re-encoded losslessly with restart markers (pixels "
+            "identical; CMYK, RGB and undecodable files as they were)") in i.stdout
+    v = pack("verify", out)
+    assert v.returncode == 0 and "10 good, 0 problems" in v.stdout, v.stdout
+
+    # --strict: the file whose data does not decode stops the pack
+    r = pack("imagefolder", max_side_tree, tmp_path / "s", "--strict", timeout=120)
+    assert r.returncode == 1
+    assert ("odd/cut.jpg: JPEG data does not decode: Premature end of JPEG file "
+            "(--strict: stopping)") in r.stderr
+    assert not os.path.exists(tmp_path / "s")
