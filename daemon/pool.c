@@ -92,6 +92,7 @@ static void add_counters(struct wire_counters *a, const struct wire_counters *b)
     a->image_ns += b->image_ns;
     a->resize_ns += b->resize_ns;
     a->cpu_ns += b->cpu_ns;
+    a->tiled += b->tiled;
     for (int i = 0; i < WIRE_BAD_KINDS; i++)
         a->bad[i] += b->bad[i];
     a->substituted += b->substituted;

@@ -109,6 +109,8 @@ static double bad_total(struct daemon *d)
     X("total.samples_made", "counter", "Samples the workers made (a shared batch's once)",  \
       totals(d).samples)                                                                 \
     X("total.bytes_read", "counter", "Bytes read from shards", totals(d).bytes_read)     \
+    X("total.jpeg_tiled", "counter",                                                     \
+      "JPEG samples decoded from the restart-interval tiles under the crop", totals(d).tiled) \
     X("time.busy_seconds", "counter", "Worker time spent on jobs",                      \
       (double)totals(d).busy_ns / 1e9)                                                   \
     X("time.cpu_seconds", "counter", "Worker CPU time spent on jobs (busy less waits for a CPU)", \

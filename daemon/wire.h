@@ -117,6 +117,7 @@ struct wire_counters {
     uint64_t busy_ns, io_ns, decode_ns, transform_ns, write_ns;
     uint64_t image_ns, resize_ns; /* parts of transform_ns, as write_ns */
     uint64_t cpu_ns;      /* the worker's CPU time in jobs (busy_ns is wall time) */
+    uint64_t tiled;       /* JPEG samples decoded from restart-interval tiles */
     uint64_t bad[WIRE_BAD_KINDS];
     uint64_t substituted;
 };

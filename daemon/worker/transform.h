@@ -40,6 +40,7 @@ struct xform_ctx {
     struct xform_image_ctx *image;  /* train/eval (xform_image.c), made on first use */
     uint64_t decode_ns;             /* decoding the image (JPEG) */
     uint64_t resize_ns;             /* resampling it */
+    uint64_t tiled;                 /* images decoded from restart-interval tiles */
     uint64_t write_ns;              /* writing the sample into the slot (0
                                        for train/eval: their resampler
                                        writes the slot, inside resize) */

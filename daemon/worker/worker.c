@@ -462,7 +462,8 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
     ws->c.image_ns += ws->xc.decode_ns;
     ws->c.resize_ns += ws->xc.resize_ns;
     ws->c.write_ns += ws->xc.write_ns;
-    ws->xc.decode_ns = ws->xc.resize_ns = ws->xc.write_ns = 0;
+    ws->c.tiled += ws->xc.tiled;
+    ws->xc.decode_ns = ws->xc.resize_ns = ws->xc.write_ns = ws->xc.tiled = 0;
     if (n < 0) {
         /* the transform's message says what, not where */
         rf_err_prefix(err, "%s: record %llu at byte %llu", loc->shard_path,

@@ -274,6 +274,7 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
     ctx->decode_ns += t1 - t2;
     if (rc < 0)
         return rc;
+    ctx->tiled += roi.from_tiles;
     src = roi.pix + (size_t)(ly0 + ay->lo - (int32_t)roi.y0) * roi.stride +
           (size_t)(lx0 + ax->lo - (int32_t)roi.x0) * 3;
     rs_resize(src, roi.stride, ax, ay, layout, ic->scratch, dst);

@@ -411,3 +411,28 @@ def test_stats_split_stages(photos, daemon_factory):
     assert float(st["time.transform_seconds"]) >= float(st["time.image_decode_seconds"])
     m = ctl(d.sock, "metrics").stdout
     assert "ringfeed_time_resize_seconds_total" in m
+
+
+def test_tiles_counted(photos, daemon_factory, tmp_path):
+    """A default pack's records carry restart-interval tiles, and most train
+    crops are decoded from them (total.jpeg_tiled); the same tree packed
+    --as-is (files without restart markers) has none, with the same pixels."""
+    tree = os.path.dirname(os.path.dirname(photos["files"][0]))
+    as_is = str(tmp_path / "as-is")
+    subprocess.run([pack_tool(), "imagefolder", "--as-is", tree, as_is], check=True,
+                   capture_output=True)
+    d = daemon_factory({"photos": photos["ds"], "plain": as_is}, workers=2)
+    digests = {}
+    for name in ("photos", "plain"):
+        out, _ = run_read(d.sock, name, batch=3, epochs=2,
+                          extra=["--transform", "train", "--seed", "3"])
+        digests[name] = out["digest"]
+        st = wait_idle(d)
+        digests[name + ".tiled"] = int(st["total.jpeg_tiled"])
+        digests[name + ".made"] = int(st["total.samples_made"])
+    made = digests["photos.made"]
+    assert digests["photos.tiled"] > made // 2, digests
+    assert digests["plain.tiled"] == digests["photos.tiled"], digests  # none more
+    assert digests["photos"] == digests["plain"], "tiles changed a pixel"
+    assert "ringfeed_jpeg_tiled_total" in ctl(d.sock, "metrics").stdout
+    assert_clean(d)
