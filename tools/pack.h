@@ -8,6 +8,10 @@
  *   pack_idx.c          idx: IDX (MNIST-format) files -> tensor dataset
  *   idx.c               the IDX header parser (pure, fuzzed)
  *   pack_imagefolder.c  imagefolder: class folders of JPEGs -> jpeg dataset
+ *   imagefile.c         imagefolder's work on one file: read, check,
+ *                       re-encode, a verdict (on any thread)
+ *   pack_jobs.c         imagefolder --jobs: per-file work on N threads,
+ *                       the results taken in order
  *   jpeg_probe.c        is this buffer a JPEG whose header parses?
  *   jpeg_restart.c      imagefolder's default: re-encode one JPEG
  *                       losslessly with restart markers; the interval rule

@@ -6,8 +6,10 @@ reader library, not the packer); damages packed datasets for `verify` to
 find; packs ImageFolder trees holding things that are not JPEGs, empty
 classes and unreadable files, checks that the JPEGs are stored re-encoded
 losslessly with restart markers (Pillow decodes the same pixels; the
-markers read from the bytes) or, with --as-is, byte for byte; kills a pack
-midway; checks argument errors.
+markers read from the bytes) or, with --as-is, byte for byte; packs the
+same tree with --jobs 1 to 5 and compares the packs byte for byte, the
+warnings and the counts, and where --strict stops; kills a pack midway,
+with and without threads; checks argument errors.
 
 The binaries come from the environment (meson sets them): RINGFEED_PACK,
 RINGFEED_DUMP; else from RINGFEED_BUILD_DIR.
@@ -1034,3 +1036,176 @@ def test_imagefolder_lossless_restart(max_side_tree, tmp_path):
     assert ("odd/cut.jpg: JPEG data does not decode: Premature end of JPEG file "
             "(--strict: stopping)") in r.stderr
     assert not os.path.exists(tmp_path / "s")
+
+
+# ---- imagefolder --jobs: the same pack on any number of threads -------------
+
+@pytest.fixture
+def jobs_tree(max_side_tree):
+    """max_side_tree (photographs up to 2560x1600, progressive, gray, CMYK,
+    one whose data is cut short, a PNG named .jpg) and: an empty class, a
+    file whose header does not parse, a dangling link, and 40 small JPEGs
+    of different sizes and sampling, so files of very different costs
+    finish out of order on several threads."""
+    from PIL import Image
+
+    src = max_side_tree
+    (src / "empty").mkdir()
+    (src / "odd" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\0" * 40)
+    os.symlink(src / "nowhere.jpg", src / "odd" / "gone.jpg")
+    dune = Image.open(f"{NATURE}/Dune.jpg")
+    (src / "many").mkdir()
+    for i in range(40):
+        w, h = 40 + 37 * i % 300, 30 + 53 * i % 260
+        dune.resize((w, h)).save(src / "many" / f"{i:02d}.jpg", quality=70 + i % 25,
+                                 subsampling=i % 3)
+    return src
+
+
+def comparable(text, out):
+    """A pack's stdout or stderr less what depends on time, threads and
+    the output folder's name: the progress lines, the time and jobs lines,
+    seconds, OUT_DIR."""
+    lines = [x for x in text.splitlines()
+             if not x.startswith("packing:") and not x.startswith(("  time ", "  jobs "))]
+    text = re.sub(r"\d+\.\d+ CPU s", "_ CPU s", "\n".join(lines))
+    return text.replace(str(out), "OUT")
+
+
+def pack_files(out):
+    """{file name: bytes} of a packed dataset folder."""
+    return {p: (out / p).read_bytes() for p in sorted(os.listdir(out))}
+
+
+def test_imagefolder_jobs_same_pack(jobs_tree, tmp_path):
+    """The dataset's files, byte for byte, the warnings in scan order and
+    the summary's counts are the same with --jobs 1, 2 and 5 (and -j 3
+    under --max-side, and --as-is)."""
+    for extra, jobs in (((), ("1", "2", "5")),
+                        (("--max-side", MAX_SIDE), ("1", "3")),
+                        (("--as-is",), ("1", "4"))):
+        ref = None
+        for n in jobs:
+            out = tmp_path / f"out{'-'.join(map(str, extra))}-{n}"
+            flag = "-j" if n == "3" else "--jobs"
+            r = pack("imagefolder", jobs_tree, out, "--shard-size", "256K", *extra,
+                     flag, n, timeout=300)
+            assert r.returncode == 0, r.stderr
+            threads = int(n)
+            assert f"  jobs     {threads} thread{'s' if threads > 1 else ''}: files read" in r.stdout
+            assert "skipped odd/broken.jpg: JPEG header does not parse" in r.stderr
+            assert "skipped odd/gone.jpg: cannot open" in r.stderr
+            assert "class 'empty' (label 1) has no images: kept" in r.stderr
+            got = (pack_files(out), comparable(r.stdout, out), comparable(r.stderr, out))
+            if ref is None:
+                ref = got
+                assert len([f for f in got[0] if f.endswith(".rfs")]) > 1, got[0].keys()
+                continue
+            assert got[0].keys() == ref[0].keys(), (extra, n)
+            for name in got[0]:
+                assert got[0][name] == ref[0][name], f"{extra} --jobs {n}: {name} differs"
+            assert got[1] == ref[1], (extra, n)
+            assert got[2] == ref[2], (extra, n)
+        samples = [p for p, _ in torchvision_samples(jobs_tree)[1]
+                   if not p.endswith(("png.jpg", "broken.jpg", "gone.jpg"))]
+        recs = dump(out, tmp_path)
+        assert len(recs) == len(samples) == 49
+        if "--as-is" in extra:
+            for (_, data), path in zip(recs, samples):
+                assert data == open(path, "rb").read(), path
+
+
+def test_imagefolder_jobs_strict_stops_at_the_first_bad_file(max_side_tree, tmp_path):
+    """With --strict, --jobs 4 stops at the same first bad file in scan
+    order as --jobs 1 (odd/cut.jpg, after the slow large photographs; the
+    PNG after it fails faster), says the same, and writes nothing."""
+    (max_side_tree / "odd" / "zz.jpg").write_bytes(b"not a jpeg at all")
+    for first in ("odd/cut.jpg: JPEG data does not decode: Premature end of JPEG file "
+                  "(--strict: stopping)",
+                  "odd/png.jpg: PNG data, not JPEG (--strict: stopping)"):
+        errs = []
+        for n in ("1", "4"):
+            out = tmp_path / f"s{n}"
+            r = pack("imagefolder", max_side_tree, out, "--strict", "--jobs", n,
+                     timeout=120)
+            assert r.returncode == 1, (r.stdout, r.stderr)
+            assert first in r.stderr, r.stderr
+            assert "zz.jpg" not in r.stderr
+            assert not os.path.exists(out)
+            assert not [p for p in os.listdir(tmp_path) if p.startswith(f".s{n}.tmp")]
+            errs.append(comparable(r.stderr, out))
+        assert errs[0] == errs[1]
+        if "cut.jpg" in first:
+            os.unlink(max_side_tree / "odd" / "cut.jpg")
+
+
+def test_imagefolder_jobs_default_is_the_cpus(jobs_tree, tmp_path):
+    """Without --jobs: the CPUs the process may run on (its affinity); one
+    CPU, one thread."""
+    cpus = sorted(os.sched_getaffinity(0))
+    r = pack("imagefolder", jobs_tree, tmp_path / "all", timeout=300)
+    assert r.returncode == 0, r.stderr
+    n = min(len(cpus), 52)          # no more threads than files
+    assert f"  jobs     {n} thread{'s' if n > 1 else ''}: " in r.stdout
+    r = subprocess.run([PACK, "imagefolder", jobs_tree, tmp_path / "one"],
+                       capture_output=True, text=True, timeout=300,
+                       preexec_fn=lambda: os.sched_setaffinity(0, cpus[:1]))
+    assert r.returncode == 0, r.stderr
+    assert "  jobs     1 thread: " in r.stdout
+    assert pack_files(tmp_path / "one") == pack_files(tmp_path / "all")
+    # more jobs than files: a thread a file, the same pack
+    r = pack("imagefolder", jobs_tree, tmp_path / "max", "--jobs", "1024", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "  jobs     52 threads: " in r.stdout
+    assert pack_files(tmp_path / "max") == pack_files(tmp_path / "all")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_imagefolder_jobs_interrupted_leaves_no_dataset(tmp_path, sig):
+    """A signal midway through a pack on three threads: the threads finish
+    the file each is on, the temporary folder goes, nothing is left."""
+    src = tmp_path / "src"
+    for c in ("a", "b"):
+        (src / c).mkdir(parents=True)
+        for i in range(150):
+            os.symlink(f"{NATURE}/Aqua.jpg", src / c / f"{i:03d}.jpg")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([PACK, "imagefolder", src, out, "--jobs", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        if [p for p in os.listdir(tmp_path) if p.startswith(".out.tmp-")]:
+            break
+        time.sleep(0.02)
+    time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 128 + sig, stderr
+    assert f"interrupted by signal {int(sig)}" in stderr
+    assert "packed" not in stdout
+    assert not os.path.exists(out)
+    assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--jobs", "0"], "--jobs: '0' is not a number of threads from 1 to 1024"),
+    (["--jobs", "-1"], "--jobs: '-1' is not a number of threads"),
+    (["--jobs", "abc"], "--jobs: 'abc' is not a number of threads"),
+    (["--jobs", "1025"], "--jobs: '1025' is not a number of threads"),
+    (["--jobs", "99999999999999999999999"], "--jobs: '99999999999999999999999' is not"),
+    (["--jobs", "2x"], "--jobs: '2x'"),
+    (["--jobs="], "--jobs: '' is not a number of threads"),
+    (["-j", "0"], "--jobs: '0' is not a number of threads"),
+    (["-j0"], "--jobs: '0' is not a number of threads"),
+    (["--jobs"], "--jobs needs a value"),
+    (["-j"], "-j needs a value"),
+])
+def test_jobs_bad_arguments_exit_2(tmp_path, args, needle):
+    r = pack("imagefolder", tmp_path, tmp_path / "out", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+    assert "see 'ringfeed-pack imagefolder --help'" in r.stderr
+    assert not os.path.exists(tmp_path / "out")

@@ -1,0 +1,289 @@
+/*
+ * imagefile.c - `ringfeed-pack imagefolder`'s work on one file (see
+ * imagefile.h): read, probe, re-encode, and a verdict for the main thread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "dataset_writer.h"
+#include "fileio.h"
+#include "imagefile.h"
+#include "jpeg_probe.h"
+
+int imagefile_coders_init(struct imagefile_coders *c,
+                          const struct imagefile_opts *o)
+{
+    *c = (struct imagefile_coders){0};
+    if (o->max_side && !(c->sh = shrinker_new()))
+        return -ENOMEM;
+    if (!o->as_is && !(c->rs = restarter_new()))
+        return -ENOMEM;
+    return 0;
+}
+
+void imagefile_coders_fini(struct imagefile_coders *c)
+{
+    shrinker_free(c->sh);
+    restarter_free(c->rs);
+    *c = (struct imagefile_coders){0};
+}
+
+void imagefile_tally_add(struct imagefile_tally *sum,
+                         const struct imagefile_tally *t)
+{
+    sum->shrunk += t->shrunk;
+    sum->shrink_bad += t->shrink_bad;
+    sum->shrunk_src += t->shrunk_src;
+    sum->shrunk_out += t->shrunk_out;
+    sum->shrink_cpu += t->shrink_cpu;
+    for (int o = 0; o < RESTART_OUTCOME_COUNT; o++)
+        sum->outcomes[o] += t->outcomes[o];
+    sum->no_memory += t->no_memory;
+    for (unsigned i = 0; i <= RESTART_SEGMENT_MAX; i++)
+        sum->interval[i] += t->interval[i];
+    sum->lossless_src += t->lossless_src;
+    sum->lossless_out += t->lossless_out;
+    sum->restart_cpu += t->restart_cpu;
+    sum->cpu += t->cpu;
+}
+
+static double cpu_now(void)
+{
+    return (double)clock_thread_cpu_ns() * 1e-9;
+}
+
+/* Grows *buf to at least need bytes.  Returns 0 or -1 (out of memory). */
+static int reserve(uint8_t **buf, size_t *cap, size_t need)
+{
+    uint8_t *p;
+
+    if (need <= *cap)
+        return 0;
+    p = realloc(*buf, need);
+    if (!p)
+        return -1;
+    *buf = p;
+    *cap = need;
+    return 0;
+}
+
+/*
+ * Reads a whole regular file into f->src.  Returns its length, or -1 with
+ * f->why set.  O_NONBLOCK: a FIFO must not hang the pack.
+ */
+static int64_t read_image(struct imagefile *f, const char *path)
+{
+    struct stat st;
+    ssize_t n;
+    char eb[128];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+    if (fd == -1) {
+        int e = errno;
+
+        snprintf(f->why_buf, sizeof(f->why_buf), "cannot open: %s%s",
+                 strerror_r(e, eb, sizeof(eb)),
+                 e == ENOENT ? " (a dangling symlink?)" : "");
+        f->why = f->why_buf;
+        return -1;
+    }
+    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+        f->why = "not a regular file";
+        close(fd);
+        return -1;
+    }
+    if ((uint64_t)st.st_size >= DATASET_RECORD_MAX) {
+        f->why = "larger than the 1 GiB record limit";
+        close(fd);
+        return -1;
+    }
+    if (reserve(&f->src, &f->src_cap, (size_t)st.st_size + 1) < 0) {
+        f->why = "out of memory";
+        close(fd);
+        return -1;
+    }
+    n = fio_pread_full(fd, f->src, (size_t)st.st_size + 1, 0);
+    close(fd);
+    if (n < 0) {
+        snprintf(f->why_buf, sizeof(f->why_buf), "read failed: %s",
+                 strerror_r((int)-n, eb, sizeof(eb)));
+        f->why = f->why_buf;
+        return -1;
+    }
+    if (n != st.st_size) {
+        f->why = "file changed size while read";
+        return -1;
+    }
+    return n;
+}
+
+/* The coder's output, copied into f->out (the coder moves on to the next
+ * file).  Returns 0, or -1 when out of memory (f->rec left on f->src). */
+static int keep_output(struct imagefile *f, const uint8_t *out, size_t len)
+{
+    if (reserve(&f->out, &f->out_cap, len ? len : 1) < 0)
+        return -1;
+    memcpy(f->out, out, len);
+    f->rec = f->out;
+    f->rec_len = len;
+    return 0;
+}
+
+/*
+ * Under --max-side, for an image of n bytes larger than it (dw x dh when
+ * shrunk): sets the verdict.  A larger image whose data does not decode
+ * is stored as it is, with a note; one too large to decode, or out of
+ * memory, is skipped.
+ */
+static void shrink_record(struct imagefile *f, const struct imagefile_opts *o,
+                          struct shrinker *sh, size_t n, uint32_t dw,
+                          uint32_t dh)
+{
+    struct imagefile_tally *t = &f->tally;
+    const uint8_t *out;
+    size_t out_len;
+    uint32_t ow, oh;
+    double t0 = cpu_now();
+    int r = shrinker_run(sh, f->src, n, o->max_side, o->quality, &out,
+                         &out_len, &ow, &oh, f->why_buf, sizeof(f->why_buf));
+
+    t->shrink_cpu += cpu_now() - t0;
+    if (r == -EBADMSG) {
+        f->note = (struct imagefile_note){f->why_buf, "stored as it is, "
+                                          "larger than --max-side (as "
+                                          "without --max-side, ringfeedd "
+                                          "will count it as a bad sample)",
+                                          1};
+        t->shrink_bad++;
+        return;
+    }
+    if (r == -E2BIG || r == -ENOMEM) {
+        f->verdict = IMAGEFILE_SKIP;
+        f->why = f->why_buf;
+        return;
+    }
+    if (r == 0 && (ow != dw || oh != dh)) {
+        snprintf(f->why_buf, sizeof(f->why_buf), "internal error: "
+                 "re-encoded %ux%u, expected %ux%u", ow, oh, dw, dh);
+        r = -EPROTO;
+    }
+    if (r < 0) {
+        f->verdict = IMAGEFILE_FAIL;
+        f->why = f->why_buf;
+        return;
+    }
+    if (keep_output(f, out, out_len) < 0) {
+        f->verdict = IMAGEFILE_SKIP;
+        f->why = "out of memory for its re-encoding";
+        return;
+    }
+    t->shrunk++;
+    t->shrunk_src += n;
+    t->shrunk_out += out_len;
+}
+
+/*
+ * The lossless re-encoding of the n bytes in f->src: always stored, the
+ * re-encoding or the bytes as they are; f->note set when the file is
+ * stored as it is because its data does not decode, or for want of memory.
+ */
+static void restart_record(struct imagefile *f, struct restarter *rs,
+                           size_t n)
+{
+    struct imagefile_tally *t = &f->tally;
+    const uint8_t *out;
+    size_t out_len;
+    unsigned interval = 0;
+    double t0 = cpu_now();
+    int o = restart_run(rs, f->src, n, &out, &out_len, &interval, f->why_buf,
+                        sizeof(f->why_buf));
+
+    t->restart_cpu += cpu_now() - t0;
+    if (o == RESTART_REENCODED && keep_output(f, out, out_len) < 0) {
+        snprintf(f->why_buf, sizeof(f->why_buf), "out of memory for its "
+                 "re-encoding");
+        o = -ENOMEM;
+    }
+    if (o == RESTART_REENCODED) {
+        t->outcomes[o]++;
+        t->interval[interval <= RESTART_SEGMENT_MAX ? interval : 0]++;
+        t->lossless_src += n;
+        t->lossless_out += out_len;
+        return;
+    }
+    if (o < 0) {              /* -ENOMEM, the one failure */
+        t->no_memory++;
+        f->note = (struct imagefile_note){f->why_buf, "stored as it is, not "
+                                          "re-encoded", 0};
+        return;
+    }
+    t->outcomes[o]++;
+    if (o == RESTART_UNDECODABLE)
+        f->note = (struct imagefile_note){f->why_buf, "stored as it is, not "
+                                          "re-encoded (ringfeedd, as strict, "
+                                          "will likely count it as a bad "
+                                          "sample)", 1};
+}
+
+void imagefile_run(struct imagefile *f, const char *path,
+                   const struct imagefile_opts *o, struct imagefile_coders *c)
+{
+    double t0 = cpu_now();
+    unsigned w, h;
+    uint32_t dw, dh;
+    int64_t n;
+
+    f->verdict = IMAGEFILE_STORE;
+    f->rec = NULL;
+    f->rec_len = f->src_len = 0;
+    f->why = NULL;
+    f->note = (struct imagefile_note){0};
+    f->tally = (struct imagefile_tally){0};
+    f->why_buf[0] = '\0';
+    n = read_image(f, path);
+    if (n >= 0 && jpeg_probe(f->src, (size_t)n, &w, &h, f->why_buf,
+                             sizeof(f->why_buf), &f->why) < 0)
+        n = -1;
+    if (n < 0) {
+        f->verdict = IMAGEFILE_SKIP;
+        goto done;
+    }
+    f->rec = f->src;
+    f->rec_len = f->src_len = (size_t)n;
+    if (o->as_is)
+        goto done;
+    if (o->max_side && shrink_dims(w, h, o->max_side, &dw, &dh))
+        shrink_record(f, o, c->sh, (size_t)n, dw, dh);
+    else
+        restart_record(f, c->rs, (size_t)n);
+done:
+    f->tally.cpu = cpu_now() - t0;
+}
+
+void imagefile_trim(struct imagefile *f)
+{
+    if (f->src_cap > IMAGEFILE_KEEP_MAX) {
+        free(f->src);
+        f->src = NULL;
+        f->src_cap = 0;
+    }
+    if (f->out_cap > IMAGEFILE_KEEP_MAX) {
+        free(f->out);
+        f->out = NULL;
+        f->out_cap = 0;
+    }
+    f->rec = NULL;
+}
+
+void imagefile_fini(struct imagefile *f)
+{
+    free(f->src);
+    free(f->out);
+    *f = (struct imagefile){0};
+}
