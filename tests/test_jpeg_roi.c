@@ -164,6 +164,39 @@ static void tile_damage_checks(void)
            rc ? err.msg : "decoded");
     jpg_free(d);
     free(buf);
+
+    /* jpg_tiles_find itself: 320x240 at 4:2:0 is 20 x 15 MCUs, 10 tiles a row */
+    buf = jm_encode(320, 240, &o, jm_pattern, NULL, &len);
+    {
+        struct jpg_tiles t = { .mcu_w = 16, .mcu_h = 16, .interval = 2, .cols = 10, .rows = 15 };
+        int ok = jpg_tiles_find(buf, len, &t, 15) == 0;
+        uint8_t *sub;
+        size_t sub_len;
+
+        for (size_t i = 0; ok && i + 1 < 150; i++)
+            ok = t.end[i] < t.end[i + 1] && buf[t.end[i]] == 0xFF &&
+                 buf[t.end[i] + 1] == 0xD0 + (i & 7);
+        tap_ok(ok && buf[t.end[149]] == 0xFF && buf[t.end[149] + 1] == 0xD9,
+               "jpg_tiles_find: 150 tiles, each ended by RSTn in turn, the last by EOI");
+        TAP_IS_INT(jpg_tiles_find(buf, t.end[70], &t, 15), -EBADMSG,
+                   "the file cut in row 7: all 15 rows not found");
+        TAP_IS_INT(jpg_tiles_find(buf, t.end[70], &t, 7), 0,
+                   "the file cut in row 7: its first 7 rows found");
+        t.rows = 14;
+        TAP_IS_INT(jpg_tiles_find(buf, len, &t, 14), -EBADMSG,
+                   "more restart intervals than the header's tiles: refused");
+        t.rows = 15;
+        jpg_tiles_find(buf, len, &t, 15);
+        sub = malloc(jpg_tiles_size(buf, &t, 3, 6, 4, 9));
+        sub_len = jpg_tiles_build(buf, &t, 3, 6, 4, 9, 96, 80, sub);
+        tap_ok(sub_len <= jpg_tiles_size(buf, &t, 3, 6, 4, 9) && sub[sub_len - 2] == 0xFF &&
+                   sub[sub_len - 1] == 0xD9 && sub[t.sof + 5] == 0 && sub[t.sof + 6] == 80 &&
+                   sub[t.sof + 7] == 0 && sub[t.sof + 8] == 96,
+               "jpg_tiles_build: tiles 3..5 x rows 4..8 as a 96x80 JPEG within the size bound");
+        free(sub);
+        jpg_tiles_free(&t);
+    }
+    free(buf);
 }
 
 struct square {

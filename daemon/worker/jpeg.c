@@ -454,7 +454,7 @@ static bool sub_image(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, 
     r1 = r1 < t->rows ? r1 : t->rows;
     if (c0 >= c1 || r0 >= r1 || (c0 == 0 && c1 == t->cols && r0 == 0))
         return false;
-    if (jpg_tiles_find(d->buf, d->len, t) < 0)
+    if (jpg_tiles_find(d->buf, d->len, t, r1) < 0)
         return false;
     if (!buf_grow((void **)&d->sub, &d->sub_cap, jpg_tiles_size(d->buf, t, c0, c1, r0, r1)))
         return false;

@@ -179,9 +179,9 @@ int jpg_count_scans(const uint8_t *buf, size_t len, uint32_t stop);
  * jpg_read decodes a crop from the tiles that cover it (jpeg.c).
  *
  * The caller fills the geometry from the header; jpg_tiles_find fills the
- * offsets.  Invariant after a successful find: data <= end[0] <= end[1] ...
- * <= len, and end[i] for i < cols * rows - 1 is an RSTn marker numbered
- * i mod 8.
+ * offsets.  Invariant after a successful find of R rows: data <= end[0]
+ * <= end[1] ... <= end[cols * R - 1] <= len, and end[i] for i < cols *
+ * t->rows - 1 is an RSTn marker numbered i mod 8.
  */
 struct jpg_tiles {
     uint32_t mcu_w, mcu_h;   /* an MCU's size in pixels */
@@ -193,12 +193,14 @@ struct jpg_tiles {
     size_t end_cap;          /* bytes at end */
 };
 
-/* Locates the SOF segment, the scan's data and the marker ending each of
- * the cols * rows tiles in buf[0..len).  Returns 0, -EBADMSG when the file
- * is not laid out so (another SOF, a progressive or arithmetic file, too
- * few or too many restart markers, or out of sequence: the caller decodes
- * it the ordinary way, which reports real damage), or -ENOMEM. */
-int jpg_tiles_find(const uint8_t *buf, size_t len, struct jpg_tiles *t);
+/* Locates the SOF segment, the scan's data and the marker ending each tile
+ * of the first `rows` MCU rows (1..t->rows; the scan stops there, since a
+ * crop needs no tile below it) in buf[0..len).  Returns 0, -EBADMSG when
+ * the file is not laid out so (another SOF, a progressive or arithmetic
+ * file, too few restart markers, more than the header's tiles, or out of
+ * sequence: the caller decodes it the ordinary way, which reports real
+ * damage), or -ENOMEM.  end[] is valid for those rows' tiles only. */
+int jpg_tiles_find(const uint8_t *buf, size_t len, struct jpg_tiles *t, uint32_t rows);
 
 /* Bytes jpg_tiles_build may write for tiles [c0, c1) x [r0, r1). */
 size_t jpg_tiles_size(const uint8_t *buf, const struct jpg_tiles *t, uint32_t c0, uint32_t c1,

@@ -76,16 +76,17 @@ static int walk_header(const uint8_t *buf, size_t len, size_t *sof, size_t *data
     return -EBADMSG;
 }
 
-int jpg_tiles_find(const uint8_t *buf, size_t len, struct jpg_tiles *t)
+int jpg_tiles_find(const uint8_t *buf, size_t len, struct jpg_tiles *t, uint32_t rows)
 {
-    size_t n = (size_t)t->cols * t->rows, k = 0, off;
+    size_t n = (size_t)t->cols * t->rows, k = 0, off, want;
 
-    if (n == 0 || walk_header(buf, len, &t->sof, &t->data) < 0)
+    if (n == 0 || rows == 0 || rows > t->rows || walk_header(buf, len, &t->sof, &t->data) < 0)
         return -EBADMSG;
+    want = (size_t)t->cols * rows;
     if (!buf_grow((void **)&t->end, &t->end_cap, n * sizeof(*t->end)))
         return -ENOMEM;
     off = t->data;
-    while (k < n) {
+    while (k < want) {
         const uint8_t *p = off < len ? memchr(buf + off, 0xFF, len - off) : NULL;
         size_t at, q;
 
@@ -112,7 +113,7 @@ int jpg_tiles_find(const uint8_t *buf, size_t len, struct jpg_tiles *t)
             return -EBADMSG; /* more intervals than tiles, or out of order */
         off = q + 1;
     }
-    return k == n ? 0 : -EBADMSG;
+    return k == want ? 0 : -EBADMSG;
 }
 
 /* Where tile i's data starts: after the scan's header, or after the
