@@ -95,7 +95,6 @@ static void on_conn_closed(uv_handle_t *h)
 
     if (--c->closing > 0)
         return;
-    c->d->conn_open--;
     free(c->out);
     free(c);
 }
@@ -122,6 +121,10 @@ static void conn_close_code(struct conn *c, const char *why, int code)
     if (c->state == C_CLOSING)
         return;
     c->state = C_CLOSING;
+    /* its place is free now: uv_close closes the descriptor at once, and
+     * the peer sees EOF before on_conn_closed runs (a peer that connects
+     * in between must not find max-connections still reached) */
+    c->d->conn_open--;
     if (c->epoll_open) {
         /* no more release callbacks: the stream and its eventfd go next */
         uv_poll_stop(&c->epoll);
@@ -658,8 +661,7 @@ static void on_connection(uv_stream_t *server, int status)
     uv_pipe_init(d->loop, &c->pipe, 0);
     c->pipe.data = c;
     if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
-        d->conn_open++;
-        c->closing = 1;
+        c->closing = 1; /* never counted open */
         uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
         return;
     }

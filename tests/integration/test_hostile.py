@@ -193,3 +193,34 @@ def test_start_seq_past_epoch_end_is_a_later_epoch(daemon, tmp_path):
     assert rows and rows[0].split()[:2] == ["3", "3"], rows[:1]
     assert a.read_text() == b.read_text()
     assert out_a["digest"] == out_b["digest"]
+
+
+def test_closed_idle_connections_free_their_places_at_once(daemon):
+    """Regression: the daemon counted a connection it had closed (its
+    descriptor gone, the peer at EOF) until libuv's close callback ran, so a
+    peer connecting right after the idle close found max-connections still
+    reached and was refused (test_connections_capped_and_idle_closed failed
+    so under a loaded CI machine).  A place is free once its descriptor is."""
+    d = daemon("max-connections = 20\nidle-sec = 1\n")
+    refused = 0
+    for _ in range(6):
+        # the last round's connections gone (STATS' own is the one open)
+        wait_for(lambda: int(d.stats()["connections.open"]) <= 1, "connections to close")
+        idle = [connect_unix(d.sock, WAIT) for _ in range(20)]
+        try:
+            for s in idle:
+                s.settimeout(WAIT)
+            assert idle[-1].recv(16) == b"", "an idle connection was not closed"
+            # at once, as the peer sees its EOF: no process spawned between
+            s = connect_unix(d.sock, WAIT)
+            s.sendall(b"PING\n")
+            reply = s.recv(4096)
+            s.close()
+            refused += reply.startswith(b"ERR too-many")
+            assert reply.startswith(b"OK pong") or reply.startswith(b"ERR too-many"), reply
+            for s in idle:
+                s.recv(16)
+        finally:
+            for s in idle:
+                s.close()
+    assert refused == 0, f"{refused} of 6 connections right after the idle close were refused"
