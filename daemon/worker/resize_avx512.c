@@ -32,10 +32,12 @@
  *             merging the third 64), stored into the planes' rows (the
  *             last masked): no line buffer, no second pass.  Normal
  *             stores, the lines of the row RS_PREFETCH_ROWS on prefetched
- *             for writing (resize_kern.h has the measurement; streaming
- *             stores, as the AVX2 set's CHW rows, measured slower here:
- *             a worker's resize 23.8 us a sample in the vertical pass
- *             against 18.6-19.3, bench/jpeg-loader's photos).
+ *             for writing (resize_kern.h has the measurement).  Streaming
+ *             stores, as the AVX2 set's CHW rows, measured worse here:
+ *             rows through a line buffer and copied to the slot streaming
+ *             its whole lines, the vertical pass and the copy took 4.8%
+ *             of two workers' samples on bench/jpeg-loader's photos,
+ *             against 3.4% for this pass alone.
  * The layout (rs_avx512_fit, rs_avx512_layout) is computed 16 values a
  * step in the same vectors: per lane its output and channel, its output's
  * start and count (permuted from a load of 16), the byte offsets of its
