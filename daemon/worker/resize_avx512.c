@@ -328,7 +328,7 @@ INLINE void vrow_n(const int16_t *const *rows, const int16_t *wt, uint32_t T, ui
 
         for (int c = 0; c < (layout == RS_HWC ? 1 : 3); c++)
             for (size_t i = 0; i < len; i += 64)
-                _m_prefetchw(next[c] + i);
+                __builtin_prefetch(next[c] + i, 1, 3); /* prefetchw (prfchw) */
     }
 #define CHUNK(at) (WIDE ? v32_chunk(rows, (at), w, T) : v16_chunk(rows, (at), w, T))
     if (layout == RS_HWC) {

@@ -33,13 +33,13 @@ typedef int32_t F(vi) __attribute__((vector_size(4 * LANES)));
 #define VI(x) ((vi){ (x), (x), (x), (x) })
 #define IOTA ((vd){ 0, 1, 2, 3 })
 #define IOTAI ((vi){ 0, 1, 2, 3 })
-#define BEFORE ((vi){ 0, 0, 1, 2 })
+#define BEFORE(v) __builtin_shufflevector(v, v, 0, 0, 1, 2)
 #elif LANES == 8
 #define V(x) ((vd){ (x), (x), (x), (x), (x), (x), (x), (x) })
 #define VI(x) ((vi){ (x), (x), (x), (x), (x), (x), (x), (x) })
 #define IOTA ((vd){ 0, 1, 2, 3, 4, 5, 6, 7 })
 #define IOTAI ((vi){ 0, 1, 2, 3, 4, 5, 6, 7 })
-#define BEFORE ((vi){ 0, 0, 1, 2, 3, 4, 5, 6 })
+#define BEFORE(v) __builtin_shufflevector(v, v, 0, 0, 1, 2, 3, 4, 5, 6)
 #else
 #error "LANES is 4 or 8"
 #endif
@@ -212,8 +212,8 @@ static void F(scan)(struct rs_axis *a)
             memcpy(&pe, cn + o - 1, sizeof(pe));
             pe += ps;
         } else {
-            ps = __builtin_shuffle(s, BEFORE);
-            pe = __builtin_shuffle(e, BEFORE);
+            ps = BEFORE(s);
+            pe = BEFORE(e);
         }
         lo = (in & (s < lo) & s) | (~(in & (s < lo)) & lo);
         hi = (in & (e > hi) & e) | (~(in & (e > hi)) & hi);
