@@ -12,10 +12,13 @@
  * HWC.  Per image:
  *   prev          rsprev_axis_plan twice (the old per-image tables) and
  *                 rsprev_resize (and rsprev_interleave for HWC)
- *   new, built    rs_axis_plan twice (what a cache miss costs) and
- *                 rs_resize, the kernels this CPU gets (AVX2 where it has it)
- *   new, cached   rs_resize alone (a cache hit)
- *   baseline      as new, built, with the baseline kernels forced
+ *   new           rs_axis_plan twice (what a cache miss costs) and
+ *                 rs_resize, the kernels this CPU gets (AVX-512 where it
+ *                 has AVX512F/BW/VL/VBMI/VNNI, else AVX2 where it has it)
+ *   cached        rs_resize alone (a cache hit)
+ *   avx512, avx2, baseline
+ *                 as new, with each kernel set forced (rs_use_isa before
+ *                 the tables are built), "-" where the CPU lacks it
  *   tables        rs_axis_plan twice alone
  * --photos DIR: the JPEGs of DIR's class folders (bench/make-photos'
  * tree): each file's size from its header, then per image the worker's
@@ -24,7 +27,12 @@
  * of the set in a shuffled order: the hits of one worker's cache
  * (RS_CACHE_WAYS ways) over those lookups, then the first N (--mix,
  * default 512) crops resized from noise of their decoded size, old path
- * against new (through a cache, as the worker runs it), per image.
+ * against new (through a cache, as the worker runs it), per image, and
+ * against each other kernel set the CPU has, forced.
+ *
+ * The output here stays in cache (one 150 KB buffer); a worker's slot
+ * does not, which this bench cannot show: the stores into the slot are
+ * measured through the daemon (bench/jpeg-loader's resize stage).
  *
  * Timing: each measurement runs its calls for 0.2 s first (warm-up:
  * caches, page faults, clock), then --reps (default 15) batches of calls
@@ -238,23 +246,44 @@ static double us(double s)
     return s * 1e6;
 }
 
+/* The kernel sets, best first, and whether this CPU runs each. */
+static const struct {
+    enum rs_isa isa;
+    const char *name;
+} isas[] = { { RS_ISA_AVX512, "avx512" },
+             { RS_ISA_AVX2, "avx2" },
+             { RS_ISA_BASELINE, "baseline" } };
+#define N_ISAS (sizeof(isas) / sizeof(isas[0]))
+
+static bool has_isa(size_t k)
+{
+    bool ok = rs_use_isa(isas[k].isa) == 0;
+
+    rs_use_isa(RS_ISA_AUTO);
+    return ok;
+}
+
 static void fixed_sizes(struct state *st)
 {
     static const uint32_t sizes[][2] = { { 300, 400 }, { 1200, 900 }, { 150, 150 },
-                                         { 250, 250 }, { 448, 336 } };
+                                         { 250, 250 }, { 448, 336 }, { 300, 300 } };
 
     printf("%ux%u RGB from W x H noise (the whole image the crop, flipped), CPU time per "
-           "image in us,\nmedian of %d batches after a 0.2 s warm-up; new kernels: %s\n",
-           size, size, reps, rs_isa_name());
-    printf("%-10s %-4s %9s %12s %12s %9s %7s  %s\n", "W x H", "", "prev", "new, built",
-           "new, cached", "baseline", "tables", "prev / new, built (range)");
+           "image in us,\nmedian of %d batches after a 0.2 s warm-up; new: the kernels this CPU "
+           "gets (%s), tables built per image;\ncached: its resize alone; then each kernel set "
+           "forced, tables built per image (- where the CPU lacks it);\ntables: its two tables "
+           "alone\n", size, size, reps, rs_isa_name());
+    printf("%-10s %-4s %8s %8s %8s", "W x H", "", "prev", "new", "cached");
+    for (size_t k = 0; k < N_ISAS; k++)
+        printf(" %8s", isas[k].name);
+    printf(" %7s  %s\n", "tables", "prev / new (range)");
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         for (int l = 0; l < 2; l++) {
             uint32_t w = sizes[i][0], h = sizes[i][1];
             struct crop c = { .x0 = 0, .x1 = w, .y0 = 0, .y1 = h, .lx0 = 0, .lx1 = (int)w,
                               .ly0 = 0, .ly1 = (int)h, .flip = true,
                               .layout = l ? RS_HWC : RS_CHW };
-            struct timing prev, built, cached, base, tables;
+            struct timing prev, built, cached, tables;
 
             st->crops = &c;
             st->n_crops = 1;
@@ -263,13 +292,19 @@ static void fixed_sizes(struct state *st)
             tables_one(st, &c);
             cached = measure(run_cached, st);
             tables = measure(run_tables, st);
-            rs_use_isa(RS_ISA_BASELINE);
-            base = measure(run_built, st);
-            rs_use_isa(RS_ISA_AUTO);
-            printf("%4ux%-5u %-4s %9.1f %12.1f %12.1f %9.1f %7.1f  %5.2fx (%.2f-%.2f)\n", w, h,
-                   l ? "hwc" : "chw", us(prev.median), us(built.median), us(cached.median),
-                   us(base.median), us(tables.median), prev.median / built.median,
-                   prev.lo / built.hi, prev.hi / built.lo);
+            printf("%4ux%-5u %-4s %8.1f %8.1f %8.1f", w, h, l ? "hwc" : "chw", us(prev.median),
+                   us(built.median), us(cached.median));
+            for (size_t k = 0; k < N_ISAS; k++) {
+                if (!has_isa(k)) {
+                    printf(" %8s", "-");
+                    continue;
+                }
+                rs_use_isa(isas[k].isa);
+                printf(" %8.1f", us(measure(run_built, st).median));
+                rs_use_isa(RS_ISA_AUTO);
+            }
+            printf(" %7.1f  %5.2fx (%.2f-%.2f)\n", us(tables.median),
+                   prev.median / built.median, prev.lo / built.hi, prev.hi / built.lo);
         }
 }
 
@@ -433,6 +468,16 @@ static void photo_mix(struct state *st, const char *dir, size_t mix)
                "cache) per image: %.2fx (%.2f-%.2f)\n", st->n_crops, l ? "HWC" : "CHW",
                us(prev.median) / (double)st->n_crops, us(now.median) / (double)st->n_crops,
                rs_isa_name(), prev.median / now.median, prev.lo / now.hi, prev.hi / now.lo);
+        for (size_t k = 0; k < N_ISAS; k++) {
+            if (strcmp(isas[k].name, rs_isa_name()) == 0 || !has_isa(k))
+                continue;
+            rs_use_isa(isas[k].isa);
+            now = measure(run_worker, st);
+            rs_use_isa(RS_ISA_AUTO);
+            printf("    %s forced: %.1f us per image: %.2fx (%.2f-%.2f)\n", isas[k].name,
+                   us(now.median) / (double)st->n_crops, prev.median / now.median,
+                   prev.lo / now.hi, prev.hi / now.lo);
+        }
     }
     free(crops);
 }

@@ -6,15 +6,20 @@
  *
  * Random images, boxes (fractional), input limits, output sizes (tiny to
  * large, reductions and enlargements) and flips from a fixed seed, each
- * run by both kernel sets (AVX2 where the CPU has it, and the baseline,
- * each forced with rs_use_isa) in both layouts: every output byte within 1
- * of the reference, the mean difference small, and the four outputs the
- * same bytes; the same for one table of each of the AVX2 horizontal
- * kernel's variants.  Also the tables' invariants, the coefficient cache (hits,
- * translation, LRU eviction, tables rebuilt after eviction the same as
- * fresh ones) and exact cases (identity, mirror, constant images, 1-pixel
- * edges).  Built again with RS_NO_AVX2 (resize_baseline in
- * tests/meson.build), where AVX2 is refused and the baseline runs alone.
+ * planned and run for every kernel set the CPU has (the baseline, AVX2,
+ * AVX-512, each forced with rs_use_isa before its tables are planned) in
+ * both layouts: the tables' weights the same for every set, every output
+ * byte within 1 of the reference, the mean difference small, and every
+ * output the same bytes, none written past the output; the same for one
+ * table of each of the AVX2 and AVX-512 horizontal kernels' variants (and
+ * of AVX-512's fallback to AVX2).  The input is a copy of just the rows
+ * and pixels the tables read, so a read past them is a read past a block
+ * (the ASan build reports it).  Also the tables' invariants, the
+ * coefficient cache (hits, translation, the kernels as a key, LRU
+ * eviction, tables rebuilt after eviction the same as fresh ones) and
+ * exact cases (identity, mirror, constant images, 1-pixel edges).  Built
+ * again with RS_NO_AVX2 (resize_baseline in tests/meson.build), where AVX2
+ * and AVX-512 are refused and the baseline runs alone.
  */
 #include <errno.h>
 #include <math.h>
@@ -45,10 +50,16 @@ static uint32_t below(uint32_t n)
     return (uint32_t)(next() % n);
 }
 
-/* The kernel sets this machine can run: baseline, and AVX2 if the CPU (and
- * the build) has it. */
-static enum rs_isa isas[2];
+/* The kernel sets this machine can run: baseline, and AVX2 and AVX-512 if
+ * the CPU (and the build) has them. */
+static enum rs_isa isas[3];
 static int n_isas;
+static bool has_avx512;
+
+static const char *isa_name(enum rs_isa isa)
+{
+    return isa == RS_ISA_AVX512 ? "avx512" : isa == RS_ISA_AVX2 ? "avx2" : "baseline";
+}
 
 /* Pillow's weights for output i of n over [box0, box1) within [lim0, lim1):
  * written as Resample.c's precompute_coeffs reads, in double. */
@@ -148,23 +159,87 @@ static uint8_t *reference(const struct image *im, const struct spec *s)
     return ref;
 }
 
-/* Resamples with the given tables, origin (x0, y0) of the tables'
- * coordinates in the image, kernels and layout: a new buffer. */
-static uint8_t *run(const struct image *im, const struct rs_axis *ax, const struct rs_axis *ay,
-                    int x0, int y0, enum rs_isa isa, enum rs_layout layout)
-{
-    size_t n = (size_t)ax->n * ay->n * 3;
-    uint8_t *out = aligned_alloc(32, (n + 31) & ~(size_t)31); /* as a slot: the AVX2
-                                                               kernels stream
-                                                               aligned rows */
-    void *scratch = aligned_alloc(32, (rs_scratch_bytes(ax, ay) + 31) & ~(size_t)31);
-    const uint8_t *src = im->p + ((size_t)(y0 + ay->lo) * im->w + (size_t)(x0 + ax->lo)) * 3;
+#define GUARD 64 /* bytes past an output checked untouched */
 
-    rs_use_isa(isa);
-    rs_resize(src, (size_t)im->w * 3, ax, ay, layout, scratch, out);
-    rs_use_isa(RS_ISA_AUTO);
+static int overruns; /* outputs written past their end */
+
+/* Resamples with the given tables (their kernels), origin (x0, y0) of the
+ * tables' coordinates in the image, in layout: a new buffer.  The input
+ * is a copy of the pixels [lo, hi) of the rows [lo, hi) alone, rows
+ * exactly their bytes apart. */
+static uint8_t *run(const struct image *im, const struct rs_axis *ax, const struct rs_axis *ay,
+                    int x0, int y0, enum rs_layout layout)
+{
+    size_t n = (size_t)ax->n * ay->n * 3, rb = (size_t)(ax->hi - ax->lo) * 3;
+    size_t rows = (size_t)(ay->hi - ay->lo);
+    uint8_t *out = aligned_alloc(64, (n + GUARD + 63) & ~(size_t)63); /* as a slot: the
+                                                                     kernels may stream
+                                                                     aligned rows */
+    void *scratch = aligned_alloc(32, (rs_scratch_bytes(ax, ay) + 31) & ~(size_t)31);
+    uint8_t *src = malloc(rb * rows);
+
+    for (size_t r = 0; r < rows; r++)
+        memcpy(src + r * rb,
+               im->p + ((size_t)(y0 + ay->lo + (int)r) * im->w + (size_t)(x0 + ax->lo)) * 3, rb);
+    memset(out + n, 0xA5, GUARD);
+    rs_resize(src, rb, ax, ay, layout, scratch, out);
+    for (size_t k = 0; k < GUARD; k++)
+        if (out[n + k] != 0xA5) {
+            overruns++;
+            break;
+        }
+    free(src);
     free(scratch);
     return out;
+}
+
+/* Plans the two tables of s for the kernels isa, directly (into px, py,
+ * absolute coordinates) or through the cache (relative to the limits;
+ * *x0, *y0 then the limits' origin).  Returns 0 or the plan's error. */
+static int plan(const struct spec *s, enum rs_isa isa, struct rs_cache *cache,
+                struct rs_axis *px, struct rs_axis *py, const struct rs_axis **ax,
+                const struct rs_axis **ay, int *x0, int *y0)
+{
+    int rc;
+
+    rs_use_isa(isa);
+    if (cache) {
+        rc = rs_cache_plan(cache, RS_HORIZONTAL, s->nx, s->bx0, s->bx1, s->lx0, s->lx1,
+                           s->mirror, ax);
+        if (rc == 0)
+            rc = rs_cache_plan(cache, RS_VERTICAL, s->ny, s->by0, s->by1, s->ly0, s->ly1,
+                               false, ay);
+        *x0 = s->lx0;
+        *y0 = s->ly0;
+    } else {
+        rc = rs_axis_plan(px, RS_HORIZONTAL, s->nx, s->bx0, s->bx1, s->lx0, s->lx1, s->mirror);
+        if (rc == 0)
+            rc = rs_axis_plan(py, RS_VERTICAL, s->ny, s->by0, s->by1, s->ly0, s->ly1, false);
+        *ax = px;
+        *ay = py;
+        *x0 = *y0 = 0;
+    }
+    rs_use_isa(RS_ISA_AUTO);
+    return rc;
+}
+
+/* Whether two tables of the same n and taps hold the same weights. */
+static bool same_w(const struct rs_axis *a, const struct rs_axis *b)
+{
+    for (uint32_t i = 0; i < a->n; i++)
+        for (uint32_t k = 0; k < a->taps; k++)
+            if (RS_W(a, i, k) != RS_W(b, i, k))
+                return false;
+    return true;
+}
+
+/* Whether two tables hold the same spans and weights (not layouts). */
+static bool same_weights(const struct rs_axis *a, const struct rs_axis *b)
+{
+    return a->n == b->n && a->taps == b->taps && a->prec == b->prec && a->lo == b->lo &&
+           a->hi == b->hi && a->gather == b->gather &&
+           memcmp(a->start, b->start, a->n * sizeof(int32_t)) == 0 &&
+           memcmp(a->count, b->count, a->n * sizeof(uint32_t)) == 0 && same_w(a, b);
 }
 
 /* out (in layout) against ref (CHW): max |diff|, summed into *sum. */
@@ -186,53 +261,53 @@ static int diff(const uint8_t *out, const uint8_t *ref, uint32_t nx, uint32_t ny
     return maxd;
 }
 
-/* Tally of the random cases. */
+/* Tally of the random cases: gather and dot the AVX2 kernels' tables,
+ * narrow, wide and fallback the AVX-512 kernels' (a window a group, a
+ * window a pair, laid out for AVX2). */
 struct tally {
-    int worst, planned, same, cases, gather, dot;
+    int worst, planned, same, cases, gather, dot, narrow, wide, fallback;
     double sum, count;
 };
 
 /* Runs one spec through every kernel set and layout, with tables planned
- * directly (absolute coordinates) or through the cache (relative to the
- * limits), and checks them against the reference. */
+ * for each set directly (absolute coordinates) or through the cache
+ * (relative to the limits), and checks them against the reference. */
 static void check_spec(const struct image *im, const struct spec *s, struct rs_cache *cache,
                        struct tally *t, const char *what)
 {
-    struct rs_axis px = { 0 }, py = { 0 };
-    const struct rs_axis *ax = &px, *ay = &py;
+    struct rs_axis px[3] = { 0 }, py[3] = { 0 };
+    const struct rs_axis *ax[3], *ay[3];
     uint8_t *ref, *first = NULL;
     int x0 = 0, y0 = 0, worst = 0;
-    bool ok;
+    bool ok = true;
 
-    if (cache) {
-        ok = rs_cache_plan(cache, RS_HORIZONTAL, s->nx, s->bx0, s->bx1, s->lx0, s->lx1,
-                           s->mirror, &ax) == 0 &&
-             rs_cache_plan(cache, RS_VERTICAL, s->ny, s->by0, s->by1, s->ly0, s->ly1, false,
-                           &ay) == 0;
-        x0 = s->lx0;
-        y0 = s->ly0;
-    } else {
-        ok = rs_axis_plan(&px, RS_HORIZONTAL, s->nx, s->bx0, s->bx1, s->lx0, s->lx1,
-                          s->mirror) == 0 &&
-             rs_axis_plan(&py, RS_VERTICAL, s->ny, s->by0, s->by1, s->ly0, s->ly1, false) == 0;
-    }
     t->cases++;
+    for (int i = 0; i < n_isas && ok; i++)
+        ok = plan(s, isas[i], cache, &px[i], &py[i], &ax[i], &ay[i], &x0, &y0) == 0;
     if (!ok) {
         tap_diag("%s: %ux%u -> %ux%u not planned", what, im->w, im->h, s->nx, s->ny);
-        rs_axis_free(&px);
-        rs_axis_free(&py);
-        return;
+        goto out;
     }
     t->planned++;
-    if (ax->gather)
+    if (ax[0]->gather)
         t->gather++;
     else
         t->dot++;
     ref = reference(im, s);
-    for (int i = 0; i < n_isas; i++)
+    for (int i = 0; i < n_isas; i++) {
+        if (!same_weights(ax[i], ax[0]) || !same_weights(ay[i], ay[0])) {
+            t->same = 0;
+            tap_diag("%s: %ux%u -> %ux%u: %s's tables differ from the baseline's", what,
+                     im->w, im->h, s->nx, s->ny, isa_name(isas[i]));
+        }
+        if (isas[i] == RS_ISA_AVX512) {
+            t->fallback += ax[i]->kset == RS_ISA_AVX2;
+            t->narrow += ax[i]->kset == RS_ISA_AVX512 && !ax[i]->vwide;
+            t->wide += ax[i]->kset == RS_ISA_AVX512 && ax[i]->vwide;
+        }
         for (int l = 0; l < 2; l++) {
             enum rs_layout layout = l ? RS_HWC : RS_CHW;
-            uint8_t *out = run(im, ax, ay, x0, y0, isas[i], layout), *chw = out;
+            uint8_t *out = run(im, ax[i], ay[i], x0, y0, layout), *chw = out;
             int d = diff(out, ref, s->nx, s->ny, layout, &t->sum);
 
             worst = d > worst ? d : worst;
@@ -248,13 +323,14 @@ static void check_spec(const struct image *im, const struct spec *s, struct rs_c
             else {
                 if (memcmp(first, chw, (size_t)s->nx * s->ny * 3) != 0) {
                     t->same = 0;
-                    tap_diag("%s: %ux%u -> %ux%u: %s %s differs from the first output", what,
-                             im->w, im->h, s->nx, s->ny, i ? "avx2" : "baseline",
-                             l ? "hwc" : "chw");
+                    tap_diag("%s: %ux%u -> %ux%u: %s (%s) %s differs from the first output",
+                             what, im->w, im->h, s->nx, s->ny, isa_name(isas[i]),
+                             rs_kset_name(ax[i]), l ? "hwc" : "chw");
                 }
                 free(chw);
             }
         }
+    }
     t->count += (double)s->nx * s->ny * 3 * n_isas * 2;
     if (worst > 1)
         tap_diag("%s: %ux%u box %.2f..%.2f x %.2f..%.2f lim %d..%d x %d..%d -> %ux%u%s: "
@@ -263,8 +339,11 @@ static void check_spec(const struct image *im, const struct spec *s, struct rs_c
     t->worst = worst > t->worst ? worst : t->worst;
     free(first);
     free(ref);
-    rs_axis_free(&px);
-    rs_axis_free(&py);
+out:
+    for (int i = 0; i < 3; i++) {
+        rs_axis_free(&px[i]);
+        rs_axis_free(&py[i]);
+    }
 }
 
 /* A random crop box of im with limits of either kind. */
@@ -317,13 +396,35 @@ static void random_cases(void)
         check_spec(&im, &s, i % 2 ? &cache : NULL, &t, "large");
         free(im.p);
     }
+    for (int i = 0; i < 24; i++) { /* train crops: 150..450 pixels a side to 224 x 224 */
+        struct image im;
+        struct spec s;
+        double bw = 150 + 300 * unit(), bh = 150 + 300 * unit();
+
+        make_image(&im, 460, 460, i % 3);
+        s = (struct spec){ .nx = 224, .ny = 224, .bx0 = (459 - bw) * unit(),
+                           .by0 = (459 - bh) * unit(), .mirror = i & 1 };
+        s.bx1 = s.bx0 + bw;
+        s.by1 = s.by0 + bh;
+        s.lx0 = (int)floor(s.bx0);
+        s.ly0 = (int)floor(s.by0);
+        s.lx1 = (int)ceil(s.bx1);
+        s.ly1 = (int)ceil(s.by1);
+        check_spec(&im, &s, i % 2 ? &cache : NULL, &t, "train");
+        free(im.p);
+    }
     tap_ok(t.planned == t.cases, "every random plan accepted (%d of %d)", t.planned, t.cases);
     tap_ok(t.worst <= 1, "%d random resizes x %d kernel sets x 2 layouts: every byte within 1 "
                          "of the reference (worst %d)", t.cases, n_isas, t.worst);
     tap_ok(t.sum / t.count < 0.05, "mean difference %.4f below 0.05", t.sum / t.count);
-    tap_ok(t.same, "AVX2 and baseline, CHW and HWC: the same bytes");
+    tap_ok(t.same, "every kernel set the same tables' weights and, CHW and HWC, the same bytes");
+    tap_ok(overruns == 0, "no byte written past an output (%d overruns)", overruns);
     tap_ok(t.gather > 0 && t.dot > 0, "both horizontal AVX2 kernels' tables met (gather %d, "
                                       "dot %d)", t.gather, t.dot);
+    if (has_avx512)
+        tap_ok(t.narrow > 0 && t.wide > 0 && t.fallback > 0,
+               "AVX-512's tables of every kind met (a window a group %d, a window a pair %d, "
+               "laid out for AVX2 %d)", t.narrow, t.wide, t.fallback);
     rs_cache_free(&cache);
 }
 
@@ -361,7 +462,7 @@ static void kernel_variants(void)
 
                 if (rs_axis_plan(&a, RS_HORIZONTAL, n, s.bx0, s.bx1, 0, (int)w, s.mirror) < 0)
                     continue;
-                v = variant(&a);
+                v = variant(&a); /* (the AVX2 geometry: found for every kset) */
                 if (!met[v]) {
                     met[v] = true;
                     check_spec(&im, &s, NULL, &t, "variant");
@@ -378,7 +479,71 @@ static void kernel_variants(void)
     }
     tap_ok(got == want, "every horizontal AVX2 kernel variant met (%d of %d)", got, want);
     tap_ok(t.worst <= 1 && t.same && t.planned == t.cases,
-           "each within 1 of the reference, AVX2 and baseline the same bytes (worst %d)",
+           "each within 1 of the reference, every kernel set the same bytes (worst %d)",
+           t.worst);
+    free(im.p);
+    rs_axis_free(&a);
+}
+
+/* The horizontal AVX-512 kernel's variants, as avx512_hrow picks them:
+ * pairs 1 to 4 and more (as 5), a window a group (narrow) or a pair
+ * (wide), and tables laid out for AVX2 instead (0).  Past 3 pairs (about
+ * 3x) narrow windows fit only tables of a few outputs, and wide ones only
+ * help from there (never met with 1 to 3 pairs). */
+static int variant512(const struct rs_axis *a)
+{
+    uint32_t p = a->pairs > 5 ? 5 : a->pairs;
+
+    if (a->kset != RS_ISA_AVX512)
+        return 0;
+    return (int)p * 2 - 1 + a->vwide;
+}
+
+static void kernel_variants512(void)
+{
+    static const int need[] = { 0, 1, 3, 5, 7, 8, 9, 10 }; /* AVX2; narrow 1-5; wide 4, 5 */
+    struct rs_axis a = { 0 };
+    struct tally t = { .same = 1 };
+    bool met[11] = { false };
+    int got = 0, any = 0;
+    struct image im;
+
+    if (!has_avx512) {
+        tap_diag("no AVX-512 kernels on this CPU or build: their variants not tested");
+        return;
+    }
+    make_image(&im, 401, 40, 1);
+    rs_use_isa(RS_ISA_AVX512);
+    for (uint32_t n = 1; n <= 64; n++)
+        for (uint32_t w = 2; w <= 400; w += 1 + w / 50)
+            for (int f = 0; f < 4; f++) {
+                struct spec s = { .nx = n, .ny = 1 + (n * 5) % 40, .bx0 = f * 0.11,
+                                  .bx1 = w - f * 0.05, .by0 = 0, .by1 = 40, .lx0 = 0,
+                                  .lx1 = (int)w, .ly0 = 0, .ly1 = 40, .mirror = f & 1 };
+                int v;
+
+                if (rs_axis_plan(&a, RS_HORIZONTAL, n, s.bx0, s.bx1, 0, (int)w, s.mirror) < 0)
+                    continue;
+                v = variant512(&a);
+                if (!met[v]) {
+                    met[v] = true;
+                    any++;
+                    check_spec(&im, &s, NULL, &t, "variant512");
+                    rs_use_isa(RS_ISA_AVX512); /* (check_spec leaves AUTO) */
+                }
+            }
+    rs_use_isa(RS_ISA_AUTO);
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+        got += met[need[i]];
+        if (!met[need[i]])
+            tap_diag("AVX-512 variant %d (pairs %d, wide %d) not met", need[i],
+                     (need[i] + 1) / 2, (need[i] + 1) % 2);
+    }
+    tap_ok(got == (int)(sizeof(need) / sizeof(need[0])),
+           "every horizontal AVX-512 kernel variant met (%d of %d, %d kinds in all)", got,
+           (int)(sizeof(need) / sizeof(need[0])), any);
+    tap_ok(t.worst <= 1 && t.same && t.planned == t.cases,
+           "each within 1 of the reference, every kernel set the same bytes (worst %d)",
            t.worst);
     free(im.p);
     rs_axis_free(&a);
@@ -407,20 +572,21 @@ static void exact_cases(void)
     rs_axis_plan(&ay, RS_VERTICAL, 23, 0, 23, 0, 23, false);
     tap_ok(ax.taps == 1 && ay.taps == 1, "same size: one tap per output");
     for (int i = 0; i < n_isas; i++) {
-        uint8_t *out = run(&im, &ax, &ay, 0, 0, isas[i], RS_HWC);
+        uint8_t *out;
 
+        rs_use_isa(isas[i]);
+        rs_axis_plan(&ax, RS_HORIZONTAL, 37, 0, 37, 0, 37, false);
+        out = run(&im, &ax, &ay, 0, 0, RS_HWC);
         same &= memcmp(out, im.p, 37 * 23 * 3) == 0;
         free(out);
-    }
-    tap_ok(same, "same size: the image unchanged (every kernel set)");
-    rs_axis_plan(&ax, RS_HORIZONTAL, 37, 0, 37, 0, 37, true);
-    for (int i = 0; i < n_isas; i++) {
-        uint8_t *out = run(&im, &ax, &ay, 0, 0, isas[i], RS_HWC);
-
+        rs_axis_plan(&ax, RS_HORIZONTAL, 37, 0, 37, 0, 37, true);
+        out = run(&im, &ax, &ay, 0, 0, RS_HWC);
         mirrored &= is_mirror(out, &im);
         free(out);
     }
-    tap_ok(mirrored, "mirrored: the image flipped left-right");
+    rs_use_isa(RS_ISA_AUTO);
+    tap_ok(same, "same size: the image unchanged (every kernel set)");
+    tap_ok(mirrored, "mirrored: the image flipped left-right (every kernel set)");
     /* a constant image stays constant through any resize */
     flat.w = 300;
     flat.h = 200;
@@ -432,11 +598,13 @@ static void exact_cases(void)
         random_box(&flat, &s, t % 2);
         s.nx = 1 + below(300);
         s.ny = 1 + below(300);
-        rs_axis_plan(&ax, RS_HORIZONTAL, s.nx, s.bx0, s.bx1, s.lx0, s.lx1, s.mirror);
-        rs_axis_plan(&ay, RS_VERTICAL, s.ny, s.by0, s.by1, s.ly0, s.ly1, false);
         for (int i = 0; i < n_isas; i++) {
-            uint8_t *out = run(&flat, &ax, &ay, 0, 0, isas[i], t % 4 < 2 ? RS_CHW : RS_HWC);
+            const struct rs_axis *pax, *pay;
+            int x0, y0;
+            uint8_t *out;
 
+            plan(&s, isas[i], NULL, &ax, &ay, &pax, &pay, &x0, &y0);
+            out = run(&flat, &ax, &ay, 0, 0, t % 4 < 2 ? RS_CHW : RS_HWC);
             for (size_t k = 0; k < (size_t)s.nx * s.ny * 3; k++)
                 constant &= out[k] == 173;
             free(out);
@@ -471,7 +639,7 @@ static void exact_cases(void)
 static void plan_invariants(void)
 {
     struct rs_axis a = { 0 };
-    int ok = 1, sums = 1, close = 1, prec = 1, inside = 1, mono = 1, fit16 = 1;
+    int ok = 1, sums = 1, close = 1, prec = 1, inside = 1, mono = 1, fit16 = 1, tight = 1;
     double *ref = malloc(4200 * sizeof(double));
 
     for (int t = 0; t < 600; t++) {
@@ -488,6 +656,17 @@ static void plan_invariants(void)
         }
         prec &= dir == RS_VERTICAL || a.gather ? a.prec == 15 : a.prec >= 14 && a.prec <= 22;
         mono &= dir == RS_HORIZONTAL || a.monotone;
+        {
+            int32_t lo = a.start[0], hi = a.start[0] + (int32_t)a.count[0];
+            uint32_t most = 0;
+
+            for (uint32_t i = 0; i < n; i++) {
+                lo = a.start[i] < lo ? a.start[i] : lo;
+                hi = a.start[i] + (int32_t)a.count[i] > hi ? a.start[i] + (int32_t)a.count[i] : hi;
+                most = a.count[i] > most ? a.count[i] : most;
+            }
+            tight &= a.lo == lo && a.hi == hi && a.taps == most;
+        }
         for (uint32_t i = 0; i < n; i++) {
             int first, cnt = ref_weights(mirror ? n - 1 - i : i, n, b0, b1, lim0, lim1, &first,
                                          ref);
@@ -519,6 +698,8 @@ static void plan_invariants(void)
     tap_ok(prec, "prec 15 (vertical, gather), 14..22 (dot)");
     tap_ok(fit16, "dot tables' weights fit int16");
     tap_ok(inside, "every span inside the limits and inside [lo, hi)");
+    tap_ok(tight, "[lo, hi) and taps exactly the spans' (none widened by the vector lanes past "
+                  "n: tables of 1 to 8 outputs among them)");
     tap_ok(mono, "vertical tables' spans only move forward (the ring holds them)");
     tap_ok(rs_axis_plan(&a, RS_HORIZONTAL, 0, 0, 1, 0, 1, false) == -EINVAL &&
                rs_axis_plan(&a, RS_HORIZONTAL, 4, 2, 1, 0, 4, false) == -EINVAL &&
@@ -541,12 +722,19 @@ static int same_table(const struct rs_axis *c, enum rs_dir dir, uint32_t n, doub
     struct rs_axis f = { 0 };
     int same = rs_axis_plan(&f, dir, n, b0 - lim0, b1 - lim0, 0, lim1 - lim0, mirror) == 0 &&
                c->n == f.n && c->taps == f.taps && c->prec == f.prec && c->lo == f.lo &&
-               c->hi == f.hi && c->gather == f.gather &&
+               c->hi == f.hi && c->gather == f.gather && c->kset == f.kset &&
                memcmp(c->start, f.start, n * sizeof(int32_t)) == 0 &&
-               memcmp(c->count, f.count, n * sizeof(uint32_t)) == 0 &&
-               memcmp(c->w, f.w, ((size_t)n + 3) / 4 * 4 * f.taps * sizeof(int32_t)) == 0;
+               memcmp(c->count, f.count, n * sizeof(uint32_t)) == 0 && same_w(c, &f);
 
-    if (same && dir == RS_HORIZONTAL && f.gather)
+    if (same && dir == RS_HORIZONTAL && f.kset == RS_ISA_AVX512)
+        same = c->vwide == f.vwide && c->vgroups == f.vgroups &&
+               memcmp(c->vidx, f.vidx, (size_t)f.vgroups * f.pairs * 64) == 0 &&
+               memcmp(c->vw, f.vw, (size_t)f.vgroups * f.pairs * 64) == 0 &&
+               memcmp(c->vbase, f.vbase, (size_t)f.vgroups * (f.vwide ? f.pairs : 1) *
+                                             sizeof(int32_t)) == 0;
+    else if (same && dir == RS_HORIZONTAL && f.kset != RS_ISA_AVX2)
+        ; /* the baseline's: no layout */
+    else if (same && dir == RS_HORIZONTAL && f.gather)
         same = memcmp(c->idx, f.idx, (size_t)f.groups * 2 * f.pairs * 32) == 0 &&
                memcmp(c->bw, f.bw, (size_t)f.groups * 2 * f.pairs * 32) == 0 &&
                memcmp(c->base, f.base, (size_t)f.groups * 4 * sizeof(int32_t)) == 0;
@@ -576,6 +764,14 @@ static void cache_cases(void)
     rs_cache_plan(&c, RS_HORIZONTAL, 224, 10.5, 310.5, 10, 312, false, &b);
     rs_cache_plan(&c, RS_HORIZONTAL, 224, 10.25, 310.5, 10, 311, false, &b);
     tap_ok(c.hits == 2 && c.misses == 6, "mirror, direction, size, limits and box are keys");
+    if (n_isas > 1) {
+        rs_use_isa(RS_ISA_BASELINE);
+        rs_cache_plan(&c, RS_HORIZONTAL, 224, 10.5, 310.5, 10, 311, false, &b);
+        rs_use_isa(RS_ISA_AUTO);
+        tap_ok(c.hits == 2 && c.misses == 7 && b != a && b->kset == RS_ISA_BASELINE &&
+                   a->kset != RS_ISA_BASELINE,
+               "the kernels in effect are a key: the baseline's table is another");
+    }
     /* LRU: fill every way, touch the oldest, add one more: the second
      * oldest goes, the touched one stays */
     rs_cache_free(&c);
@@ -640,14 +836,14 @@ static void cache_cases(void)
 
 static void kernel_sets(void)
 {
-    int avx2 = rs_use_isa(RS_ISA_AVX2);
+    int avx2 = rs_use_isa(RS_ISA_AVX2), avx512 = rs_use_isa(RS_ISA_AVX512);
 
     isas[n_isas++] = RS_ISA_BASELINE;
     tap_ok(rs_use_isa(RS_ISA_BASELINE) == 0 && strcmp(rs_isa_name(), "baseline") == 0,
            "the baseline kernels can be forced");
 #ifdef RS_NO_AVX2
-    tap_ok(avx2 == -ENOTSUP && strcmp(rs_isa_name(), "baseline") == 0,
-           "built without AVX2: AVX2 refused, the baseline kept");
+    tap_ok(avx2 == -ENOTSUP && avx512 == -ENOTSUP && strcmp(rs_isa_name(), "baseline") == 0,
+           "built without AVX2: AVX2 and AVX-512 refused, the baseline kept");
 #else
     if (avx2 == 0) {
         isas[n_isas++] = RS_ISA_AVX2;
@@ -656,9 +852,21 @@ static void kernel_sets(void)
     } else {
         tap_ok(avx2 == -ENOTSUP, "no AVX2 on this CPU: refused (the baseline alone is tested)");
     }
+    if (avx512 == 0) {
+        isas[n_isas++] = RS_ISA_AVX512;
+        has_avx512 = true;
+        tap_ok(strcmp((rs_use_isa(RS_ISA_AVX512), rs_isa_name()), "avx512") == 0,
+               "the AVX-512 kernels can be forced");
+    } else {
+        tap_ok(avx512 == -ENOTSUP, "no AVX-512 (F, BW, VL, VBMI, VNNI) on this CPU: refused");
+    }
 #endif
+    tap_ok(rs_use_isa((enum rs_isa)9) == -EINVAL, "an unknown kernel set refused");
     rs_use_isa(RS_ISA_AUTO);
-    tap_diag("kernel sets tested: %s%s", "baseline", n_isas > 1 ? ", avx2" : "");
+    tap_ok(strcmp(rs_isa_name(), isa_name(isas[n_isas - 1])) == 0,
+           "AUTO takes the best this CPU has (%s)", rs_isa_name());
+    tap_diag("kernel sets tested: baseline%s%s", n_isas > 1 ? ", avx2" : "",
+             has_avx512 ? ", avx512" : "");
 }
 
 int main(void)
@@ -668,6 +876,7 @@ int main(void)
     exact_cases();
     cache_cases();
     kernel_variants();
+    kernel_variants512();
     random_cases();
     return tap_done();
 }

@@ -46,10 +46,14 @@
  *      clamped to 0..255, written straight in the output's layout (CHW:
  *      each plane's row in place; HWC: the three planes' row interleaved
  *      into the pixel row).  A flip is the horizontal table's mirror, free.
- * The kernels come in two sets that compute these same integers, so every
- * machine writes the same bytes: AVX2 (resize_avx2.c, chosen at run time
- * by __builtin_cpu_supports) and a baseline in plain C (resize.c, what
- * GCC vectorizes for SSE2).  Precision: within a level of an exact
+ * The kernels come in three sets that compute these same integers, so every
+ * machine writes the same bytes: AVX-512 (resize_avx512.c: the horizontal
+ * pass straight from the RGB row, h in RGB order, the write into the
+ * output's layout fused with the vertical pass), AVX2 (resize_avx2.c) and
+ * a baseline in plain C (resize.c, what GCC vectorizes for SSE2), chosen
+ * at run time by __builtin_cpu_supports.  A table is laid out for the set
+ * in effect when it is planned, and rs_resize runs the set its horizontal
+ * table was laid out for.  Precision: within a level of an exact
  * double-precision evaluation (tests/test_resize.c): the weights are
  * within 2^-15 of exact, h within 2^-7 levels below exact, each 16-bit
  * vertical tap within half a unit of h.
@@ -69,12 +73,19 @@
  * most 16 / 256 of a level. */
 #define RS_V16_TAPS 16
 
-/* Which pass a table is for: a horizontal one carries the AVX2 kernels'
+/* Which pass a table is for: a horizontal one carries the SIMD kernels'
  * layouts and may be mirrored; a vertical one may not be mirrored. */
 enum rs_dir { RS_HORIZONTAL, RS_VERTICAL };
 
 /* Output layouts of rs_resize. */
 enum rs_layout { RS_CHW, RS_HWC };
+
+/* The kernel sets (AUTO: the best the CPU has, for rs_use_isa). */
+enum rs_isa { RS_ISA_AUTO, RS_ISA_BASELINE, RS_ISA_AVX2, RS_ISA_AVX512 };
+
+/* Outputs a block of the weight array w (the AVX-512 layout reads a tap
+ * of 16 outputs as one vector). */
+#define RS_WB 16
 
 /* How one output axis reads its input axis.  Arrays grow as needed and are
  * reused across plans; zero-initialize, free with rs_axis_free. */
@@ -86,13 +97,40 @@ struct rs_axis {
     uint32_t prec;       /* weights are w / 2^prec */
     int32_t lo, hi;      /* input samples used: [lo, hi) */
     bool monotone;       /* starts and ends never decrease with the output */
+    uint8_t kset;        /* enum rs_isa, never AUTO: the kernels the table
+                            is laid out for (horizontal: baseline none,
+                            AVX2 and AVX-512 their own below; vertical:
+                            none, the set in effect when planned) */
     int32_t *start;      /* n: first input sample of output i */
     uint32_t *count;     /* n: input samples it uses, 1..taps */
-    int32_t *w;          /* n (rounded up to 4) * taps, 4 outputs a block,
-                            tap-major: output i's weight k at RS_W(a, i, k),
-                            zeros past count[i]; they sum to 2^prec */
+    int32_t *w;          /* n (rounded up to RS_WB) * taps, RS_WB
+                            outputs a block, tap-major: output i's
+                            weight k at RS_W(a, i, k), zeros past
+                            count[i] (the padding past n undefined);
+                            they sum to 2^prec */
 
-    /* Horizontal tables only, for the AVX2 kernels (resize_avx2.c).
+    /* Horizontal tables of the AVX-512 kernels (kset RS_ISA_AVX512,
+     * resize_avx512.c).  The output row is taken in RGB order, 3n values
+     * (value v: channel v % 3 of output v / 3), 16 values a group, the
+     * groups padded to a multiple of 4 (64 values) with values of weight
+     * 0.  A group reads its input row's RGB bytes through 64-byte windows
+     * at vbase, one for all its taps or, vwide, one per pair: */
+    bool vwide;          /* a window per pair */
+    uint32_t vgroups;
+    int32_t *vbase;      /* vgroups (vwide: vgroups * pairs): each window's
+                            byte offset in the row from input sample lo,
+                            the window inside the row's 3 (hi - lo) bytes */
+    uint32_t *vidx;      /* vgroups * pairs * 16: per group and pair, one
+                            dword a value: its samples 2t and 2t + 1 as
+                            byte offsets in the window, in bytes 0 and 2 */
+    uint32_t *vw;        /* vgroups * pairs * 16: their weights, int16
+                            pairs (a weight of 2^15 as 2^15 - 1 and 1 on
+                            its sample) */
+    uint32_t *vpw;       /* pairs * (n rounded up to 16, and 16): each
+                            output's weight pairs, the layout's scratch */
+
+    /* Horizontal tables of the AVX2 kernels (kset RS_ISA_AVX2,
+     * resize_avx2.c), whose geometry also picks prec for every kset.
      * Outputs go 16 at a time (groups, the last padded with outputs of
      * weight 0) as two blocks of 8, one int32 lane an output: block 0 the
      * even outputs, block 1 the odd ones, so the high halves of the two
@@ -103,7 +141,7 @@ struct rs_axis {
      * two blocks' halves read the same windows: */
     bool gather;         /* every half's outputs fit a window (and prec is
                             15): the gather kernel applies, else the dot
-                            kernel */
+                            kernel; set for every kset (prec follows it) */
     bool wide;           /* a window per pair */
     bool shared;         /* a group's half's windows serve both blocks */
     uint32_t pairs;      /* ceil(taps / 2): weight pairs per output */
@@ -125,15 +163,19 @@ struct rs_axis {
 };
 
 /* Output i's weight k of table a (struct rs_axis). */
-#define RS_W(a, i, k) ((a)->w[((size_t)(i) / 4 * (a)->taps + (k)) * 4 + (i) % 4])
+#define RS_W(a, i, k)                                                                          \
+    ((a)->w[((size_t)(i) / RS_WB * (a)->taps + (k)) * RS_WB + (i) % RS_WB])
 
 /*
  * Builds the table of n outputs (n >= 1) from the input span [box0, box1)
  * (box0 < box1, fractional allowed, |box| < 1e12), reading only input
  * samples in [lim0, lim1) (lim0 < lim1, and the span must overlap it).
  * mirror (horizontal only): output i is computed as output n - 1 - i would
- * be (a horizontal flip for free).  Returns 0, -EINVAL for arguments out of
- * range or a mirrored vertical table, -ENOMEM.
+ * be (a horizontal flip for free).  A horizontal table is laid out for the
+ * kernels in effect (rs_use_isa), or for AVX2 where the AVX-512 windows do
+ * not fit it (reductions past about 3.5x); start, count, w and prec do not
+ * depend on the kernels.  Returns 0, -EINVAL for arguments out of range or
+ * a mirrored vertical table, -ENOMEM.
  */
 int rs_axis_plan(struct rs_axis *a, enum rs_dir dir, uint32_t n, double box0, double box1,
                  int32_t lim0, int32_t lim1, bool mirror);
@@ -150,7 +192,7 @@ void rs_axis_free(struct rs_axis *a);
 struct rs_cache {
     struct rs_cache_way {
         bool valid;
-        uint8_t dir, mirror;
+        uint8_t dir, mirror, isa; /* isa: the kernels in effect at the lookup */
         uint32_t n;
         int32_t len;             /* lim1 - lim0 */
         double box0, box1;       /* relative to lim0 */
@@ -163,10 +205,10 @@ struct rs_cache {
 /*
  * The table rs_axis_plan(dir, n, box0 - lim0, box1 - lim0, 0, lim1 - lim0,
  * mirror) would build: coordinates relative to lim0 (input sample lim0 is
- * the table's 0).  Sets *out to a table the cache owns, valid until the
- * cache evicts it, never within the next RS_CACHE_WAYS - 1 lookups (so the
- * two tables of one image stay valid together).  Returns 0, or
- * rs_axis_plan's error (*out untouched).
+ * the table's 0), for the kernels in effect.  Sets *out to a table the
+ * cache owns, valid until the cache evicts it, never within the next
+ * RS_CACHE_WAYS - 1 lookups (so the two tables of one image stay valid
+ * together).  Returns 0, or rs_axis_plan's error (*out untouched).
  */
 int rs_cache_plan(struct rs_cache *c, enum rs_dir dir, uint32_t n, double box0, double box1,
                   int32_t lim0, int32_t lim1, bool mirror, const struct rs_axis **out);
@@ -180,27 +222,30 @@ size_t rs_scratch_bytes(const struct rs_axis *ax, const struct rs_axis *ay);
  * Resamples an RGB image (3 bytes a pixel) to ay->n rows of ax->n pixels
  * at dst, in `layout`: CHW, three planes (R, G, B) of ay->n rows of ax->n
  * bytes, or HWC, ay->n rows of ax->n RGB pixels.  ax is a horizontal
- * table, ay a vertical one.  src is input pixel (ax->lo, ay->lo); rows are
- * stride bytes apart, and only pixels in [lo, hi) of both tables are read.
- * scratch is rs_scratch_bytes() bytes, aligned to 32.  Writes exactly the
+ * table, ay a vertical one; the kernels are those ax was laid out for
+ * (ax->kset).  src is input pixel (ax->lo, ay->lo); rows are stride bytes
+ * apart, and only pixels in [lo, hi) of both tables are read.  scratch is
+ * rs_scratch_bytes() bytes, aligned to 32.  Writes exactly the
  * 3 * ax->n * ay->n bytes of dst.
  */
 void rs_resize(const uint8_t *src, size_t stride, const struct rs_axis *ax,
                const struct rs_axis *ay, enum rs_layout layout, void *scratch, uint8_t *dst);
 
-/* The kernel sets. */
-enum rs_isa { RS_ISA_AUTO, RS_ISA_BASELINE, RS_ISA_AVX2 };
-
 /*
- * Chooses the kernels rs_resize runs: AUTO (the default) takes AVX2 where
- * the CPU has it, else the baseline; the tests and bench/resize force
- * either.  Returns 0, or -ENOTSUP for AVX2 where the CPU or the build
- * (RS_NO_AVX2) lacks it, the choice unchanged.  Per process, not thread
- * safe (a worker is one thread).
+ * Chooses the kernels the tables planned from now on are laid out for:
+ * AUTO (the default) takes AVX-512 where the CPU has AVX512F, BW, VL, VBMI
+ * and VNNI (Ice Lake and later, Zen 4), else AVX2 where it has it, else
+ * the baseline; the tests and bench/resize force each.  Returns 0, or
+ * -ENOTSUP for a set the CPU or the build (RS_NO_AVX2, RS_NO_AVX512)
+ * lacks, the choice unchanged.  Per process, not thread safe (a worker is
+ * one thread).
  */
 int rs_use_isa(enum rs_isa isa);
 
-/* The kernels in effect: "avx2" or "baseline". */
+/* The kernels in effect: "avx512", "avx2" or "baseline". */
 const char *rs_isa_name(void);
+
+/* The kernel set of a table (ax->kset), by the same names. */
+const char *rs_kset_name(const struct rs_axis *a);
 
 #endif

@@ -5,7 +5,8 @@
  * A table is built per image (train crops rarely repeat a size: the cache
  * hits 1% of bench/jpeg-loader's crops, bench/resize --photos), so the
  * build must be cheap: passes 1 and 2 take 4 outputs a step in vectors,
- * branch-free:
+ * branch-free, or 8 where the AVX-512 kernels are in effect
+ * (resize_lanes.h: the same operations, the same tables):
  *   1. spans: each output's first input and count (a zero weight at the
  *      end trimmed, the nearest allowed input when the filter misses), in
  *      the triangle's own coordinate x = (k + 0.5 - c) / f;
@@ -15,10 +16,15 @@
  *      every q_k within 1 of its exact value, none negative, summing to
  *      2^prec.  prec: 15, but for dot tables the most int16 allows for
  *      their largest weight, at most 22 (a pass more to find it);
- *   3. horizontal tables: the AVX2 kernels' layout (resize.h), the
- *      cheapest windows that fit.
- * The cache compares keys field by field (doubles exactly) and evicts the
- * least recently returned table; an evicted way's arrays are reused.
+ *   3. horizontal tables: the layout of the kernels in effect (resize.h):
+ *      none for the baseline; AVX2's, the cheapest windows that fit; or
+ *      AVX-512's (resize_avx512.c), whose fit is checked before the
+ *      arrays are carved, AVX2's where it does not fit.  The AVX2 windows'
+ *      fit (gather or dot) is found for every table: prec follows it, so
+ *      the weights are the same whatever the kernels.
+ * The cache compares keys field by field (doubles exactly, and the kernels
+ * in effect) and evicts the least recently returned table; an evicted
+ * way's arrays are reused.
  */
 #include "resize.h"
 
@@ -29,26 +35,20 @@
 
 #include "resize_kern.h"
 
-#define ALIGN32(n) (((n) + 31) & ~(size_t)31)
-
-#ifdef RS_NO_AVX2
-#define RS_PLAN_CLONES
-#else
-#define RS_PLAN_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
+#define ALIGN64(n) (((n) + 63) & ~(size_t)63)
 
 #define PREC_MAX_DOT 22  /* a dot table's sums: |p - 128| * 2^22 at most */
 #define GATHER_WINDOW 16 /* bytes a gather window holds */
 
-/* Grows *p to hold `bytes` (32-byte aligned, contents lost). */
+/* Grows *p to hold `bytes` (64-byte aligned, contents lost). */
 static int grow(void **p, size_t *cap, size_t bytes)
 {
     void *q;
 
     if (bytes <= *cap)
         return 0;
-    bytes = ALIGN32(bytes);
-    q = aligned_alloc(32, bytes);
+    bytes = ALIGN64(bytes);
+    q = aligned_alloc(64, bytes);
     if (!q)
         return -ENOMEM;
     free(*p);
@@ -57,161 +57,103 @@ static int grow(void **p, size_t *cap, size_t bytes)
     return 0;
 }
 
-/* Carves the table's arrays out of a->mem for its n, taps and dir. */
+/* The layouts' geometry of a horizontal table from n and taps: AVX2's
+ * groups of 16 outputs and weight pairs (found for every kset: prec
+ * follows its windows), AVX-512's groups of 16 values. */
+static void geometry(struct rs_axis *a)
+{
+    a->groups = a->pairs = a->taps16 = a->vgroups = 0;
+    if (a->dir != RS_HORIZONTAL)
+        return;
+    a->groups = (a->n + 15) / 16;
+    a->pairs = (a->taps + 1) / 2;
+    a->taps16 = (a->taps + 15) / 16 * 16;
+    a->vgroups = (uint32_t)(((size_t)a->n * 3 + 63) / 64 * 4);
+}
+
+/* Carves the table's arrays out of a->mem: w, and the layout of its kset,
+ * 64-byte aligned pieces. */
 static int carve(struct rs_axis *a)
 {
-    size_t nt = ((size_t)a->n + 3) / 4 * 4 * a->taps, groups = 0, pairs = 0, t16 = 0, sz[6],
-           total = 0;
-    void **dst[6] = { (void **)&a->w, (void **)&a->base, (void **)&a->idx, (void **)&a->bw,
-                      (void **)&a->off, (void **)&a->w16 };
+    size_t nt = ((size_t)a->n + RS_WB - 1) / RS_WB * RS_WB * a->taps,
+           g = a->groups,
+           P = a->pairs, vg = a->vgroups, sz[10] = { 0 }, total = 0;
+    void **dst[10] = { (void **)&a->w,     (void **)&a->base, (void **)&a->idx,
+                       (void **)&a->bw,    (void **)&a->off,  (void **)&a->w16,
+                       (void **)&a->vbase, (void **)&a->vidx, (void **)&a->vw,
+                       (void **)&a->vpw };
     char *m;
 
-    if (a->dir == RS_HORIZONTAL) {
-        groups = ((size_t)a->n + 15) / 16;
-        pairs = (a->taps + 1) / 2;
-        t16 = ((size_t)a->taps + 15) / 16 * 16;
-    }
-    if (nt > SIZE_MAX / 16 || groups * 16 * (t16 + pairs * 4) > SIZE_MAX / 4)
+    if (nt > SIZE_MAX / 16 || g * 16 * (a->taps16 + P * 4) > SIZE_MAX / 4 ||
+        vg * P > SIZE_MAX / 256)
         return -ENOMEM;
     sz[0] = nt * sizeof(int32_t);
-    sz[1] = groups * 4 * sizeof(int32_t);
-    sz[2] = groups * 2 * pairs * 32;
-    sz[3] = groups * 2 * pairs * 16 * sizeof(int16_t);
-    sz[4] = groups * 16 * sizeof(int32_t);
-    sz[5] = groups * 16 * t16 * sizeof(int16_t);
-    for (int i = 0; i < 6; i++)
-        total += ALIGN32(sz[i]);
+    if (a->kset == RS_ISA_AVX2) {
+        sz[1] = g * 4 * sizeof(int32_t);
+        sz[2] = g * 2 * P * 32;
+        sz[3] = g * 2 * P * 16 * sizeof(int16_t);
+        sz[4] = g * 16 * sizeof(int32_t);
+        sz[5] = g * 16 * a->taps16 * sizeof(int16_t);
+    } else if (a->kset == RS_ISA_AVX512) {
+        sz[6] = vg * (a->vwide ? P : 1) * sizeof(int32_t);
+        sz[7] = vg * P * 16 * sizeof(uint32_t);
+        sz[8] = vg * P * 16 * sizeof(uint32_t);
+        sz[9] = P * (((size_t)a->n + 15) / 16 * 16 + 16) * sizeof(uint32_t);
+    }
+    for (int i = 0; i < 10; i++)
+        total += ALIGN64(sz[i]);
     if (grow(&a->mem, &a->cap_mem, total) < 0)
         return -ENOMEM;
     m = a->mem;
-    for (int i = 0; i < 6; i++) {
-        *dst[i] = m;
-        m += ALIGN32(sz[i]);
+    for (int i = 0; i < 10; i++) {
+        *dst[i] = sz[i] ? m : NULL;
+        m += ALIGN64(sz[i]);
     }
-    a->pairs = (uint32_t)pairs;
-    a->groups = (uint32_t)groups;
-    a->taps16 = (uint32_t)t16;
     return 0;
 }
 
-/*
- * Passes 1 and 2 take 4 outputs at a time, one per lane of GCC's vector
- * types: the same IEEE operations, lane by lane, whatever the target
- * (SSE2 splits them in halves), so a table does not depend on the machine.
- * Floors are exact (|x| < 2^51: boxes are under 1e12); lanes past n are
- * computed into the room start, count and w keep for them, never read.
- * rs_axis_plan comes in an AVX2 clone (4 lanes a step) and the baseline
- * (GCC's target_clones: an ifunc chooses by the CPU); no FMA in either, so
- * the clones round alike.
- */
+/* Passes 1 and 2 and the scan, in vectors of 4 lanes (the AVX2 clone and
+ * the baseline: GCC's target_clones, an ifunc chooses by the CPU) and of 8
+ * (AVX-512, for its kernel set): resize_lanes.h. */
 #pragma GCC diagnostic ignored "-Wpsabi" /* static inline only: no ABI to keep */
 
-typedef double v4d __attribute__((vector_size(32)));
-typedef int64_t v4l __attribute__((vector_size(32)));
-typedef int32_t v4i __attribute__((vector_size(16)));
+#ifdef RS_NO_AVX2
+#define LANES_CLONES
+#else
+#define LANES_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
 
-#define V4(x) ((v4d){ (x), (x), (x), (x) })
+#define LANES 4
+#define SFX _4
+#include "resize_lanes.h"
+#undef LANES
+#undef SFX
 
-static inline __attribute__((always_inline)) v4d sel(v4l m, v4d a, v4d b) /* m ? a : b, m all ones or zeros */
-{
-    return (v4d)(((v4l)a & m) | ((v4l)b & ~m));
-}
-
-static inline __attribute__((always_inline)) v4d vfloor(v4d x)
-{
-    v4d t = (x + V4(6755399441055744.0)) - V4(6755399441055744.0); /* 1.5 * 2^52 */
-
-    return t - sel(t > x, V4(1.0), V4(0.0));
-}
-
-static inline __attribute__((always_inline)) v4d vabs(v4d x)
-{
-    return (v4d)((v4l)x & (v4l){ INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX });
-}
-
-/* The centers of outputs o..o+3 (input coordinates). */
-static inline __attribute__((always_inline)) v4d centers(double box0, double scale, uint32_t n, uint32_t o, bool mirror)
-{
-    v4d i = { o, o + 1.0, o + 2.0, o + 3.0 };
-
-    if (mirror)
-        i = V4((double)n - 1.0) - i;
-    return V4(box0) + (i + V4(0.5)) * V4(scale);
-}
-
-/*
- * Pass 1 for outputs o..o+3: spans in [lim0, lim1) with a weight 1 - |x|
- * > 0 at both ends (x = (k + 0.5 - c) / f); the nearest allowed sample
- * when none is left.  With k0 = floor(c - f + 0.5) the first sample's x is
- * above -1 and the last's (k1 - 1) at most 1: only the last can weigh 0
- * (and rounding may put the first at -1), one step each, no loop.
- */
-static inline __attribute__((always_inline)) void spans4(struct rs_axis *a, uint32_t o, v4d c, double f, double inv_f,
-                          double lim0, double lim1)
-{
-    v4d s0 = vfloor(c - V4(f) + V4(0.5)), s1 = vfloor(c + V4(f) + V4(0.5)), x0, x1, near;
-    v4l bad;
-
-    s0 = sel(s0 < V4(lim0), V4(lim0), s0);
-    s1 = sel(s1 > V4(lim1), V4(lim1), s1);
-    x0 = (s0 + V4(0.5) - c) * V4(inv_f);
-    x1 = ((s1 - V4(1.0)) + V4(0.5) - c) * V4(inv_f);
-    s0 = s0 + sel(x0 <= V4(-1.0), V4(1.0), V4(0.0));
-    s1 = s1 - sel(x1 >= V4(1.0), V4(1.0), V4(0.0));
-    near = vfloor(c);
-    near = sel(near < V4(lim0), V4(lim0), sel(near >= V4(lim1), V4(lim1 - 1.0), near));
-    bad = s0 >= s1;
-    s0 = sel(bad, near, s0);
-    s1 = sel(bad, near + V4(1.0), s1);
-    *(v4i *)(a->start + o) = __builtin_convertvector(s0, v4i);
-    *(v4i *)(a->count + o) = __builtin_convertvector(s1 - s0, v4i);
-}
-
-/*
- * Pass 2 for outputs o..o+3 (o a multiple of 4): their weights at prec,
- * a vector of 4 a tap (RS_W).
- * Per output, the exact weights 1 - |x| (x stepped by inv_f from the first
- * sample, clamped at 0 against rounding) and their sum, then the running
- * sums rounded, R(s) = trunc(s 2^prec / sum + 0.5), and q_k = R(S_k) -
- * R(S_(k-1)), the last 2^prec - R(S_(count-2)).
- */
-static inline __attribute__((always_inline)) void weights4(struct rs_axis *a, uint32_t o, v4d c, double inv_f, uint32_t prec)
-{
-    v4i st = *(const v4i *)(a->start + o), cn = *(const v4i *)(a->count + o);
-    v4d cnt = __builtin_convertvector(cn, v4d), x0, x, sum = V4(0.0), s = V4(0.0), k;
-    v4d one = V4((double)(1 << prec)), prev = V4(0.0);
-    uint32_t taps = a->taps;
-    v4i *w = (v4i *)(a->w + (size_t)o * taps); /* the block's, tap-major */
-
-    x0 = (__builtin_convertvector(st, v4d) + V4(0.5) - c) * V4(inv_f);
-    x = x0;
-    for (uint32_t i = 0; i < taps; i++, x += V4(inv_f)) {
-        v4d v = V4(1.0) - vabs(x);
-
-        sum += sel((v > V4(0.0)) & (V4((double)i) < cnt), v, V4(0.0));
-    }
-    k = sel(sum > V4(0.0), one / sum, V4(0.0)); /* 0: the nearest sample alone */
-    x = x0;
-    for (uint32_t i = 0; i < taps; i++, x += V4(inv_f)) {
-        v4d v = V4(1.0) - vabs(x), r, q;
-        v4l inner = V4((double)i + 1.0) < cnt, last = V4((double)i + 1.0) == cnt;
-
-        s = sel(inner, s + sel(v > V4(0.0), v, V4(0.0)), s);
-        r = __builtin_convertvector(__builtin_convertvector(s * k + V4(0.5), v4i), v4d);
-        q = sel(inner, r - prev, sel(last, one - prev, V4(0.0)));
-        prev = sel(inner, r, prev);
-        w[i] = __builtin_convertvector(q, v4i);
-    }
-}
+#ifndef RS_NO_AVX512
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw")
+#undef LANES_CLONES
+#define LANES_CLONES
+#define LANES 8
+#define SFX _8
+#include "resize_lanes.h"
+#undef LANES
+#undef SFX
+#pragma GCC pop_options
+#else
+#define pass1_8 pass1_4 /* (never called: wide8 is false) */
+#define pass2_8 pass2_4
+#define scan_8 scan_4
+#endif
 
 /* The widest span of first samples over the gather layout's windows: of
  * each half of each block (4 outputs, shared false) or of each half of a
  * group (the 8 outputs of both blocks' halves, shared true). */
-static int64_t widest(const struct rs_axis *a, bool shared)
+static int64_t widest(const struct rs_axis *a, bool shared, uint32_t from)
 {
     int64_t most = 0;
 
-    for (uint32_t g = 0; g < a->groups; g++)
+    for (uint32_t g = from / 16; g < a->groups; g++)
         for (uint32_t h = 0; h < 2; h++)
             for (uint32_t blk = 0; blk < (shared ? 1u : 2u); blk++) {
                 int32_t mn = INT32_MAX, mx = INT32_MIN;
@@ -230,13 +172,48 @@ static int64_t widest(const struct rs_axis *a, bool shared)
     return most;
 }
 
+static inline int32_t min2(int32_t x, int32_t y) { return x < y ? x : y; }
+static inline int32_t max2(int32_t x, int32_t y) { return x > y ? x : y; }
+
+/* widest(a, true) and widest(a, false) at once: the whole groups by
+ * straight-line mins and maxes of their halves, the last partial one by
+ * widest's loop. */
+static void widests(const struct rs_axis *a, int64_t *w8, int64_t *w4)
+{
+    uint32_t whole = a->n / 16 * 16;
+    int64_t s8 = 0, s4 = 0;
+
+    for (uint32_t x = 0; x < whole; x += 8) {
+        const int32_t *p = a->start + x;
+        int32_t e0 = min2(min2(p[0], p[2]), min2(p[4], p[6]));
+        int32_t e1 = max2(max2(p[0], p[2]), max2(p[4], p[6]));
+        int32_t o0 = min2(min2(p[1], p[3]), min2(p[5], p[7]));
+        int32_t o1 = max2(max2(p[1], p[3]), max2(p[5], p[7]));
+        int64_t sh = (int64_t)max2(e1, o1) - min2(e0, o0);
+        int64_t un = (int64_t)e1 - e0 > (int64_t)o1 - o0 ? (int64_t)e1 - e0 : (int64_t)o1 - o0;
+
+        s8 = sh > s8 ? sh : s8;
+        s4 = un > s4 ? un : s4;
+    }
+    if (whole < a->n) {
+        int64_t t8 = widest(a, true, whole), t4 = widest(a, false, whole);
+
+        s8 = t8 > s8 ? t8 : s8;
+        s4 = t4 > s4 ? t4 : s4;
+    }
+    *w8 = s8;
+    *w4 = s4;
+}
+
 /* Picks the gather layout's windows, cheapest first: one a half shared by
  * both blocks, one per block's half, then the same with a window per pair
  * (each needs only its pair's reach, 2 samples, past its first); false
  * when none fits (the dot kernel). */
 static bool pick_windows(struct rs_axis *a)
 {
-    int64_t w8 = widest(a, true), w4 = widest(a, false), reach = 2 * (int64_t)a->pairs;
+    int64_t w8, w4, reach = 2 * (int64_t)a->pairs;
+
+    widests(a, &w8, &w4);
 
     a->shared = w8 + reach <= GATHER_WINDOW || (w4 + reach > GATHER_WINDOW && w8 + 2 <= GATHER_WINDOW);
     a->wide = (a->shared ? w8 : w4) + reach > GATHER_WINDOW;
@@ -290,10 +267,11 @@ static void layouts(struct rs_axis *a)
                         continue;
                     }
                     rel = (uint32_t)(a->start[x] - a->lo - base);
-                    wx = &RS_W(a, x, 0); /* weight k at wx[4 * k] */
+                    wx = &RS_W(a, x, 0); /* weight k at wx[RS_WB * k] */
                     for (uint32_t t = 0; t < P; t++) {
                         uint32_t r = rel + (a->wide ? 0 : 2 * t), q, v;
-                        int32_t w0 = wx[8 * t], w1 = 2 * t + 1 < a->taps ? wx[8 * t + 4] : 0;
+                        int32_t w0 = wx[2 * RS_WB * t],
+                                w1 = 2 * t + 1 < a->taps ? wx[(2 * t + 1) * RS_WB] : 0;
 
                         if (w0 == 32768 || w1 == 32768) {
                             /* the one weight of 1 (the other is 0), too big
@@ -314,12 +292,17 @@ static void layouts(struct rs_axis *a)
         }
 }
 
-RS_PLAN_CLONES
 int rs_axis_plan(struct rs_axis *a, enum rs_dir dir, uint32_t n, double box0, double box1,
                  int32_t lim0, int32_t lim1, bool mirror)
 {
     double scale, f, inv_f;
     uint32_t taps = 1, prec;
+    size_t room = ((size_t)n + 15) / 16 * 16; /* with the lanes past n, for either width */
+#ifndef RS_NO_AVX512
+    bool wide8 = rs_isa_current() == RS_ISA_AVX512; /* (the CPU has AVX-512) */
+#else
+    bool wide8 = false;
+#endif
 
     if (n == 0 || !(box0 < box1) || lim0 >= lim1 || !(box1 > lim0) || !(box0 < lim1) ||
         !(fabs(box0) < 1e12) || !(fabs(box1) < 1e12) ||
@@ -330,9 +313,9 @@ int rs_axis_plan(struct rs_axis *a, enum rs_dir dir, uint32_t n, double box0, do
     if (f > 65536.0)
         return -EINVAL;
     inv_f = 1.0 / f;
-    if (n > a->cap_n) {
+    if (room > a->cap_n) {
         void *q = NULL;
-        size_t cap = 0, room = ((size_t)n + 3) / 4 * 4; /* the lanes past n */
+        size_t cap = 0;
 
         if (grow(&q, &cap, room * 8) < 0)
             return -ENOMEM;
@@ -343,43 +326,59 @@ int rs_axis_plan(struct rs_axis *a, enum rs_dir dir, uint32_t n, double box0, do
     a->count = (uint32_t *)(a->start + a->cap_n);
     a->dir = dir;
     a->n = n;
-    for (uint32_t o = 0; o < n; o += 4) /* 1 */
-        spans4(a, o, centers(box0, scale, n, o, mirror), f, inv_f, lim0, lim1);
-    a->lo = a->start[0];
-    a->hi = a->start[0] + (int32_t)a->count[0];
-    a->monotone = true;
-    for (uint32_t o = 0; o < n; o++) {
-        int32_t s0 = a->start[o], s1 = s0 + (int32_t)a->count[o];
-
-        taps = a->count[o] > taps ? a->count[o] : taps;
-        a->lo = s0 < a->lo ? s0 : a->lo;
-        a->hi = s1 > a->hi ? s1 : a->hi;
-        if (o > 0 && (s0 < a->start[o - 1] || s1 < a->start[o - 1] + (int32_t)a->count[o - 1]))
-            a->monotone = false;
+    if (wide8) { /* 1, and its scan */
+        pass1_8(a, (uint32_t)room, box0, scale, mirror, f, inv_f, lim0, lim1);
+        scan_8(a);
+    } else {
+        pass1_4(a, (uint32_t)room, box0, scale, mirror, f, inv_f, lim0, lim1);
+        scan_4(a);
     }
-    a->taps = taps;
+    taps = a->taps;
+    a->kset = (uint8_t)rs_isa_current();
+    geometry(a);
+    a->gather = a->wide = a->shared = a->vwide = false;
+    if (dir == RS_HORIZONTAL) {
+        a->gather = pick_windows(a);
+        if (a->kset == RS_ISA_BASELINE) {
+            /* no layout */
+#ifndef RS_NO_AVX512
+        } else if (a->kset == RS_ISA_AVX512) {
+            int fit = rs_avx512_fit(a);
+
+            if (fit == 0)
+                a->kset = RS_ISA_AVX2; /* a reduction too wide for its windows */
+            a->vwide = fit == 2;
+#endif
+        }
+    }
     if (carve(a) < 0)
         return -ENOMEM;
-    a->gather = a->wide = a->shared = false;
-    if (dir == RS_HORIZONTAL)
-        a->gather = pick_windows(a);
     prec = 15;
     if (dir == RS_HORIZONTAL && !a->gather) {
         /* a dot table: as many bits as its largest weight allows in int16 */
         int32_t most = 0;
 
-        for (uint32_t o = 0; o < n; o += 4)
-            weights4(a, o, centers(box0, scale, n, o, mirror), inv_f, PREC_MAX_DOT);
-        for (size_t k = 0; k < ((size_t)n + 3) / 4 * 4 * taps; k++)
-            most = a->w[k] > most ? a->w[k] : most;
+        if (wide8)
+            pass2_8(a, box0, scale, mirror, inv_f, PREC_MAX_DOT);
+        else
+            pass2_4(a, box0, scale, mirror, inv_f, PREC_MAX_DOT);
+        for (uint32_t x = 0; x < n; x++)
+            for (uint32_t k = 0; k < taps; k++)
+                most = RS_W(a, x, k) > most ? RS_W(a, x, k) : most;
         for (prec = PREC_MAX_DOT; prec > 14 && (most >> (PREC_MAX_DOT - prec)) + 1 > 32767;)
             prec--;
     }
-    for (uint32_t o = 0; o < n; o += 4) /* 2 */
-        weights4(a, o, centers(box0, scale, n, o, mirror), inv_f, prec);
+    if (wide8) /* 2 */
+        pass2_8(a, box0, scale, mirror, inv_f, prec);
+    else
+        pass2_4(a, box0, scale, mirror, inv_f, prec);
     a->prec = prec;
-    if (dir == RS_HORIZONTAL) /* 3 */
+    if (dir == RS_HORIZONTAL && a->kset == RS_ISA_AVX2) /* 3 */
         layouts(a);
+#ifndef RS_NO_AVX512
+    else if (dir == RS_HORIZONTAL && a->kset == RS_ISA_AVX512)
+        rs_avx512_layout(a);
+#endif
     return 0;
 }
 
@@ -397,6 +396,7 @@ int rs_cache_plan(struct rs_cache *c, enum rs_dir dir, uint32_t n, double box0, 
 {
     double b0 = box0 - (double)lim0, b1 = box1 - (double)lim0;
     int64_t len = (int64_t)lim1 - lim0;
+    unsigned isa = rs_isa_current();
     struct rs_cache_way *victim = NULL;
     int rc;
 
@@ -406,7 +406,7 @@ int rs_cache_plan(struct rs_cache *c, enum rs_dir dir, uint32_t n, double box0, 
         struct rs_cache_way *w = &c->way[i];
 
         if (w->valid && w->dir == dir && w->n == n && w->len == len &&
-            w->mirror == mirror && w->box0 == b0 && w->box1 == b1) {
+            w->mirror == mirror && w->isa == isa && w->box0 == b0 && w->box1 == b1) {
             w->used = ++c->clock;
             c->hits++;
             *out = &w->axis;
@@ -422,6 +422,7 @@ int rs_cache_plan(struct rs_cache *c, enum rs_dir dir, uint32_t n, double box0, 
     victim->valid = true;
     victim->dir = (uint8_t)dir;
     victim->mirror = mirror;
+    victim->isa = (uint8_t)isa;
     victim->n = n;
     victim->len = (int32_t)len;
     victim->box0 = b0;
