@@ -485,8 +485,15 @@ int jpg_read(struct jpg_dec *d, uint32_t x0, uint32_t x1, uint32_t y0, uint32_t 
     d->lazy = false;
     if (x0 >= x1 || x1 > ci->output_width || y0 >= y1 || y1 > ci->output_height)
         return read_box(d, x0, x1, y0, y1, roi, err); /* which refuses it */
-    if (sub_image(d, x0, x1, y0, y1, &len, &qx, &qy) && restart_on(d, d->sub, len) &&
-        ci->output_width > x1 - 1 - qx && ci->output_height > y1 - 1 - qy) {
+    if (!sub_image(d, x0, x1, y0, y1, &len, &qx, &qy)) {
+        /* still as jpg_start left it: start the file itself */
+        if (setjmp(d->em.jb))
+            return failed(d, "scan", err);
+        jpeg_start_decompress(ci);
+        return read_box(d, x0, x1, y0, y1, roi, err);
+    }
+    if (restart_on(d, d->sub, len) && ci->output_width > x1 - 1 - qx &&
+        ci->output_height > y1 - 1 - qy) {
         rc = read_box(d, x0 - qx, x1 - qx, y0 - qy, y1 - qy, roi, err);
         if (rc == 0) {
             roi->x0 += qx;
