@@ -325,6 +325,16 @@ int jpg_open(struct jpg_dec *d, const uint8_t *buf, size_t len, const struct jpg
     return 0;
 }
 
+/* jpg_start's settings, on the header libjpeg has just read. */
+static void apply_settings(struct jpg_dec *d)
+{
+    d->ci.out_color_space = d->out_space;
+    d->ci.scale_num = d->scale;
+    d->ci.scale_denom = 8;
+    d->ci.dct_method = d->fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+    d->ci.do_fancy_upsampling = d->merged ? FALSE : TRUE;
+}
+
 int jpg_start(struct jpg_dec *d, unsigned s, uint32_t *width, uint32_t *height,
               struct rf_err *err)
 {
@@ -334,11 +344,8 @@ int jpg_start(struct jpg_dec *d, unsigned s, uint32_t *width, uint32_t *height,
     }
     if (setjmp(d->em.jb))
         return failed(d, "scan", err);
-    d->ci.scale_num = s;
-    d->ci.scale_denom = 8;
-    d->ci.dct_method = d->fast_dct ? JDCT_IFAST : JDCT_ISLOW;
-    d->ci.do_fancy_upsampling = d->merged ? FALSE : TRUE;
     d->scale = s;
+    apply_settings(d);
     if (d->tiled) { /* jpg_read starts, on the tiles the box needs */
         jpeg_calc_output_dimensions(&d->ci);
         d->lazy = true;
@@ -414,11 +421,7 @@ static bool restart_on(struct jpg_dec *d, const uint8_t *buf, size_t len)
     jpeg_abort_decompress(ci);
     jpeg_mem_src(ci, buf, (unsigned long)len);
     jpeg_read_header(ci, TRUE);
-    ci->out_color_space = d->out_space;
-    ci->scale_num = d->scale;
-    ci->scale_denom = 8;
-    ci->dct_method = d->fast_dct ? JDCT_IFAST : JDCT_ISLOW;
-    ci->do_fancy_upsampling = d->merged ? FALSE : TRUE;
+    apply_settings(d);
     jpeg_start_decompress(ci);
     return true;
 }

@@ -83,7 +83,7 @@ int jpg_tiles_find(const uint8_t *buf, size_t len, struct jpg_tiles *t, uint32_t
     if (n == 0 || rows == 0 || rows > t->rows || walk_header(buf, len, &t->sof, &t->data) < 0)
         return -EBADMSG;
     want = (size_t)t->cols * rows;
-    if (!buf_grow((void **)&t->end, &t->end_cap, n * sizeof(*t->end)))
+    if (!buf_grow((void **)&t->end, &t->end_cap, want * sizeof(*t->end)))
         return -ENOMEM;
     off = t->data;
     while (k < want) {
