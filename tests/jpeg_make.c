@@ -71,3 +71,22 @@ uint8_t *jm_encode(uint32_t w, uint32_t h, const struct jm_opts *o, jm_pixel_fn 
     *len = outlen;
     return out;
 }
+
+uint8_t *jm_read_pixels(struct jpeg_decompress_struct *d)
+{
+    size_t stride = (size_t)d->output_width * (size_t)d->output_components;
+    size_t size = stride * d->output_height;
+    uint8_t *pix = malloc(size ? size : 1);
+
+    if (!pix)
+        return NULL;
+    while (d->output_scanline < d->output_height) {
+        JSAMPROW row = pix + (size_t)d->output_scanline * stride;
+
+        if (jpeg_read_scanlines(d, &row, 1) != 1) {
+            free(pix);
+            return NULL;
+        }
+    }
+    return pix;
+}

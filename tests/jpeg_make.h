@@ -8,6 +8,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include <jpeglib.h>
 
 /* The pixels given and how they are stored: JM_RGB as YCbCr, JM_GRAY
  * as one component, JM_CMYK as CMYK; JM_RGB_PLAIN RGB pixels stored as
@@ -34,5 +37,14 @@ uint8_t *jm_encode(uint32_t w, uint32_t h, const struct jm_opts *o, jm_pixel_fn 
 
 /* A pattern with detail at every scale: ramps plus a checkerboard. */
 void jm_pattern(uint32_t x, uint32_t y, uint8_t *px, void *arg);
+
+/*
+ * Reads every row of a decompressor that jpeg_start_decompress has
+ * started into a malloc'd buffer of output_width * output_height *
+ * output_components bytes, as libjpeg gives them.  Returns it (the caller
+ * frees it), or NULL when out of memory or a row does not come.  libjpeg's
+ * errors go to d's error manager, as for any call on d.
+ */
+uint8_t *jm_read_pixels(struct jpeg_decompress_struct *d);
 
 #endif

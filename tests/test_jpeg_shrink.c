@@ -196,11 +196,10 @@ static int decode(const uint8_t *buf, size_t len, struct decoded *o)
     o->w = d.output_width;
     o->h = d.output_height;
     o->comps = (uint32_t)d.output_components;
-    o->pix = malloc((size_t)o->w * o->h * o->comps);
-    while (d.output_scanline < d.output_height) {
-        JSAMPROW row = o->pix + (size_t)d.output_scanline * o->w * o->comps;
-
-        jpeg_read_scanlines(&d, &row, 1);
+    o->pix = jm_read_pixels(&d);
+    if (!o->pix) {
+        jpeg_destroy_decompress(&d);
+        return -1;
     }
     jpeg_finish_decompress(&d);
     jpeg_destroy_decompress(&d);
