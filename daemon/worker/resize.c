@@ -103,9 +103,12 @@ static bool has(enum rs_isa isa)
 #endif
 #ifndef RS_NO_AVX512
     case RS_ISA_AVX512:
+        /* every feature resize_avx512.c's TARGET and resize_plan.c's 8-lane
+         * tables (avx512dq) are built for */
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni");
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vbmi") &&
+               __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("prfchw");
 #endif
     default: return false;
     }

@@ -233,9 +233,9 @@ void rs_resize(const uint8_t *src, size_t stride, const struct rs_axis *ax,
 
 /*
  * Chooses the kernels the tables planned from now on are laid out for:
- * AUTO (the default) takes AVX-512 where the CPU has AVX512F, BW, VL, VBMI
- * and VNNI (Ice Lake and later, Zen 4), else AVX2 where it has it, else
- * the baseline; the tests and bench/resize force each.  Returns 0, or
+ * AUTO (the default) takes AVX-512 where the CPU has AVX512F, BW, VL, DQ,
+ * VBMI, VNNI and PREFETCHW (Ice Lake and later, Zen 4), else AVX2 where it
+ * has it, else the baseline; the tests and bench/resize force each.  Returns 0, or
  * -ENOTSUP for a set the CPU or the build (RS_NO_AVX2, RS_NO_AVX512)
  * lacks, the choice unchanged.  Per process, not thread safe (a worker is
  * one thread).

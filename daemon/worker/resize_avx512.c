@@ -1,8 +1,8 @@
 /*
  * resize_avx512.c - the resampler's AVX-512 kernels (resize_kern.h) and
- * their tables' layout: every function is built for AVX512F, BW, VL, VBMI
- * and VNNI (target attribute), and runs only where rs_use_isa found them
- * all (__builtin_cpu_supports).  They compute exactly the integers of
+ * their tables' layout: every function is built for AVX512F, BW, VL, VBMI,
+ * VNNI and PREFETCHW (target attribute), and runs only where rs_use_isa
+ * found them all (__builtin_cpu_supports).  They compute exactly the integers of
  * resize.h's formulas, as the other sets do.
  *
  * horizontal  straight from the input row's RGB bytes, no deinterleave: h
@@ -130,25 +130,49 @@ INLINE __m512i group(const uint8_t *row, const int32_t *base, const __m512i *idx
  * prec 15 (S8): b's bytes 1 and 2 are its sum >> 8 (no shift), and 2^14
  * is taken from both at once after the merge; for other precs the sums
  * start from -2^14 << (prec - 7) and both are shifted.  P pairs, WIDE and
- * S8 as constants for the common tables.
+ * S8 as constants for the common tables.  struct hpass holds what the
+ * one-row and two-row loops share: their constants and the store.
  */
+struct hpass {
+    uint32_t bstep;      /* vbase entries a group */
+    __m512i bias, shift; /* the sums' start, prec - 7 */
+    __m512i up, h0;      /* b's bytes to the high halves, 2^14 */
+};
+
+INLINE struct hpass hpass_of(const struct rs_axis *ax, uint32_t P, bool WIDE, bool S8)
+{
+    uint32_t sh = S8 ? 8 : ax->prec - RS_FRAC;
+
+    return (struct hpass){ .bstep = WIDE ? P : 1,
+                           .bias = _mm512_set1_epi32(-(1 << (14 + sh))),
+                           .shift = _mm512_set1_epi32((int)sh),
+                           .up = S8 ? UP16(1) : UP16(0),
+                           .h0 = _mm512_set1_epi16(1 << 14) };
+}
+
+/* Groups a and b's sums to 32 values of h at out (pack order). */
+INLINE void hstore(const struct hpass *k, int16_t *out, __m512i a, __m512i b, bool S8)
+{
+    __m512i v;
+
+    a = S8 ? _mm512_srai_epi32(a, 8) : _mm512_srav_epi32(a, k->shift);
+    b = S8 ? b : _mm512_srav_epi32(b, k->shift);
+    v = _mm512_mask_shuffle_epi8(a, HIGH_WORDS, b, k->up);
+    _mm512_storeu_si512(out, S8 ? _mm512_sub_epi16(v, k->h0) : v);
+}
+
 INLINE void hrow_n(const uint8_t *row, const struct rs_axis *ax, int16_t *out, uint32_t P,
                    bool WIDE, bool S8)
 {
     const __m512i *idx = (const __m512i *)ax->vidx, *w = (const __m512i *)ax->vw;
     const int32_t *base = ax->vbase;
-    uint32_t sh = S8 ? 8 : ax->prec - RS_FRAC, bstep = WIDE ? P : 1;
-    __m512i bias = _mm512_set1_epi32(-(1 << (14 + sh))), shift = _mm512_set1_epi32((int)sh);
-    __m512i up = S8 ? UP16(1) : UP16(0), h0 = _mm512_set1_epi16(1 << 14);
+    const struct hpass k = hpass_of(ax, P, WIDE, S8);
 
-    for (uint32_t g = 0; g < ax->vgroups; g += 2, idx += 2 * P, w += 2 * P, base += 2 * bstep) {
-        __m512i a = group(row, base, idx, w, P, WIDE, !S8, bias);
-        __m512i b = group(row, base + bstep, idx + P, w + P, P, WIDE, !S8, bias), v;
+    for (uint32_t g = 0; g < ax->vgroups; g += 2, idx += 2 * P, w += 2 * P, base += 2 * k.bstep) {
+        __m512i a = group(row, base, idx, w, P, WIDE, !S8, k.bias);
+        __m512i b = group(row, base + k.bstep, idx + P, w + P, P, WIDE, !S8, k.bias);
 
-        a = S8 ? _mm512_srai_epi32(a, 8) : _mm512_srav_epi32(a, shift);
-        b = S8 ? b : _mm512_srav_epi32(b, shift);
-        v = _mm512_mask_shuffle_epi8(a, HIGH_WORDS, b, up);
-        _mm512_storeu_si512(out + (size_t)g * 16, S8 ? _mm512_sub_epi16(v, h0) : v);
+        hstore(&k, out + (size_t)g * 16, a, b, S8);
     }
 }
 
@@ -185,22 +209,14 @@ INLINE void hrow2_n(const uint8_t *r0, const uint8_t *r1, const struct rs_axis *
 {
     const __m512i *idx = (const __m512i *)ax->vidx, *w = (const __m512i *)ax->vw;
     const int32_t *base = ax->vbase;
-    uint32_t sh = S8 ? 8 : ax->prec - RS_FRAC, bstep = WIDE ? P : 1;
-    __m512i bias = _mm512_set1_epi32(-(1 << (14 + sh))), shift = _mm512_set1_epi32((int)sh);
-    __m512i up = S8 ? UP16(1) : UP16(0), h0 = _mm512_set1_epi16(1 << 14);
+    const struct hpass k = hpass_of(ax, P, WIDE, S8);
 
-    for (uint32_t g = 0; g < ax->vgroups; g += 2, idx += 2 * P, w += 2 * P, base += 2 * bstep) {
-        __m512i a1, b1, a0 = group2(r0, r1, base, idx, w, P, WIDE, !S8, bias, &a1);
-        __m512i b0 = group2(r0, r1, base + bstep, idx + P, w + P, P, WIDE, !S8, bias, &b1), v;
+    for (uint32_t g = 0; g < ax->vgroups; g += 2, idx += 2 * P, w += 2 * P, base += 2 * k.bstep) {
+        __m512i a1, b1, a0 = group2(r0, r1, base, idx, w, P, WIDE, !S8, k.bias, &a1);
+        __m512i b0 = group2(r0, r1, base + k.bstep, idx + P, w + P, P, WIDE, !S8, k.bias, &b1);
 
-        a0 = S8 ? _mm512_srai_epi32(a0, 8) : _mm512_srav_epi32(a0, shift);
-        b0 = S8 ? b0 : _mm512_srav_epi32(b0, shift);
-        a1 = S8 ? _mm512_srai_epi32(a1, 8) : _mm512_srav_epi32(a1, shift);
-        b1 = S8 ? b1 : _mm512_srav_epi32(b1, shift);
-        v = _mm512_mask_shuffle_epi8(a0, HIGH_WORDS, b0, up);
-        _mm512_storeu_si512(o0 + (size_t)g * 16, S8 ? _mm512_sub_epi16(v, h0) : v);
-        v = _mm512_mask_shuffle_epi8(a1, HIGH_WORDS, b1, up);
-        _mm512_storeu_si512(o1 + (size_t)g * 16, S8 ? _mm512_sub_epi16(v, h0) : v);
+        hstore(&k, o0 + (size_t)g * 16, a0, b0, S8);
+        hstore(&k, o1 + (size_t)g * 16, a1, b1, S8);
     }
 }
 
