@@ -1176,10 +1176,14 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, 
         live[i]->jobs_live++;
     job_free(d, j);
     for (uint32_t i = 0; i < nlive; i++) {
-        live[i]->jobs_live--;
-        take_release(d, live[i]);
-        if (live[i]->dead && live[i]->jobs_live == 0)
-            stream_free(live[i]);
+        struct stream *st = live[i];
+
+        st->jobs_live--;
+        if (!st->dead)
+            take_release(d, st); /* st may be gone after this: a client kicked for
+                                  * its release counter detaches (server_kick) */
+        else if (st->jobs_live == 0)
+            stream_free(st);
     }
 }
 

@@ -44,6 +44,7 @@
 static uint64_t g_quarantined[8];
 static unsigned g_nquarantined;
 static char g_kicked[256];
+static void (*g_kick_hook)(void); /* set: server_kick also detaches, as the server does */
 
 void pool_dispatch(struct daemon *d)
 {
@@ -68,6 +69,8 @@ void server_kick(void *conn, const char *why)
 {
     (void)conn;
     snprintf(g_kicked, sizeof(g_kicked), "%s", why);
+    if (g_kick_hook)
+        g_kick_hook();
 }
 
 int catalog_find(const struct daemon *d, const char *name)
@@ -539,6 +542,47 @@ static void hostile_release(void)
     detach(&c);
 }
 
+/* The real server_kick closes the connection, whose detach frees a stream
+ * no job holds: sched_job_done must not look at the stream after the
+ * take_release that kicked it (a use after free under ASan in
+ * test_daemon's hostile client, a fresh-clone CI run). */
+static struct client *g_kick_client;
+
+static void kick_detaches(void)
+{
+    struct client *c = g_kick_client;
+
+    g_kick_client = NULL;
+    g_kick_hook = NULL;
+    forget(c);
+    sched_detach(&g_d, c->st, "kicked", -EPROTO);
+    munmap(c->mem, c->si.size);
+    c->st = NULL;
+}
+
+static void kicked_in_job_done(void)
+{
+    struct client c;
+    struct job *j;
+
+    if (attach(&c, 64, 2, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    g_kicked[0] = '\0';
+    /* the client forges its release counter while the job runs */
+    atomic_store(&((struct ring_hdr *)c.mem)->released, 1000);
+    g_kick_client = &c;
+    g_kick_hook = kick_detaches;
+    work(&c, j, 1); /* DONE: take_release reads 1000, kicks, the stream goes */
+    TAP_OK(strstr(g_kicked, "release counter 1000") != NULL && c.st == NULL,
+           "a client kicked by the release check in a job's DONE is detached, and the "
+           "scheduler goes on without its stream");
+    while ((j = sched_dequeue(&g_d)))
+        sched_job_orphaned(&g_d, j); /* its other job: the stream is gone */
+    TAP_IS_INT(g_d.sched.nstreams, 0, "  no stream left");
+}
+
 /*
  * Two streams with jobs queued take turns by work (sched.c, FAIRNESS):
  * big jobs (1500-sample raw batches: 555, 555 and 390 samples, some 500 us
@@ -937,6 +981,7 @@ int main(void)
     ranks_and_chunks();
     crashes();
     orphans_want_release();
+    kicked_in_job_done();
     hostile_release();
     fair_turns();
     shared();

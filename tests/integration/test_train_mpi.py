@@ -89,8 +89,11 @@ def json_of(r):
 
 
 def checksums(r):
-    found = dict(re.findall(r"^ringfeed-train: rank (\d+) of \d+: parameter checksum "
-                            r"([0-9a-f]{16}) ", r.stdout, re.M))
+    # not anchored at a line's start: mpirun forwards each rank's output in
+    # the chunks it reads, so one rank's line may land inside another's long
+    # JSON line (a CI run found rank 1's checksum there and missed it)
+    found = dict(re.findall(r"ringfeed-train: rank (\d+) of \d+: parameter checksum "
+                            r"([0-9a-f]{16}) ", r.stdout))
     return {int(k): v for k, v in found.items()}
 
 
