@@ -49,100 +49,20 @@
  *       no client attached that has not failed.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "cpus.h"
 #include "daemon.h"
-#include "fileio.h"
 #include "log.h"
 #include "strnum.h"
-
-#define CGROUP_ROOT "/sys/fs/cgroup"
 
 static struct daemon *daemon_of(uv_handle_t *h)
 {
     return h->loop->data;
-}
-
-/* Reads a small text file (/proc, /sys) into buf, NUL-terminated.
- * Returns its length or a negative errno. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n;
-
-    if (fd == -1)
-        return -errno;
-    n = fio_pread_full(fd, buf, cap - 1, 0);
-    close(fd);
-    if (n < 0)
-        return n;
-    buf[n] = '\0';
-    return n;
-}
-
-/* The CPUs this process may run on. */
-static uint32_t affinity_cpus(void)
-{
-    cpu_set_t *set = CPU_ALLOC(4096);
-    size_t size = CPU_ALLOC_SIZE(4096);
-    long n = -1;
-
-    if (set && sched_getaffinity(0, size, set) == 0)
-        n = CPU_COUNT_S(size, set);
-    CPU_FREE(set);
-    if (n < 1)
-        n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (uint32_t)n;
-}
-
-/*
- * The tightest cpu.max quota from the daemon's cgroup up to the root, in
- * CPUs rounded up; 0 when none limits it (cgroup v1, no quota, unreadable).
- * where names the file and its figures.
- */
-static uint32_t cgroup_cpus(char *where, size_t cap)
-{
-    char text[4096], path[2048], file[2200];
-    uint32_t best = 0;
-    ssize_t n = read_small("/proc/self/cgroup", text, sizeof(text));
-
-    where[0] = '\0';
-    if (n < 0 || autoscale_parse_cgroup(text, (size_t)n, path, sizeof(path)) < 0)
-        return 0;
-    for (;;) {
-        uint64_t quota, period;
-        char *slash;
-
-        snprintf(file, sizeof(file), CGROUP_ROOT "%s%scpu.max", path,
-                 path[0] && path[strlen(path) - 1] == '/' ? "" : "/");
-        n = read_small(file, text, sizeof(text));
-        if (n >= 0 && autoscale_parse_cpu_max(text, (size_t)n, &quota, &period) == 0 &&
-            quota > 0) {
-            uint64_t cpus = (quota + period - 1) / period;
-
-            if (cpus < 1)
-                cpus = 1;
-            if (!best || cpus < best) {
-                best = cpus > POOL_MAX ? POOL_MAX : (uint32_t)cpus;
-                snprintf(where, cap, "cpu.max %llu %llu in %s", (unsigned long long)quota,
-                         (unsigned long long)period, file);
-            }
-        }
-        slash = strrchr(path, '/');
-        if (!slash || (slash == path && path[1] == '\0'))
-            break;
-        if (slash == path)
-            path[1] = '\0'; /* "/a" -> "/" */
-        else
-            *slash = '\0';
-    }
-    return best;
 }
 
 /* The budget as d->cf and the machine give it now. */
@@ -162,8 +82,8 @@ static void budget_refresh(struct daemon *d)
     }
     while ((st = sched_client_next(d, st, &c)))
         clients += !c.failed;
-    cpus = affinity_cpus();
-    quota = cgroup_cpus(where, sizeof(where));
+    cpus = cpus_affinity();
+    quota = cpus_quota(where, sizeof(where));
     usable = quota && quota < cpus ? quota : cpus;
     as->budget = usable > clients ? usable - clients : 1;
     if (as->budget > POOL_MAX)

@@ -127,20 +127,6 @@ enum as_bound autoscale_classify(const struct as_params *p, const struct as_clie
 void autoscale_decide(const struct as_params *p, const struct as_snapshot *s,
                       struct as_decision *out);
 
-/*
- * /proc/self/cgroup's text: the cgroup v2 path (the "0::PATH" line) into
- * path (cap bytes).  Returns 0, or -ENOENT without such a line (cgroup v1
- * only), -ENAMETOOLONG when it does not fit.
- */
-int autoscale_parse_cgroup(const char *buf, size_t len, char *path, size_t cap);
-
-/*
- * A cpu.max file's text ("max 100000" or "150000 100000").  Returns 0 with
- * *quota 0 for no quota ("max") or the quota and *period in microseconds;
- * -EINVAL for anything else (a zero period included).
- */
-int autoscale_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period);
-
 /* "steady", "growing", ...; "input", "compute", "-"; "?" out of range. */
 const char *autoscale_state_name(enum as_state s);
 const char *autoscale_bound_name(enum as_bound b);

@@ -64,11 +64,7 @@
  */
 #include "autoscale.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <string.h>
-
-#include "strnum.h"
 
 void autoscale_params_default(struct as_params *p, uint64_t tick_ns)
 {
@@ -260,43 +256,3 @@ void autoscale_decide(const struct as_params *p, const struct as_snapshot *s,
     out->state = active ? AS_STEADY : AS_IDLE;
 }
 
-int autoscale_parse_cgroup(const char *buf, size_t len, char *path, size_t cap)
-{
-    size_t off = 0;
-
-    while (off < len) {
-        const char *lf = memchr(buf + off, '\n', len - off);
-        size_t n = lf ? (size_t)(lf - (buf + off)) : len - off;
-
-        if (n >= 3 && memcmp(buf + off, "0::", 3) == 0) {
-            if (n - 3 + 1 > cap)
-                return -ENAMETOOLONG;
-            memcpy(path, buf + off + 3, n - 3);
-            path[n - 3] = '\0';
-            return 0;
-        }
-        off += n + (lf != NULL);
-    }
-    return -ENOENT;
-}
-
-int autoscale_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period)
-{
-    size_t sp, end = len;
-    uint64_t q = 0, per;
-
-    while (end > 0 && (buf[end - 1] == '\n' || buf[end - 1] == ' '))
-        end--;
-    for (sp = 0; sp < end && buf[sp] != ' '; sp++)
-        ;
-    if (sp == 0 || sp == end)
-        return -EINVAL;
-    if (strnum_u64(buf + sp + 1, end - sp - 1, &per) < 0 || per == 0)
-        return -EINVAL;
-    if (!(sp == 3 && memcmp(buf, "max", 3) == 0) &&
-        (strnum_u64(buf, sp, &q) < 0 || q == 0))
-        return -EINVAL;
-    *quota = q;
-    *period = per;
-    return 0;
-}

@@ -13,10 +13,9 @@
  * workers are not busy for; no shrink soon after a grow unless clearly
  * idle; over long runs of a plant, one worker per step at most, a steady
  * count for steady demand, and a load at the edge that cannot make the
- * pool saw (the floor); the cgroup and cpu.max parsers.  Times here are
- * the snapshot's synthetic nanoseconds: nothing is timed or printed.
+ * pool saw (the floor).  Times here are the snapshot's synthetic
+ * nanoseconds: nothing is timed or printed.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -295,31 +294,6 @@ static void test_plant(void)
     TAP_IS_INT(r.target, 2, "... ending on the count that does not starve it");
 }
 
-static void test_parsers(void)
-{
-    static const char cg[] = "12:pids:/user.slice\n0::/system.slice/ringfeedd.service\n";
-    uint64_t q, per;
-    char path[64];
-
-    TAP_IS_INT(autoscale_parse_cgroup(cg, strlen(cg), path, sizeof(path)), 0, "cgroup v2 line");
-    TAP_IS_STR(path, "/system.slice/ringfeedd.service", "its path");
-    TAP_IS_INT(autoscale_parse_cgroup("0::/\n", 5, path, sizeof(path)), 0, "the root");
-    TAP_IS_STR(path, "/", "is /");
-    TAP_IS_INT(autoscale_parse_cgroup("1:cpu:/\n", 8, path, sizeof(path)), -ENOENT,
-               "cgroup v1 only: no v2 path");
-    TAP_IS_INT(autoscale_parse_cgroup(cg, strlen(cg), path, 8), -ENAMETOOLONG,
-               "a path that does not fit");
-
-    TAP_IS_INT(autoscale_parse_cpu_max("max 100000\n", 11, &q, &per), 0, "max: no quota");
-    TAP_OK(q == 0 && per == 100000, "quota 0, period 100000");
-    TAP_IS_INT(autoscale_parse_cpu_max("150000 100000\n", 14, &q, &per), 0, "a quota");
-    TAP_OK(q == 150000 && per == 100000, "1.5 CPUs");
-    TAP_IS_INT(autoscale_parse_cpu_max("150000 0\n", 9, &q, &per), -EINVAL, "a zero period");
-    TAP_IS_INT(autoscale_parse_cpu_max("lots\n", 5, &q, &per), -EINVAL, "one word");
-    TAP_IS_INT(autoscale_parse_cpu_max("-5 100000", 9, &q, &per), -EINVAL, "a sign");
-    TAP_IS_INT(autoscale_parse_cpu_max("", 0, &q, &per), -EINVAL, "empty");
-}
-
 int main(void)
 {
     autoscale_params_default(&p, S);
@@ -328,6 +302,5 @@ int main(void)
     test_shrink();
     test_mixed();
     test_plant();
-    test_parsers();
     return tap_done();
 }

@@ -12,12 +12,12 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "cpus.h"
 #include "pack.h"
 #include "pack_jobs.h"
 #include "tap.h"
@@ -191,7 +191,6 @@ int main(void)
     };
     struct pack_jobs_opts o = {.run = item_run};
     struct pack_jobs *j = NULL;
-    cpu_set_t set;
 
     for (size_t k = 0; k < sizeof(runs) / sizeof(runs[0]); k++)
         check_complete(runs[k].threads, runs[k].total);
@@ -216,9 +215,9 @@ int main(void)
                "PACK_JOBS_MAX + 1 threads refused");
     pack_jobs_free(NULL);
 
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        TAP_IS_INT(pack_jobs_cpus(), CPU_COUNT(&set) < (int)PACK_JOBS_MAX ?
-                   CPU_COUNT(&set) : (int)PACK_JOBS_MAX,
-                   "pack_jobs_cpus: the CPUs of the affinity mask");
+    TAP_IS_INT(pack_jobs_cpus(), cpus_usable() < PACK_JOBS_MAX ? (int)cpus_usable()
+                                                               : (int)PACK_JOBS_MAX,
+               "pack_jobs_cpus: the CPUs usable (affinity, cgroup quota), at most "
+               "PACK_JOBS_MAX");
     return tap_done();
 }

@@ -96,6 +96,7 @@ void pack_warn(const char *fmt, ...)
 {
     va_list ap;
 
+    progress_clear();
     fprintf(stderr, "ringfeed-pack: ");
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);

@@ -81,13 +81,15 @@ struct progress {
     double last_draw;
     int tty;
     int last_decile;
-    int drawn;
 };
 
 void progress_start(struct progress *p, const char *what, uint64_t total);
 void progress_update(struct progress *p, uint64_t done, uint64_t bytes);
 /* Clears the bar (a terminal) so the summary starts on a clean line. */
 void progress_end(struct progress *p);
+/* Clears whichever bar is on the terminal (pack_warn calls it first, so a
+ * warning or a signal's message never lands on the bar's line). */
+void progress_clear(void);
 
 /*
  * For a packer that saw pack_stop: aborts w (removing its temporary

@@ -103,7 +103,8 @@
  * its bytes and its record, so the window, not the tree, bounds it: a
  * thread waits rather than run ahead of it.  Add each thread's libjpeg
  * memory for the image it is on (JPAIR_MEM_MAX at most).  The default is the CPUs this
- * process may run on (sched_getaffinity, as nproc(1) counts them); 1 runs
+ * process may use (pack_jobs_cpus: its affinity, lowered to a cgroup v2
+ * cpu.max quota); 1 runs
  * every file in the main thread and starts no thread.  The threads read
  * their files too: reading and checking is about 15 us a file from the
  * page cache (1% of a re-encoding), but from a cold disk one reader got
@@ -731,10 +732,8 @@ static int pack_files(struct if_pack *p)
     }
     pack_jobs_free(jobs);
     p->seconds = pack_now() - t0;
-    if (r < 0 || pack_stop)
-        return -1;
-    progress_end(&p->prog);
-    return 0;
+    progress_end(&p->prog); /* (before the warning of a stop or a failure) */
+    return r < 0 || pack_stop ? -1 : 0;
 }
 
 /* The threads, their coders and the window's slots for n files.  Returns

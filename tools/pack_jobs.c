@@ -24,12 +24,11 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "config.h"
+#include "cpus.h"
 #include "pack.h"
 #include "pack_jobs.h"
 
@@ -57,16 +56,9 @@ struct pack_jobs {
 
 unsigned pack_jobs_cpus(void)
 {
-    cpu_set_t set;
-    long n;
+    uint32_t n = cpus_usable();
 
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        n = CPU_COUNT(&set);
-    else
-        n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1)
-        return 1;
-    return n > (long)PACK_JOBS_MAX ? PACK_JOBS_MAX : (unsigned)n;
+    return n > PACK_JOBS_MAX ? PACK_JOBS_MAX : (unsigned)n;
 }
 
 size_t pack_jobs_window(const struct pack_jobs_opts *o)

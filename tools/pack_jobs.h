@@ -47,10 +47,11 @@
 struct pack_jobs;
 
 /*
- * --jobs' default: the CPUs this process may run on (its affinity mask,
- * sched_getaffinity, as nproc(1) counts them; the online CPUs when the
- * mask does not fit a cpu_set_t), at most PACK_JOBS_MAX.  A cgroup CPU
- * quota (a container's cpu.max) is not counted: it limits time, not CPUs.
+ * --jobs' default: cpus_usable() (proto/cpus.h), at most PACK_JOBS_MAX:
+ * the CPUs this process may run on (its affinity mask, as nproc(1) counts
+ * them), lowered to the tightest cgroup v2 cpu.max quota above it, rounded
+ * up, as ringfeedd's worker budget counts them.  A container limited to 4
+ * CPUs' time on a 64-CPU host gets 4 threads, not 64 threads throttled.
  */
 unsigned pack_jobs_cpus(void);
 

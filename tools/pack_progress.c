@@ -10,6 +10,10 @@
 
 #define BAR_WIDTH 30
 
+/* Whether a bar is on the terminal's last line now (one thread draws and
+ * warns: the packer's main thread), for progress_clear. */
+static int bar_shown;
+
 void progress_start(struct progress *p, const char *what, uint64_t total)
 {
     p->what = what;
@@ -18,7 +22,6 @@ void progress_start(struct progress *p, const char *what, uint64_t total)
     p->last_draw = 0;
     p->tty = isatty(STDERR_FILENO);
     p->last_decile = 0;
-    p->drawn = 0;
 }
 
 static void human(char *buf, size_t cap, uint64_t bytes)
@@ -54,7 +57,7 @@ void progress_update(struct progress *p, uint64_t done, uint64_t bytes)
                 (unsigned long long)done, (unsigned long long)p->total, size,
                 now - p->start);
         fflush(stderr);
-        p->drawn = 1;
+        bar_shown = 1;
         return;
     }
     if (pct / 10 <= p->last_decile)
@@ -66,13 +69,20 @@ void progress_update(struct progress *p, uint64_t done, uint64_t bytes)
             now - p->start);
 }
 
+void progress_clear(void)
+{
+    if (!bar_shown)
+        return;
+    fputc('\r', stderr);
+    for (int i = 0; i < BAR_WIDTH + 60; i++)
+        fputc(' ', stderr);
+    fputc('\r', stderr);
+    fflush(stderr);
+    bar_shown = 0;
+}
+
 void progress_end(struct progress *p)
 {
-    if (p->tty && p->drawn) {
-        fputc('\r', stderr);
-        for (int i = 0; i < BAR_WIDTH + 60; i++)
-            fputc(' ', stderr);
-        fputc('\r', stderr);
-        fflush(stderr);
-    }
+    if (p->tty)
+        progress_clear();
 }

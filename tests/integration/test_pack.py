@@ -1190,6 +1190,46 @@ def test_imagefolder_jobs_interrupted_leaves_no_dataset(tmp_path, sig):
     assert sorted(os.listdir(tmp_path)) == ["src"]
 
 
+def test_signal_message_clears_the_progress_bar(tmp_path):
+    """On a terminal, a signal's message starts on a line of its own: the
+    bar is wiped first (it once ran on after the bar's text)."""
+    src = tmp_path / "src"
+    for c in ("a", "b"):
+        (src / c).mkdir(parents=True)
+        for i in range(150):
+            os.symlink(f"{NATURE}/Aqua.jpg", src / c / f"{i:03d}.jpg")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([PACK, "imagefolder", src, tmp_path / "out", "--jobs", "2"],
+                            stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    chunks = []
+
+    def drain():
+        while True:
+            try:
+                b = os.read(master, 4096)
+            except OSError:
+                return
+            if not b:
+                return
+            chunks.append(b)
+
+    t = threading.Thread(target=drain)
+    t.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and b"packing [" not in b"".join(chunks):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    t.join(5)
+    os.close(master)
+    tty = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 128 + signal.SIGTERM, tty[-2000:]
+    assert "packing [" in tty, tty[-2000:]
+    at = tty.index("ringfeed-pack: interrupted by signal")
+    assert tty[:at].endswith("\r"), repr(tty[max(0, at - 120):at + 40])
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--jobs", "0"], "--jobs: '0' is not a number of threads from 1 to 1024"),
     (["--jobs", "-1"], "--jobs: '-1' is not a number of threads"),

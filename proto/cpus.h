@@ -1,0 +1,56 @@
+/*
+ * cpus.h - how many CPUs this process may use: the CPUs its affinity mask
+ * allows, lowered to the tightest cgroup v2 cpu.max quota on the way from
+ * its cgroup up to the root (a container's or a systemd unit's CPUQuota=),
+ * rounded up.  ringfeedd's worker budget (daemon/autoscale.c) and
+ * ringfeed-pack's default --jobs take their figure from here, so both
+ * count a container's quota the same way.
+ *
+ * cgroup v1 hierarchies are not read (Debian 12 and systemd 252 mount v2
+ * only): there, and where no file is readable or no quota is set, the
+ * quota is 0, "none".  The parsers are pure functions over buffers
+ * (fuzzed: tests/fuzz/fuzz_cpus.c); the readers read /proc/self/cgroup and
+ * the cpu.max files below CPUS_CGROUP_ROOT.
+ */
+#ifndef RINGFEED_PROTO_CPUS_H
+#define RINGFEED_PROTO_CPUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CPUS_CGROUP_ROOT "/sys/fs/cgroup"
+
+/*
+ * /proc/self/cgroup's text: the cgroup v2 path (the "0::PATH" line) into
+ * path (cap bytes).  Returns 0, or -ENOENT without such a line (cgroup v1
+ * only), -ENAMETOOLONG when it does not fit.
+ */
+int cpus_parse_cgroup(const char *buf, size_t len, char *path, size_t cap);
+
+/*
+ * A cpu.max file's text ("max 100000" or "150000 100000").  Returns 0 with
+ * *quota 0 for no quota ("max") or the quota and *period in microseconds;
+ * -EINVAL for anything else (a zero period included).
+ */
+int cpus_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period);
+
+/* The CPUs this process may run on (sched_getaffinity, as nproc(1) counts
+ * them; the online CPUs if that fails), at least 1. */
+uint32_t cpus_affinity(void);
+
+/*
+ * The tightest cpu.max quota of the cgroup at path (a cgroup v2 path, "/"
+ * for the root) and each of its parents up to the root, under the
+ * hierarchy mounted at root, in CPUs rounded up (a quota of 1.5 CPUs gives
+ * 2); 0 when none is set or readable.  where (cap bytes, may be 0) names
+ * the file and its figures: "cpu.max 150000 100000 in /sys/fs/cgroup/x/cpu.max".
+ */
+uint32_t cpus_quota_at(const char *root, const char *path, char *where, size_t cap);
+
+/* cpus_quota_at for this process's own cgroup under CPUS_CGROUP_ROOT. */
+uint32_t cpus_quota(char *where, size_t cap);
+
+/* min(cpus_affinity(), cpus_quota()) (the quota only where set). */
+uint32_t cpus_usable(void);
+
+#endif
