@@ -616,12 +616,12 @@ def test_interrupted_pack_leaves_no_dataset(tmp_path, sig):
         assert not os.path.exists(tmp)
 
 
-def test_progress_bar_on_a_terminal(tmp_path):
+def on_a_terminal(args, signal_on=None):
+    """Runs ringfeed-pack ARGS with stderr on a pseudo-terminal; with
+    signal_on, sends SIGTERM once that text has appeared there.  Returns
+    the exit code, the terminal's text and stdout."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [PACK, "idx", "--images", f"{FMNIST}/t10k-images-idx3-ubyte.gz",
-         "--labels", f"{FMNIST}/t10k-labels-idx1-ubyte.gz", tmp_path / "o",
-         "--codec", "none"], stdout=subprocess.PIPE, stderr=slave)
+    proc = subprocess.Popen([PACK] + list(args), stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     chunks = []
 
@@ -637,11 +637,23 @@ def test_progress_bar_on_a_terminal(tmp_path):
 
     t = threading.Thread(target=drain)
     t.start()
+    if signal_on:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and signal_on.encode() not in b"".join(chunks):
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
     stdout, _ = proc.communicate(timeout=60)
     t.join(5)
     os.close(master)
-    tty = b"".join(chunks).decode(errors="replace")
-    assert proc.returncode == 0
+    return proc.returncode, b"".join(chunks).decode(errors="replace"), stdout
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    rc, tty, stdout = on_a_terminal(
+        ["idx", "--images", f"{FMNIST}/t10k-images-idx3-ubyte.gz",
+         "--labels", f"{FMNIST}/t10k-labels-idx1-ubyte.gz", tmp_path / "o",
+         "--codec", "none"])
+    assert rc == 0
     assert "\r" in tty and "] 100%  10000/10000" in tty
     assert b"packed 10000 records" in stdout
 
@@ -1198,33 +1210,9 @@ def test_signal_message_clears_the_progress_bar(tmp_path):
         (src / c).mkdir(parents=True)
         for i in range(150):
             os.symlink(f"{NATURE}/Aqua.jpg", src / c / f"{i:03d}.jpg")
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([PACK, "imagefolder", src, tmp_path / "out", "--jobs", "2"],
-                            stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    chunks = []
-
-    def drain():
-        while True:
-            try:
-                b = os.read(master, 4096)
-            except OSError:
-                return
-            if not b:
-                return
-            chunks.append(b)
-
-    t = threading.Thread(target=drain)
-    t.start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and b"packing [" not in b"".join(chunks):
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=30)
-    t.join(5)
-    os.close(master)
-    tty = b"".join(chunks).decode(errors="replace")
-    assert proc.returncode == 128 + signal.SIGTERM, tty[-2000:]
+    rc, tty, _ = on_a_terminal(["imagefolder", src, tmp_path / "out", "--jobs", "2"],
+                               signal_on="packing [")
+    assert rc == 128 + signal.SIGTERM, tty[-2000:]
     assert "packing [" in tty, tty[-2000:]
     at = tty.index("ringfeed-pack: interrupted by signal")
     assert tty[:at].endswith("\r"), repr(tty[max(0, at - 120):at + 40])
