@@ -22,6 +22,7 @@ cores: --oversubscribe --bind-to none, one OpenBLAS thread per rank.
 No timing is asserted.
 """
 import collections
+import glob
 import json
 import os
 import re
@@ -66,8 +67,21 @@ def env():
     return e
 
 
-def mpi_cmd(np=2):
-    return [mpirun(), "-np", str(np), "--oversubscribe", "--bind-to", "none"]
+def mpi_cmd(np=2, out=None):
+    """mpirun for np ranks; out: a folder where mpirun also writes each
+    rank's output apart (OUT/<job>/rank.N/stdout), for rank_stdout."""
+    cmd = [mpirun(), "-np", str(np), "--oversubscribe", "--bind-to", "none"]
+    return cmd + (["--output-filename", out] if out else [])
+
+
+def rank_stdout(out, rank):
+    """Rank's own stdout from mpi_cmd(out=...): whole lines, which mpirun's
+    forwarded stdout does not keep (it passes each rank's output on in the
+    chunks it reads, so one rank's line can land inside another's)."""
+    found = glob.glob(os.path.join(str(out), "*", f"rank.{rank}", "stdout"))
+    assert len(found) == 1, (out, found)
+    with open(found[0]) as f:
+        return f.read()
 
 
 def trainer():
@@ -82,18 +96,24 @@ def run(cmd, timeout=300, check=True):
     return r
 
 
-def json_of(r):
-    objs = [line for line in r.stdout.splitlines() if line.startswith("{")]
-    assert len(objs) == 1, r.stdout   # rank 0 alone prints the job's figures
+def json_of(r, out=None):
+    """The job's figures: rank 0's JSON line (out: from its own stdout, see
+    rank_stdout; two CI runs found rank 1's checksum line inside it in
+    mpirun's forwarded stdout, once missing the checksum, once breaking the
+    JSON)."""
+    text = rank_stdout(out, 0) if out else r.stdout
+    objs = [line for line in text.splitlines() if line.startswith("{")]
+    assert len(objs) == 1, text   # rank 0 alone prints the job's figures
     return json.loads(objs[0])
 
 
-def checksums(r):
-    # not anchored at a line's start: mpirun forwards each rank's output in
-    # the chunks it reads, so one rank's line may land inside another's long
-    # JSON line (a CI run found rank 1's checksum there and missed it)
+def checksums(r, out=None, ranks=2):
+    """{rank: its parameter checksum}: from each rank's own stdout (out), or
+    found anywhere in mpirun's forwarded stdout, not anchored at a line's
+    start (see rank_stdout)."""
+    text = "".join(rank_stdout(out, k) for k in range(ranks)) if out else r.stdout
     found = dict(re.findall(r"ringfeed-train: rank (\d+) of \d+: parameter checksum "
-                            r"([0-9a-f]{16}) ", r.stdout))
+                            r"([0-9a-f]{16}) ", text))
     return {int(k): v for k, v in found.items()}
 
 
@@ -107,16 +127,18 @@ def small_args(sock, *more):
     return [trainer(), "--socket", sock, "--train", "small", "--eval", "small"] + list(more)
 
 
-def test_ranks_end_bit_identical(daemon_factory, small_set):
+def test_ranks_end_bit_identical(daemon_factory, small_set, tmp_path):
     mpirun()
     d = daemon_factory({"small": small_set})
-    for extra in ((), ("--accum", 2)):
-        r = run(mpi_cmd() + small_args(d.sock, "--batch", 64, "--epochs", 2, "--max-steps", 12,
-                                       "--print-checksum", "--json", *extra))
-        sums = checksums(r)
+    for k, extra in enumerate(((), ("--accum", 2))):
+        where = tmp_path / f"out{k}"
+        r = run(mpi_cmd(out=where) + small_args(d.sock, "--batch", 64, "--epochs", 2,
+                                                "--max-steps", 12, "--print-checksum", "--json",
+                                                *extra))
+        sums = checksums(r, where)
         assert sorted(sums) == [0, 1], r.stdout
         assert sums[0] == sums[1], (extra, sums)
-        out = json_of(r)
+        out = json_of(r, where)
         assert out["world"] == 2 and out["mpi"] is True and out["global_batch"] == 128
         assert out["param_checksums"] == [sums[0], sums[1]]
         assert out["updates"] == 12   # into the second epoch, with or without accum
@@ -127,12 +149,12 @@ def test_two_ranks_at_b_match_one_rank_at_2b(daemon_factory, small_set, tmp_path
     mpirun()
     d = daemon_factory({"small": small_set})
     B, N = 64, 15      # 15 updates: all inside epoch 0's full batches
-    two = run(mpi_cmd() + small_args(d.sock, "--lr", 0.02, "--batch", B, "--epochs", 2,
-                                     "--max-steps", N, "--json", "--print-checksum",
-                                     "--dump-indices", tmp_path / "two.{rank}"))
+    two = run(mpi_cmd(out=tmp_path / "out") +
+              small_args(d.sock, "--lr", 0.02, "--batch", B, "--epochs", 2, "--max-steps", N,
+                         "--json", "--print-checksum", "--dump-indices", tmp_path / "two.{rank}"))
     one = run(small_args(d.sock, "--lr", 0.02, "--batch", 2 * B, "--epochs", 2,
                          "--max-steps", N, "--json", "--dump-indices", tmp_path / "one"))
-    a, b = json_of(two), json_of(one)
+    a, b = json_of(two, tmp_path / "out"), json_of(one)
     assert a["updates"] == b["updates"] == N and b["world"] == 1
 
     # the samples: update s of the job == update s of the 1-rank run
@@ -160,7 +182,8 @@ def test_two_ranks_at_b_match_one_rank_at_2b(daemon_factory, small_set, tmp_path
     assert a["weights_sum"] == pytest.approx(b["weights_sum"], rel=1e-4, abs=1e-3)
     print(f"parity: loss 2x{B} {ea['loss']!r} vs {2 * B} {eb['loss']!r}; "
           f"L2 {a['weights_l2']!r} vs {b['weights_l2']!r}; "
-          f"sum {a['weights_sum']!r} vs {b['weights_sum']!r}; checksums {checksums(two)}")
+          f"sum {a['weights_sum']!r} vs {b['weights_sum']!r}; "
+          f"checksums {checksums(two, tmp_path / 'out')}")
 
 
 def test_epoch_is_covered_once_and_printed_once(daemon_factory, small_set, tmp_path):
