@@ -17,7 +17,8 @@ dying, or a weight never changes a byte of a stream.
     of two processes on a loaded machine stays within the ring's depth the
     rule allows (a reader more than a ring behind goes alone);
   - a third reader asking for a place just ahead of the group joins it mid
-    epoch, and a member killed mid-epoch leaves the others untouched;
+    epoch, and a member killed mid-epoch leaves the others untouched (the
+    workers held while the readers start, as above);
   - a client that attaches at the group's place and never reads is split
     off once its full ring has held the others for 1 s; the reader goes on;
   - kill storms on the workers while two readers share;
@@ -25,9 +26,10 @@ dying, or a weight never changes a byte of a stream.
   - two input-bound readers at weights 1 and 3 get worker time 1:3 (within
     10%) while both read.
 """
+import contextlib
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -130,23 +132,30 @@ def join_places(d):
     return [int(e) * bpe() + int(b) for e, b in JOINED.findall(d.read_log())]
 
 
-def started_together(d, *args):
-    """Two readers started while the workers are held (SIGSTOP) until both
-    have attached: neither plans past its ring's depth before the other is
-    there, whatever the machine's load does to two processes' start-up."""
+@contextlib.contextmanager
+def workers_held(d):
+    """The workers stopped (SIGSTOP) for the block, continued after it: no
+    batch completes meanwhile, so no stream gets further than its ring's
+    depth, whatever the machine's load does to the processes started."""
     pids = d.worker_pids()
     assert pids, d.stats()
     held = []
-    procs = []
     try:
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
             held.append(pid)
-        procs = [reader(*args), reader(*args)]
-        wait_clients(d, 2, "both readers attached")
+        yield
     finally:
         for pid in held:
             os.kill(pid, signal.SIGCONT)
+
+
+def started_together(d, sock, epochs, extra_a, extra_b=None):
+    """Two readers started while the workers are held until both have
+    attached: neither plans past its ring's depth before the other is there."""
+    with workers_held(d):
+        procs = [reader(sock, epochs, extra_a), reader(sock, epochs, extra_b or extra_a)]
+        wait_clients(d, 2, "both readers attached")
     return procs
 
 
@@ -186,18 +195,20 @@ def test_identical_readers_decode_once(photos, daemon_factory):
 def test_join_mid_epoch_and_member_killed(photos, daemon_factory):
     d = daemon_factory({"photos": photos}, workers=2)
     epochs = 30
-    a = reader(d.sock, epochs, ["--params", "name=a"])
-    b = reader(d.sock, epochs, ["--params", "name=b"])
+    a, b = started_together(d, d.sock, epochs, ["--params", "name=a"], ["--params", "name=b"])
     try:
-        cs = wait_clients(d, 2, "both readers attached")
-        ids = sorted(cs)
+        ids = sorted(clients(d))
         wait_for(lambda: int(clients(d).get(ids[0], {}).get("batches", 0)) >= 8,
                  "the readers under way")
-        c0 = clients(d)[ids[0]]
-        assert c0["group_members"] == "2", c0
-        # ahead of the group by less than its depth: the third waits, then joins
-        place = group_place(c0) + 4
-        c = reader(d.sock, 6, ["--params", "name=c"] + start_args(place))
+        # ahead of the group by less than its depth: the third waits, then
+        # joins (the group held still while it starts)
+        with workers_held(d):
+            c0 = clients(d)[ids[0]]
+            assert c0["group_members"] == "2", c0
+            place = group_place(c0) + 4
+            c = reader(d.sock, 6, ["--params", "name=c"] + start_args(place))
+            wait_for(lambda: any(v.get("name") == "c" for v in clients(d).values()),
+                     "the third reader attached")
         wait_for(lambda: any(v.get("name") == "c" and v.get("group_members") == "3"
                              for v in clients(d).values()),
                  "the third reader in the group", timeout=30)
