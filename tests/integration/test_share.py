@@ -268,7 +268,7 @@ def test_kill_storm_while_shared(photos, daemon_factory):
                 except ProcessLookupError:
                     pass
 
-    a, b = reader(d.sock, epochs), reader(d.sock, epochs)
+    a, b = started_together(d, d.sock, epochs, [])
     t = threading.Thread(target=storm)
     t.start()
     try:
