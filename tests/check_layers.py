@@ -1,38 +1,49 @@
 #!/usr/bin/python3
-"""check_layers.py - every folder includes only what docs/design.md's folder
-map allows (TAP output; exit 1 on a breach).
+"""check_layers.py - every folder includes only what docs/design.md's include
+table allows (TAP output; exit 1 on a breach or when the table is missing).
 
     check_layers.py SOURCE_ROOT
 
-Each `#include "x.h"` of a C file is resolved to the repository header it
-names (the including file's own folder first) and its folder checked
-against the rules below.  System headers (<...>) and the generated
-config.h are not checked.
+The rules live in one place: the table under "Includes, folder by folder" in
+docs/design.md, one row per folder, whose second column lists what the
+folder's files may include: a folder (every header in it) or one header
+(`folder/name.h`).  Each `#include "x.h"` of a C file is resolved to the
+repository header it names (the including file's own folder first) and
+checked against its folder's row.  System headers (<...>) and the generated
+config.h are not checked.  There are no exemptions: a header two folders
+share lives where both rows name it.
 """
 import os
 import re
 import sys
 
-# folder of the including file -> folders whose headers it may include
-RULES = {
-    "proto": {"proto"},
-    "client": {"client", "proto"},
-    "daemon": {"daemon", "daemon/worker", "proto"},
-    # the worker runs in its own process: of daemon/, only the two headers
-    # both processes share (SHARED below), never the main process's
-    "daemon/worker": {"daemon/worker", "proto"},
-    "kernels": {"kernels", "kernels/cpu", "kernels/cuda"},
-    "kernels/cpu": {"kernels", "kernels/cpu"},
-    "kernels/cuda": {"kernels", "kernels/cuda"},
-    "python/ext": {"python/ext", "client:ringfeed.h"},
-    "tools": {"tools", "proto", "client:ringfeed.h",
-              # ctlconn.c compiles client/env.c's socket rule in, so the tools
-              # find the daemon exactly where libringfeed does (one copy)
-              "client:client.h"},
-    "examples": {"examples", "kernels", "client:ringfeed.h"},
-}
-SHARED = {"daemon/worker": {"daemon/wire.h", "daemon/log.h"}}
+TABLE_TITLE = "### Includes, folder by folder"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+CELL = re.compile(r"`([^`]+)`")
+
+
+def read_rules(root):
+    """{folder: set of folders and folder/header.h} from docs/design.md."""
+    with open(os.path.join(root, "docs/design.md")) as f:
+        text = f.read()
+    at = text.find(TABLE_TITLE)
+    if at < 0:
+        raise SystemExit(f"Bail out! docs/design.md has no '{TABLE_TITLE}' table")
+    rules = {}
+    for line in text[at:].splitlines()[1:]:
+        if rules and not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or set(cells[0]) <= set("-: "):
+            continue
+        folder = CELL.findall(cells[0])
+        allowed = CELL.findall(cells[1])
+        if len(folder) != 1 or not allowed:
+            continue
+        rules[folder[0]] = set(allowed)
+    if not rules:
+        raise SystemExit("Bail out! docs/design.md's include table has no rows")
+    return rules
 
 
 def headers(root):
@@ -43,17 +54,24 @@ def headers(root):
             continue
         for f in files:
             if f.endswith(".h"):
-                by_name.setdefault(f, []).append(os.path.join(rel, f))
+                by_name.setdefault(f, []).append(os.path.normpath(os.path.join(rel, f)))
     return by_name
 
 
 def main():
     root = sys.argv[1]
+    rules = read_rules(root)
     by_name = headers(root)
     n = bad = 0
-    for folder in sorted(RULES):
-        allowed = RULES[folder]
+    for folder in sorted(rules):
+        allowed = rules[folder]
         path = os.path.join(root, folder)
+        n += 1
+        if not os.path.isdir(path):
+            bad += 1
+            print(f"not ok {n} - {folder}: the include table names a folder that does not exist")
+            continue
+        print(f"ok {n} - {folder} exists")
         for f in sorted(os.listdir(path)):
             if not f.endswith((".c", ".h", ".cu")):
                 continue
@@ -68,10 +86,7 @@ def main():
                 cands = by_name[name]
                 here = [c for c in cands if os.path.dirname(c) == folder]
                 target = (here or cands)[0]
-                tdir = os.path.dirname(target)
-                ok = (tdir in allowed or f"{tdir}:{name}" in allowed or
-                      target in SHARED.get(folder, ()))
-                if not ok:
+                if os.path.dirname(target) not in allowed and target not in allowed:
                     breaches.append(target)
             n += 1
             if breaches:
@@ -80,6 +95,16 @@ def main():
                       f"{', '.join(sorted(allowed))}")
             else:
                 print(f"ok {n} - {src}")
+    # every folder holding C code has a row: a new folder is a new decision
+    for dirpath, dirs, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        dirs[:] = [d for d in dirs if not d.startswith((".", "build"))]
+        if rel == "." or rel.split(os.sep)[0] in ("tests", "bench", "build") or rel.startswith("."):
+            continue
+        if any(f.endswith((".c", ".h", ".cu")) for f in files) and rel not in rules:
+            n += 1
+            bad += 1
+            print(f"not ok {n} - {rel} holds C code but has no row in docs/design.md's include table")
     print(f"1..{n}")
     return 1 if bad else 0
 

@@ -1,5 +1,5 @@
 /*
- * test_log.c - the daemon's log lines (daemon/log.c): "ringfeedd[pid]:
+ * test_log.c - the daemon's log lines (daemon/common/log.c): "ringfeedd[pid]:
  * level: message" on a plain stderr; "<priority>message" when stderr is the
  * journal (JOURNAL_STREAM names its device and inode), a worker's lines
  * there named "worker[pid]: ".

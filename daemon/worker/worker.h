@@ -5,10 +5,10 @@
  * daemon/worker/ is the code that runs in the worker processes: the job
  * loop (worker.c), the read backends (io.h), the transforms (transform.h,
  * xform_image.h), the JPEG decoder (jpeg.h) and the resampler (resize.h).
- * It includes proto/ and, of daemon/, only the two headers both processes
- * share: wire.h (the messages between them) and log.h; never the main
- * process's (daemon.h).  tests/check_layers.py holds every folder to its
- * include rules.
+ * It includes proto/ (wire.h: the messages between the two processes) and
+ * daemon/common/ (log.h, the one module both processes run); nothing of the
+ * main process's (daemon.h).  tests/check_layers.py holds every folder to
+ * the include table in docs/design.md.
  */
 #ifndef RINGFEED_DAEMON_WORKER_WORKER_H
 #define RINGFEED_DAEMON_WORKER_WORKER_H

@@ -21,8 +21,8 @@
  * size.  Workers still hold no state a crash could lose: a dead worker's
  * jobs are sent again elsewhere and plan the same samples.
  */
-#ifndef RINGFEED_DAEMON_WIRE_H
-#define RINGFEED_DAEMON_WIRE_H
+#ifndef RINGFEED_PROTO_WIRE_H
+#define RINGFEED_PROTO_WIRE_H
 
 #include <stdint.h>
 
