@@ -7,7 +7,7 @@
  * THE INPUTS, over the window (the last window_ticks ticks, 5 s by default)
  *   - per client: its wait share, the growth of sched_client.waited_ns (the
  *     time it had released every published batch and waited for the next,
- *     sched.c WAITS) over the span it was followed; and how many of the
+ *     stream.c WAITS) over the span it was followed; and how many of the
  *     tick samples found its ring full (ready >= depth);
  *   - the pool: its busy time (the workers' busy_ns, gone workers'
  *     included) over the span, against the target n;

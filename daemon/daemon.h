@@ -13,7 +13,7 @@
  *   - the job queue: chunks of batches waiting for a worker;
  *   - the control server: the listening socket and its connections.
  *
- * Invariants kept by the scheduler (sched.c), checked by sched_check()
+ * Invariants kept by the scheduler (scheduler.h lists its modules), checked by sched_check()
  * after every scheduler transition in debug and sanitizer builds
  * (RINGFEED_CHECKS), where a broken one aborts:
  *   I1. A stream's batches are scheduled in order: next_g only grows, and
@@ -59,7 +59,7 @@ struct daemon {
     struct pool pool;          /* pool.c's */
     struct autoscale autoscale; /* autoscale.c's: workers auto, the CPU budget */
 
-    struct sched_state sched;  /* sched.c's: streams, the job queue, ring memory */
+    struct sched_state sched;  /* the scheduler's: streams, the job queues, ring memory */
     uint64_t start_ns;
 
     /* totals that outlive streams and workers */

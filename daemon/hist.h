@@ -10,7 +10,7 @@
  * bucket[i] counts the observations in (HIST_LE_NS[i-1], HIST_LE_NS[i]]
  * (bucket[HIST_FINITE] those over 10 s); stats.c adds them up into the
  * cumulative _bucket series when it writes METRICS.  A histogram belongs to
- * the module that observes into it (sched.c's two live in sched_state);
+ * the module that observes into it (the scheduler's two live in sched_state);
  * stats.c only reads it.
  */
 #ifndef RINGFEED_DAEMON_HIST_H

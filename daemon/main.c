@@ -262,6 +262,18 @@ static int table_checks(void)
     return 0;
 }
 
+/* What the scheduler asks of the pool, the server and the catalogue. */
+static const struct sched_ops sched_ops = {
+    .dispatch = pool_dispatch,
+    .forget_ring = pool_forget_ring,
+    .quarantine = pool_quarantine,
+    .dataset_failed = catalog_fail,
+    .kick = server_kick,
+    .find_dataset = catalog_find,
+    .failed_reason = catalog_failed_reason,
+    .dataset_names = catalog_names,
+};
+
 int main(int argc, char **argv)
 {
     static struct daemon d; /* large (the pool): keep it off the stack */
@@ -339,7 +351,7 @@ int main(int argc, char **argv)
     uv_signal_init(&loop, &sigterm_h);
     uv_signal_start(&sigterm_h, on_stop_signal, SIGTERM);
     reload_init(&d);
-    sched_init(&d);
+    sched_init(&d, &sched_ops);
     if (d.cf.workers_auto)
         log_info("ringfeedd %s: workers auto from %u, cpu budget %u: %s; %u dataset(s), ring "
                  "budget %llu bytes", RINGFEED_VERSION, d.cf.workers, d.autoscale.budget,

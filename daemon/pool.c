@@ -194,9 +194,9 @@ void pool_dispatch(struct daemon *d)
 
     /* round-robin over ready workers, one job each per pass, so jobs spread
      * across the pool before any worker gets a second one */
-    while (d->sched.queued && progress) {
+    while (d->sched.fq.queued && progress) {
         progress = false;
-        for (unsigned i = 0; i < POOL_MAX && d->sched.queued; i++) {
+        for (unsigned i = 0; i < POOL_MAX && d->sched.fq.queued; i++) {
             struct worker *w = &p->w[i];
             struct job *j;
             int rc;
@@ -348,7 +348,7 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
         memcpy(&m, buf, sizeof(m));
         m.reason[sizeof(m.reason) - 1] = '\0';
         /* its CPU time on this job: the counters are cumulative, and a
-         * worker runs its jobs one at a time (WEIGHTS in sched.c); CPU
+         * worker runs its jobs one at a time (WEIGHTS in fairq.c); CPU
          * time, so that a worker waiting for a core charges nobody */
         busy = m.c.cpu_ns >= w->c.cpu_ns ? m.c.cpu_ns - w->c.cpu_ns : 0;
         w->c = m.c;

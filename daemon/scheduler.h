@@ -1,11 +1,22 @@
 /*
- * scheduler.h - the scheduler (sched.c): streams, their rings and
- * batches, and the job queues (one per stream, served by deficit round
- * robin; sched.c's comment has the rules).  Invariants I1-I3 are in
- * daemon.h's comment, the queues' own in sched.c's; sched_check() holds
- * them after every transition in checking builds.  (Not named sched.h:
- * on the include path that would shadow the system's <sched.h>, which
- * <pthread.h> includes.)
+ * scheduler.h - the scheduler: streams, their rings and batches, and the
+ * job queues; what the rest of the main process calls.  It is five
+ * modules, each owning its state:
+ *
+ *   stream.c  a client's stream and its ring: attach, releases, failure,
+ *             kicks, detach, the figures STATS and METRICS read
+ *   fairq.c   the job queues and the deficit round robin over them
+ *             (FAIRNESS, WEIGHTS)
+ *   share.c   decode-once share groups (SHARING)
+ *   plan.c    batches planned into jobs, and the jobs' completion
+ *   sched.c   the state below, the tick, deferred kicks, sched_check
+ *
+ * The scheduler calls out only through struct sched_ops (the pool, the
+ * server, the catalogue), given to sched_init.  Invariants I1-I3 are in
+ * daemon.h's comment, the modules' own in their files; sched_check()
+ * holds them after every transition in checking builds.  (Not named
+ * sched.h: on the include path that would shadow the system's <sched.h>,
+ * which <pthread.h> includes.)
  */
 #ifndef RINGFEED_DAEMON_SCHEDULER_H
 #define RINGFEED_DAEMON_SCHEDULER_H
@@ -15,7 +26,9 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "fairq.h"
 #include "hist.h"
+#include "share.h"
 #include "wire.h"
 
 struct daemon;
@@ -26,7 +39,7 @@ struct rf_err;
 
 /* A ring a job writes: the stream, the slot, and the batch's number in
  * that stream (its g).  A solo batch has one; a shared one (SHARING in
- * sched.c) one per member of its group. */
+ * share.c) one per member of its group. */
 struct job_target {
     struct stream *st;
     uint32_t slot;
@@ -39,7 +52,7 @@ struct job {
     struct stream *st;         /* its home: t[0].st, whose queue holds it and whose
                                 * turn of the round robin pays for it */
     struct share_group *grp;   /* the group that planned it (holds a reference), or NULL */
-    uint64_t k;                /* the batch's place in the stream function (sched.c) */
+    uint64_t k;                /* the batch's place in the stream function (share.c) */
     uint64_t job_id;
     uint32_t ntargets;         /* 1..WIRE_TARGETS_MAX */
     struct job_target t[WIRE_TARGETS_MAX];
@@ -53,42 +66,67 @@ struct job {
 
 /*
  * The work, in ns by the transform's cost_ns, one turn of the round robin
- * adds to a stream's deficit (sched.c): one job of the size plan_batch
+ * adds to a stream's deficit (fairq.c): one job of the size plan_batch
  * aims for (JOB_WORK_NS), so streams of well-sized jobs take turns job by
  * job and a stream of small jobs takes several in its turn.
  */
 #define SCHED_QUANTUM_NS 500000
 
-/* The scheduler's state inside struct daemon (only sched.c changes it;
- * pool.c takes jobs through sched_dequeue, stats.c reads the figures). */
+/*
+ * What the scheduler asks of the rest of the main process: every call out
+ * of it goes through these (main.c gives the daemon's; tests/test_sched.c
+ * its fakes).  None is called while a scheduler structure is half changed;
+ * kick only from sched_run_kicks, outside any other scheduler call, since
+ * the server's kick detaches the stream (re-entering the scheduler).
+ */
+struct sched_ops {
+    /* hand queued jobs to idle workers (pool_dispatch) */
+    void (*dispatch)(struct daemon *d);
+    /* a detaching stream's ring: RING_DEL to the workers that map it */
+    void (*forget_ring)(struct daemon *d, struct stream *st);
+    /* a sample killed workers twice at the same point */
+    void (*quarantine)(struct daemon *d, uint32_t dataset_id, uint64_t index);
+    /* the dataset's files changed under it: fail it (catalog_fail) */
+    void (*dataset_failed)(struct daemon *d, uint32_t dataset_id, const char *why);
+    /* close the client's connection, which detaches its stream */
+    void (*kick)(void *conn, const char *why);
+    /* the catalogue: a dataset's index by name or -ENOENT; why a failed
+     * one is not served, or NULL; the names served, for messages */
+    int (*find_dataset)(const struct daemon *d, const char *name);
+    const char *(*failed_reason)(const struct daemon *d, const char *name);
+    void (*dataset_names)(const struct daemon *d, char *buf, size_t cap);
+};
+
+/* The scheduler's state inside struct daemon (only the scheduler's modules
+ * change it; pool.c takes jobs through sched_dequeue, stats.c reads the
+ * figures). */
 struct sched_state {
+    const struct sched_ops *ops;
     struct stream *streams;    /* list of attached clients */
     uint32_t nstreams;
     uint32_t next_stream_id;
     uint64_t next_job_id;
-    struct stream *active;     /* streams with queued jobs, a circular list:
-                                * the one whose turn it is, NULL when none */
-    uint32_t nactive;          /* streams on that list */
-    uint32_t queued;           /* jobs queued, all streams together */
+    struct fq_state fq;        /* fairq.c's: the queues and the round robin */
+    struct share_state share;  /* share.c's: the groups */
     uint64_t mem_used;         /* bytes of rings (I3) */
     uint64_t mem_locked;       /* of them, mlocked */
-    struct hist wait_hist;     /* clients' waits, all clients (sched.c, WAITS) */
+    struct hist wait_hist;     /* clients' waits, all clients (stream.c, WAITS) */
     struct hist prod_hist;     /* batches' production times, all clients */
-    /* SHARING (sched.c) */
-    struct share_group *groups;
-    uint32_t next_group_id;
-    uint64_t shared_batches;   /* batches planned once for 2+ rings */
-    uint64_t shared_writes;    /* rings those batches went to beyond the first */
-    uint64_t share_joins, share_splits;
     /* the tick: holds that outlast SHARE_HOLD_NS, the share windows (WEIGHTS) */
     uv_timer_t tick;
     bool tick_open;
-    uint64_t win_start_ns;
+    /* kicks waiting for the loop's next turn (stream_kick, sched_run_kicks) */
+    uv_idle_t kick_idle;
+    bool kick_open;
+    uint32_t kicks_pending;
 };
 
-/* Starts and stops the scheduler's timer (main.c). */
-void sched_init(struct daemon *d);
+/* Starts and stops the scheduler's timers (main.c); ops stays the caller's. */
+void sched_init(struct daemon *d, const struct sched_ops *ops);
 void sched_close(struct daemon *d);
+/* Tells the server to disconnect each stream kicked since the last call;
+ * the loop runs it on its next turn after a kick (tests call it). */
+void sched_run_kicks(struct daemon *d);
 
 /* uid: the client's, for the config's weight rules (conf.h weight). */
 int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, struct stream **out,
@@ -139,7 +177,7 @@ struct sched_client {
     const char *dataset, *name;    /* name: "" when the client gave none */
     uint32_t rank, world, batch, depth;
     uint64_t batches, samples, waited_ns, ready, inflight, ring_bytes;
-    uint64_t waits;                /* waits ended (sched.c WAITS); waited_ns adds
+    uint64_t waits;                /* waits ended (stream.c WAITS); waited_ns adds
                                     * the one going on, if any */
     uint64_t production_ns;        /* plan to publication, its batches together */
     uint32_t queued;               /* its jobs waiting for a worker */

@@ -26,7 +26,7 @@
  * ringfeed_client_info carries (one sample per attach).  Attaches that
  * share all four labels are one series, their figures added up (ring_locked
  * the least, failed the most of them); client_metrics sorts them so.
- * Two histograms, daemon-wide (sched.c WAITS, hist.h buckets), follow:
+ * Two histograms, daemon-wide (stream.c WAITS, hist.h buckets), follow:
  * ringfeed_client_wait_seconds and ringfeed_batch_production_seconds.  Per
  * client histograms would be 23 series each, 23552 of the reply's 32768
  * lines at 1024 clients; per client there are the sums and counts instead
@@ -102,7 +102,7 @@ static double bad_total(struct daemon *d)
     X("datasets.failed", "counter", "Datasets failed: their files changed while served",    \
       d->datasets_failed)                                                                  \
     X("requests.errors", "counter", "Requests answered with ERR", d->bad_requests)       \
-    X("jobs.queued", "gauge", "Jobs waiting for a worker", d->sched.queued)                    \
+    X("jobs.queued", "gauge", "Jobs waiting for a worker", d->sched.fq.queued)                    \
     X("total.batches", "counter", "Batches published", d->batches)                       \
     X("total.samples", "counter", "Samples published", d->samples)                       \
     X("total.jobs", "counter", "Jobs run by workers", totals(d).jobs)                    \
@@ -147,12 +147,12 @@ static double bad_total(struct daemon *d)
       sched_share_count(d, false))                                                             \
     X("sharing.members", "gauge", "Clients in those groups", sched_share_count(d, true))         \
     X("sharing.batches", "counter", "Batches decoded once for 2+ clients",               \
-      d->sched.shared_batches)                                                           \
+      d->sched.share.shared_batches)                                                           \
     X("sharing.copies", "counter", "Ring writes of shared batches past the first (decodes " \
-      "saved)", d->sched.shared_writes)                                                   \
-    X("sharing.joins", "counter", "Clients that joined a group", d->sched.share_joins)     \
+      "saved)", d->sched.share.shared_writes)                                                   \
+    X("sharing.joins", "counter", "Clients that joined a group", d->sched.share.share_joins)     \
     X("sharing.splits", "counter", "Members split off a group for holding it back",       \
-      d->sched.share_splits)                                                             \
+      d->sched.share.share_splits)                                                             \
     X("memory.rings_bytes", "gauge", "Bytes of client rings", d->sched.mem_used)               \
     X("memory.locked_bytes", "gauge", "Bytes of rings locked in RAM", d->sched.mem_locked)     \
     X("memory.budget_bytes", "gauge", "The memory budget for rings", d->cf.memory_budget)

@@ -218,7 +218,7 @@ struct conf {
 
 /* The weight the config gives a client called name (NULL or "": none) of
  * user uid: the first rule naming it, else the first rule of its uid, else
- * 1.  (An ATTACH weight= comes before both; sched.c, WEIGHTS.) */
+ * 1.  (An ATTACH weight= comes before both; fairq.c, WEIGHTS.) */
 uint32_t conf_weight_for(const struct conf *c, const char *name, uint32_t uid);
 
 /* Fills c with the defaults above, nothing set. */

@@ -89,7 +89,7 @@ void ctl_attach_defaults(struct ctl_attach *a)
     a->epoch = 0;
     a->seq = 0;
     a->transform = CTL_TRANSFORM_RAW;
-    a->depth = 0; /* the daemon picks (sched.c, auto_depth) */
+    a->depth = 0; /* the daemon picks (stream.c, auto_depth) */
     a->size = 224;
     a->layout = CTL_LAYOUT_CHW;
     a->scale[0] = 0.08;
@@ -102,7 +102,7 @@ void ctl_attach_defaults(struct ctl_attach *a)
     a->drop_last = false;
     a->drop_last_batch = false;
     a->version = 0;
-    a->weight = 0; /* the daemon's default for the client (sched.c, WEIGHTS) */
+    a->weight = 0; /* the daemon's default for the client (fairq.c, WEIGHTS) */
     a->share = true;
 }
 

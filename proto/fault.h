@@ -13,9 +13,9 @@
  *
  *   read    a worker's record read comes back with EIO (daemon/worker)
  *   alloc   the main process's allocations for a connection, a stream and
- *           a job return NULL (daemon/server.c, daemon/sched.c)
- *   memfd   memfd_create for a ring fails with EMFILE (daemon/sched.c)
- *   mmap    mapping a ring fails with ENOMEM (daemon/sched.c)
+ *           a job return NULL (daemon/server.c, daemon/stream.c, daemon/plan.c)
+ *   memfd   memfd_create for a ring fails with EMFILE (daemon/stream.c)
+ *   mmap    mapping a ring fails with ENOMEM (daemon/stream.c)
  *   send    a reply, or the ring's fds, cannot be sent: EPIPE
  *           (daemon/server.c)
  *   accept  accepting a control connection fails with EMFILE: the peer is

@@ -85,7 +85,7 @@ struct wire_ring_del {
 };
 
 /* Rings one job writes at most: the members of one share group
- * (SHARING in sched.c).  The worker decodes into the first and copies the
+ * (SHARING in share.c).  The worker decodes into the first and copies the
  * chunk into the others. */
 #define WIRE_TARGETS_MAX 8
 

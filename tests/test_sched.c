@@ -1,5 +1,6 @@
 /*
- * test_sched.c - the scheduler (daemon/sched.c) alone, driven by synthetic
+ * test_sched.c - the scheduler (daemon/sched.c and its modules: stream.c,
+ * fairq.c, share.c, plan.c) alone, driven by synthetic
  * events: no worker processes, no sockets.  The test plays the pool (it
  * takes jobs off the queue itself), the workers (it writes each job's
  * samples the way daemon/worker/worker.c plans them, sets the chunk bit and
@@ -9,15 +10,18 @@
  * Checked: every published batch holds exactly the sampler's samples, in
  * order, once; released <= published <= next_g <= released + depth after
  * every event (ring.h M1, daemon.h I1) and the queues' count (I2); two
- * streams take turns by work (deficit round robin, sched.c FAIRNESS); a job
+ * streams take turns by work (deficit round robin, fairq.c FAIRNESS); a job
  * orphaned by a dead worker runs again at the front of its stream's queue,
  * carefully, unless its chunk was already written (then the batch is
  * published, not rerun); a careful run that dies twice on the same sample quarantines
  * exactly that sample; a detach with jobs in flight frees everything.
  *
- * The pool, the server and the catalogue are stubs below, recording what
- * the scheduler asked of them; the scheduler needs no event loop (the
- * server watches each stream's eventfd and calls sched_released).  sched_check() aborts on a broken invariant
+ * The pool, the server and the catalogue are fakes below, given to the
+ * scheduler as its struct sched_ops, recording what it asked of them.  The
+ * scheduler runs on a loop of its own here (its tick stopped), which the
+ * test turns when a kick is due: the server watches each stream's eventfd
+ * and calls sched_released, and a kick reaches the server only on the
+ * loop's next turn.  sched_check() aborts on a broken invariant
  * in builds with RINGFEED_CHECKS (the ASan build), and this test checks the
  * same figures itself in every build.
  */
@@ -39,25 +43,26 @@
 
 #define N 4000
 
-/* ---- stubs: what the scheduler calls in the pool, server and catalogue */
+/* ---- fakes: what the scheduler calls in the pool, server and catalogue
+ * (struct sched_ops) */
 
 static uint64_t g_quarantined[8];
 static unsigned g_nquarantined;
 static char g_kicked[256];
-static void (*g_kick_hook)(void); /* set: server_kick also detaches, as the server does */
+static void (*g_kick_hook)(void); /* set: the kick also detaches, as the server's does */
 
-void pool_dispatch(struct daemon *d)
+static void fake_dispatch(struct daemon *d)
 {
     (void)d; /* the test takes jobs off the queue itself */
 }
 
-void pool_forget_ring(struct daemon *d, struct stream *st)
+static void fake_forget_ring(struct daemon *d, struct stream *st)
 {
     (void)d;
     (void)st;
 }
 
-void pool_quarantine(struct daemon *d, uint32_t dataset_id, uint64_t index)
+static void fake_quarantine(struct daemon *d, uint32_t dataset_id, uint64_t index)
 {
     (void)d;
     (void)dataset_id;
@@ -65,7 +70,7 @@ void pool_quarantine(struct daemon *d, uint32_t dataset_id, uint64_t index)
         g_quarantined[g_nquarantined++] = index;
 }
 
-void server_kick(void *conn, const char *why)
+static void fake_kick(void *conn, const char *why)
 {
     (void)conn;
     snprintf(g_kicked, sizeof(g_kicked), "%s", why);
@@ -73,7 +78,7 @@ void server_kick(void *conn, const char *why)
         g_kick_hook();
 }
 
-int catalog_find(const struct daemon *d, const char *name)
+static int fake_find_dataset(const struct daemon *d, const char *name)
 {
     for (uint32_t i = 0; i < d->ncat; i++)
         if (strcmp(d->cat[i].name, name) == 0)
@@ -81,25 +86,36 @@ int catalog_find(const struct daemon *d, const char *name)
     return -ENOENT;
 }
 
-void catalog_names(const struct daemon *d, char *buf, size_t cap)
+static void fake_dataset_names(const struct daemon *d, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s", d->ncat ? d->cat[0].name : "");
 }
 
-static char g_failed[256]; /* what catalog_fail was told last */
+static char g_failed[256]; /* what the dataset_failed op was told last */
 
-void catalog_fail(struct daemon *d, uint32_t i, const char *why)
+static void fake_dataset_failed(struct daemon *d, uint32_t i, const char *why)
 {
     snprintf(g_failed, sizeof(g_failed), "%s", why);
     sched_fail_dataset(d, i, why);
 }
 
-const char *catalog_failed_reason(const struct daemon *d, const char *name)
+static const char *fake_failed_reason(const struct daemon *d, const char *name)
 {
     (void)d;
     (void)name;
     return g_failed[0] ? g_failed : NULL;
 }
+
+static const struct sched_ops g_ops = {
+    .dispatch = fake_dispatch,
+    .forget_ring = fake_forget_ring,
+    .quarantine = fake_quarantine,
+    .dataset_failed = fake_dataset_failed,
+    .kick = fake_kick,
+    .find_dataset = fake_find_dataset,
+    .failed_reason = fake_failed_reason,
+    .dataset_names = fake_dataset_names,
+};
 
 /* ---- the pieces the test plays */
 
@@ -207,7 +223,7 @@ static int attach(struct client *c, uint32_t batch, uint32_t depth, uint32_t ran
 }
 
 /* The invariants, from what the scheduler exposes: the streams' queues
- * add up to the queue's count (I2, sched.c Q1), an active list exactly
+ * add up to the queue's count (I2, fairq.c Q1), an active list exactly
  * when jobs are queued (Q2), and for the client released == what it
  * consumed, released <= published <= next_g <= released + depth (I1,
  * ring.h M1). */
@@ -221,7 +237,7 @@ static void check_invariants(const struct client *c)
     for (const struct stream *st = sched_client_next(&g_d, NULL, &sc); st;
          st = sched_client_next(&g_d, st, &sc))
         queued += sc.queued;
-    if (queued != g_d.sched.queued || (g_d.sched.active != NULL) != (queued > 0))
+    if (queued != g_d.sched.fq.queued || (g_d.sched.fq.active != NULL) != (queued > 0))
         g_broken++;
     for (const struct stream *st = sched_client_next(&g_d, NULL, &sc); st;
          st = sched_client_next(&g_d, st, &sc)) {
@@ -367,7 +383,7 @@ static void straight(void)
     if (attach(&c, 64, 4, 0, 1) < 0)
         return (void)tap_ok(0, "attach");
     TAP_IS_INT(c.si.bpe, (N + 63) / 64, "batches per epoch");
-    TAP_IS_INT(g_d.sched.queued, 4, "depth 4: four batches planned at once (raw: a job each)");
+    TAP_IS_INT(g_d.sched.fq.queued, 4, "depth 4: four batches planned at once (raw: a job each)");
     run(&c, 3 * c.si.bpe);
     TAP_IS_INT(c.consumed, 3 * c.si.bpe, "three epochs published and released");
     TAP_IS_INT(c.bad, 0, "every batch holds exactly the sampler's samples");
@@ -384,7 +400,7 @@ static void ranks_and_chunks(void)
      * JOB_WORK_NS): 555, 555 and 390 samples for a batch of 1500; rank 1 of 3 */
     if (attach(&c, 1500, 3, 1, 3) < 0)
         return (void)tap_ok(0, "attach");
-    TAP_IS_INT(g_d.sched.queued, 3 * 3, "a 1500-sample raw batch is three jobs");
+    TAP_IS_INT(g_d.sched.fq.queued, 3 * 3, "a 1500-sample raw batch is three jobs");
     {
         struct job *j = sched_dequeue(&g_d);
 
@@ -422,10 +438,10 @@ static void crashes(void)
     j->worker = 0;
     TAP_OK(work(&c, j, 0), "chunk written and published before the death");
     {
-        uint32_t before = g_d.sched.queued;
+        uint32_t before = g_d.sched.fq.queued;
 
         sched_job_orphaned(&g_d, j);
-        TAP_IS_INT(g_d.sched.queued, before, "a written chunk is not queued again");
+        TAP_IS_INT(g_d.sched.fq.queued, before, "a written chunk is not queued again");
     }
     consume(&c);
     TAP_IS_INT(c.consumed, 1, "  its batch reaches the client once");
@@ -489,7 +505,7 @@ static void crashes(void)
     sched_detach(&g_d, c.st, "gone", 0);
     work(&c, j, 1);
     sched_job_orphaned(&g_d, k);
-    TAP_IS_INT(g_d.sched.queued, 0, "a detached stream's jobs leave the queue");
+    TAP_IS_INT(g_d.sched.fq.queued, 0, "a detached stream's jobs leave the queue");
     munmap(c.mem, c.si.size);
     TAP_IS_INT(g_d.sched.nstreams, 0, "detached with jobs in flight");
 }
@@ -518,8 +534,19 @@ static void orphans_want_release(void)
                "both batches published by dead workers, no job left: the eventfd is asked for");
     consume(&c);
     TAP_IS_INT(c.consumed, 2, "  the client reads both");
-    TAP_IS_INT(g_d.sched.queued, 2, "  and its releases plan the next two");
+    TAP_IS_INT(g_d.sched.fq.queued, 2, "  and its releases plan the next two");
     detach(&c);
+}
+
+/* Writes the client's eventfd with a valid release counter: a kicked
+ * stream must not read it (nothing is planned for it). */
+static bool stream_take_release_refused(struct client *c)
+{
+    uint32_t before = g_d.sched.fq.queued;
+
+    atomic_store(&((struct ring_hdr *)c->mem)->released, 0);
+    sched_released(&g_d, c->st);
+    return g_d.sched.fq.queued == before;
 }
 
 static void hostile_release(void)
@@ -536,16 +563,20 @@ static void hostile_release(void)
     if (write(c.si.efd, &one, sizeof(one)) != sizeof(one))
         tap_diag("eventfd write failed");
     sched_released(&g_d, c.st);
+    TAP_OK(g_kicked[0] == '\0', "a forged release counter's kick waits for the loop's next turn");
+    TAP_IS_INT(g_d.sched.fq.queued, 0, "  and nothing stays queued for the client meanwhile");
+    TAP_OK(stream_take_release_refused(&c), "  nor is its counter read again");
+    uv_run(g_d.loop, UV_RUN_NOWAIT);
     TAP_OK(strstr(g_kicked, "release counter 1000") != NULL,
-           "a forged release counter kicks the client");
-    TAP_IS_INT(g_d.sched.queued, 4, "  and schedules nothing for it");
+           "  the loop's next turn kicks the client, saying why");
     detach(&c);
 }
 
-/* The real server_kick closes the connection, whose detach frees a stream
- * no job holds: sched_job_done must not look at the stream after the
- * take_release that kicked it (a use after free under ASan in
- * test_daemon's hostile client, a fresh-clone CI run). */
+/* The server's kick closes the connection, whose detach frees a stream no
+ * job holds.  Called inside sched_job_done it freed the stream under the
+ * scheduler's feet (a use after free under ASan in test_daemon's hostile
+ * client, a fresh-clone CI run); the kick now waits for the loop's next
+ * turn, outside any scheduler call, and detaches there. */
 static struct client *g_kick_client;
 
 static void kick_detaches(void)
@@ -574,17 +605,20 @@ static void kicked_in_job_done(void)
     atomic_store(&((struct ring_hdr *)c.mem)->released, 1000);
     g_kick_client = &c;
     g_kick_hook = kick_detaches;
-    work(&c, j, 1); /* DONE: take_release reads 1000, kicks, the stream goes */
+    work(&c, j, 1); /* DONE: the release check reads 1000 and kicks */
+    TAP_OK(g_kicked[0] == '\0' && c.st != NULL,
+           "a kick from the release check in a job's DONE is not made inside the DONE");
+    uv_run(g_d.loop, UV_RUN_NOWAIT);
     TAP_OK(strstr(g_kicked, "release counter 1000") != NULL && c.st == NULL,
-           "a client kicked by the release check in a job's DONE is detached, and the "
-           "scheduler goes on without its stream");
+           "  the loop's next turn kicks and detaches the client, and the scheduler goes on "
+           "without its stream");
     while ((j = sched_dequeue(&g_d)))
         sched_job_orphaned(&g_d, j); /* its other job: the stream is gone */
     TAP_IS_INT(g_d.sched.nstreams, 0, "  no stream left");
 }
 
 /*
- * Two streams with jobs queued take turns by work (sched.c, FAIRNESS):
+ * Two streams with jobs queued take turns by work (fairq.c, FAIRNESS):
  * big jobs (1500-sample raw batches: 555, 555 and 390 samples, some 500 us
  * each by cost_ns; an epoch's last batch of 1000 is 555 and 445) against
  * small ones (64-sample batches, 58 us), the big stream attached and queued
@@ -616,8 +650,8 @@ static void fair_turns(void)
 
     if (attach(&big, 1500, 8, 0, 1) < 0 || attach(&small, 64, 64, 0, 1) < 0)
         return (void)tap_ok(0, "attach");
-    TAP_IS_INT(g_d.sched.queued, FAIR_BIG_JOBS + 64, "two streams queued: 22 big jobs, 64 small");
-    TAP_IS_INT(g_d.sched.nactive, 2, "  both on the active list");
+    TAP_IS_INT(g_d.sched.fq.queued, FAIR_BIG_JOBS + 64, "two streams queued: 22 big jobs, 64 small");
+    TAP_IS_INT(g_d.sched.fq.nactive, 2, "  both on the active list");
     while (nheld < FAIR_MAX_JOBS) {
         struct job *j = sched_dequeue(&g_d);
         int who;
@@ -644,7 +678,7 @@ static void fair_turns(void)
         if (who == 1 && work[0] < FAIR_BIG_NS)
             small_before_big_done++;
         /* both still queued: the shares stay within a quantum and a job */
-        if (g_d.sched.nactive == 2) {
+        if (g_d.sched.fq.nactive == 2) {
             int64_t d = work[0] - work[1];
 
             if ((d < 0 ? -d : d) > gap)
@@ -666,7 +700,7 @@ static void fair_turns(void)
            "  the small stream is served before the big one's queue is done (%u turns)", turns);
     TAP_OK(requeued && requeue_next, "a job put back at the front comes next for its stream");
     TAP_IS_INT(out_of_order, 0, "  and each stream's jobs come out in its own order");
-    TAP_IS_INT(g_d.sched.nactive, 0, "queues drained: no stream on the active list");
+    TAP_IS_INT(g_d.sched.fq.nactive, 0, "queues drained: no stream on the active list");
     TAP_IS_INT(g_broken, 0, "invariants hold throughout");
     /* detach with every job in flight; they are freed as they come back */
     detach(&big);
@@ -677,7 +711,7 @@ static void fair_turns(void)
 }
 
 
-/* Plays a worker on a job that may name several rings (sched.c SHARING):
+/* Plays a worker on a job that may name several rings (share.c SHARING):
  * writes the chunk into each ring whose client is still attached, or only
  * into target `only` when it is >= 0; sets each chunk bit and publishes
  * the slots it completes.  With report, tells the scheduler it is done. */
@@ -747,7 +781,7 @@ static void client_figures(const struct client *c, struct sched_client *out)
 }
 
 /*
- * SHARING (sched.c): identical streams share one producer and each still
+ * SHARING (share.c): identical streams share one producer and each still
  * gets exactly its solo stream: consume() checks every batch against the
  * sampler.  Covered: two attached together (the second joins the first's
  * planned batches), a third joining at the group's place mid-epoch, a
@@ -761,11 +795,11 @@ static void shared(void)
     struct client *ab[] = {&a, &b}, *abc[] = {&a, &b, &c}, *ac[] = {&a, &c}, *aa[] = {&a};
     struct sched_client fa, fb, fc;
     struct job *j;
-    uint64_t shared0 = g_d.sched.shared_batches, c_start;
+    uint64_t shared0 = g_d.sched.share.shared_batches, c_start;
 
     if (attach(&a, 64, 4, 0, 1) < 0 || attach(&b, 64, 4, 0, 1) < 0)
         return (void)tap_ok(0, "attach");
-    TAP_IS_INT(g_d.sched.queued, 4, "a second identical stream joins the first's 4 planned "
+    TAP_IS_INT(g_d.sched.fq.queued, 4, "a second identical stream joins the first's 4 planned "
                "batches: 4 jobs queued, not 8");
     j = sched_dequeue(&g_d);
     TAP_IS_INT(j ? j->ntargets : 0, 2, "  each job names both rings");
@@ -779,7 +813,7 @@ static void shared(void)
     tap_ok(fb.group != 0 && fb.group_members == 2 && fb.shared_batches >= b.consumed,
            "  STATS: one group of 2, every batch shared (%llu)",
            (unsigned long long)fb.shared_batches);
-    tap_ok(g_d.sched.shared_batches - shared0 >= b.consumed, "  the daemon counts them");
+    tap_ok(g_d.sched.share.shared_batches - shared0 >= b.consumed, "  the daemon counts them");
 
     /* a third asks for the group's next place: it joins there */
     c_start = a.consumed + 4; /* a's ring is full: the group plans a.consumed + 4 next */
@@ -809,7 +843,7 @@ static void shared(void)
     j->worker = 0;
     detach(&b);
     work_multi(j, -1, 1);
-    tap_ok(g_d.sched.queued > 0, "a member detaches with jobs queued");
+    tap_ok(g_d.sched.fq.queued > 0, "a member detaches with jobs queued");
     run_multi(ac, 2, 40);
     TAP_IS_INT(a.bad + c.bad, 0, "  the others go on, their batches the sampler's");
     client_figures(&a, &fa);
@@ -836,7 +870,7 @@ static void shared(void)
     }
     run_multi(ac, 2, 300);
     TAP_IS_INT(a.bad + c.bad, 0, "  both still get exactly their streams");
-    TAP_IS_INT(g_d.sched.share_splits, 1, "  one split counted");
+    TAP_IS_INT(g_d.sched.share.share_splits, 1, "  one split counted");
     detach(&c);
 
     /* a client asking for a place two batches ahead of the group waits for
@@ -844,7 +878,7 @@ static void shared(void)
     {
         struct client y;
         struct client *ay[] = {&a, &y};
-        uint32_t queued = g_d.sched.queued;
+        uint32_t queued = g_d.sched.fq.queued;
         uint64_t y_start;
 
         client_figures(&a, &fa);
@@ -853,7 +887,7 @@ static void shared(void)
         g_next_seq = y_start % a.si.bpe;
         if (attach(&y, 64, 4, 0, 1) < 0)
             return (void)tap_ok(0, "attach");
-        TAP_IS_INT(g_d.sched.queued, queued, "a client ahead of the group plans nothing yet");
+        TAP_IS_INT(g_d.sched.fq.queued, queued, "a client ahead of the group plans nothing yet");
         run_multi(ay, 2, 40);
         client_figures(&y, &fc);
         tap_ok(fc.group_members == 2 && y.consumed > 10,
@@ -880,7 +914,7 @@ static void shared(void)
     while ((j = sched_dequeue(&g_d)))
         sched_job_orphaned(&g_d, j);
     TAP_IS_INT(g_d.sched.nstreams, 0, "all detached");
-    tap_ok(g_d.sched.groups == NULL, "  no group left");
+    tap_ok(g_d.sched.share.groups == NULL, "  no group left");
 }
 
 /*
@@ -901,13 +935,13 @@ static void catch_up(void)
         return (void)tap_ok(0, "attach");
     while (n < 4 && (held[n] = sched_dequeue(&g_d)))   /* every planned batch begun */
         held[n++]->worker = 0;
-    queued = g_d.sched.queued;
+    queued = g_d.sched.fq.queued;
     if (attach(&b, 64, 4, 0, 1) < 0)
         return (void)tap_ok(0, "attach");
     client_figures(&b, &fb);
-    tap_ok(fb.group_members == 2 && g_d.sched.queued == queued + 4,
+    tap_ok(fb.group_members == 2 && g_d.sched.fq.queued == queued + 4,
            "a stream behind by 4 begun batches plans them alone and joins (%u members, %u "
-           "jobs queued)", fb.group_members, g_d.sched.queued);
+           "jobs queued)", fb.group_members, g_d.sched.fq.queued);
     for (unsigned i = 0; i < n; i++)
         work_multi(held[i], -1, 1);
     run_multi(ab, 2, 200);
@@ -927,7 +961,7 @@ static void catch_up(void)
 }
 
 /*
- * WEIGHTS (sched.c): two streams that always have jobs queued, weights 1
+ * WEIGHTS (fairq.c): two streams that always have jobs queued, weights 1
  * and 3, are handed work 1:3 (within 10%), and the worker time the pool
  * reports is credited to each the same way.
  */
@@ -966,6 +1000,7 @@ int main(void)
 {
     char dir[] = "/tmp/rf-test-sched-XXXXXX", path[64];
     struct rf_err err;
+    uv_loop_t loop;
 
     if (!mkdtemp(dir))
         tap_bail("cannot create a temporary folder");
@@ -973,6 +1008,12 @@ int main(void)
     if (make_dataset(path) < 0 || dataset_open(path, &g_cat[0].ds, &err) < 0)
         tap_bail("cannot make the test dataset in %s", path);
     strcpy(g_cat[0].name, "t");
+    if (uv_loop_init(&loop) != 0)
+        tap_bail("uv_loop_init failed");
+    loop.data = &g_d;
+    g_d.loop = &loop;
+    sched_init(&g_d, &g_ops);
+    uv_timer_stop(&g_d.sched.tick); /* the test plans when it says so */
     conf_defaults(&g_d.cf);
     g_d.cf.memory_budget = 1ull << 30; /* the daemon derives it from RAM at start */
     g_d.cat = g_cat;
@@ -988,6 +1029,10 @@ int main(void)
     catch_up();
     weights();
     dataset_close(g_cat[0].ds);
+    sched_close(&g_d);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&loop) != 0)
+        tap_diag("the loop still holds handles");
     {
         char cmd[128];
 

@@ -26,7 +26,7 @@ Scenarios (Fashion-MNIST packed with zstd by conftest's packed_fmnist):
 
 Regressions held here: the kill storm runs one-chunk batches in a two-slot
 ring because that is where a job re-run after its worker's death used to
-land in the slot's next batch (sched.c chunk_written: stale chunk bits,
+land in the slot's next batch (plan.c chunk_written: stale chunk bits,
 then a hang or foreign samples); the hostile client rewrites the ring
 header's geometry because the daemon and its workers used to place slots
 by it (SIGSEGV in the main process, writes outside the ring in workers);

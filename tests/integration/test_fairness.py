@@ -5,7 +5,7 @@ attached with a deep ring of large batches and never read queued seconds of
 work ahead of everyone else (a Fashion-MNIST epoch went from 0.15 s to over
 11 s), and one that re-attached every second queued that much again each
 time (the other client got about one batch a second).  The scheduler now
-hands jobs out by deficit round robin over the streams (daemon/sched.c), so
+hands jobs out by deficit round robin over the streams (daemon/fairq.c), so
 a stream's share of the workers is bounded while another waits.
 
 The victim reads the Fashion-MNIST test set (10000 samples) for a few epochs

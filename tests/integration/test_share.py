@@ -1,5 +1,5 @@
 """test_share.py - one pool for many trainers: weighted shares and
-decode-once for identical streams (daemon/sched.c, WEIGHTS and SHARING).
+decode-once for identical streams (daemon/fairq.c, WEIGHTS and SHARING).
 
 The daemon serves a small photo set (bench/make-photos, from
 mate-backgrounds) to ringfeed-read clients cropping 64-pixel train crops.

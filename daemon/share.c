@@ -1,0 +1,391 @@
+/*
+ * share.c - decode once for identical streams: share groups, joins and
+ * splits.
+ *
+ * SHARING: decode once for identical streams.
+ *
+ * Two clients whose streams are the same function (same_function: the
+ * dataset as opened, seed, transform and every parameter of it, batch,
+ * rank, world, shuffle, drop_last, drop_last_batch) deliver the same bytes
+ * at the same place k = epoch * B + seq (B the batches per epoch).  A
+ * stream that may share (ATTACH share=1, the default) always stands in a
+ * share group, alone at first; a group plans each of its batches once, for
+ * every member: each member's slot header is written (its own g), and the
+ * batch's jobs each name every member's ring (job.t[]).  The worker
+ * decodes a chunk into the first ring and copies it into the others (a
+ * memcpy of the chunk, far cheaper than its decode), setting each ring's
+ * chunk bit.  The jobs stand in the queue of their home, the member that
+ * planned them, which the round robin charges.
+ *
+ * Joining: a stream alone joins a group of its function (share_try_join) when
+ * it is about to plan the place p and either the group plans p next, or
+ * the group has planned p but not yet handed a job of it or of any later
+ * batch to a worker (unstarted <= p): it then writes its slots of those
+ * batches and is added to their queued jobs, if its ring has room for all
+ * of them; or the group has begun them and the stream's ring has room up
+ * to the group's place: it plans those batches alone at once and joins at
+ * the group's place.  So clients started together share from their first
+ * batches on whatever their start-up skew within a ring's depth of
+ * batches (the first one's first batches are with the workers when the
+ * second attaches), and a client attaching later joins when it asks for
+ * a place the group has not produced yet: planned and not begun, or ahead
+ * of the group by at most its ring depth, in which case it waits
+ * (planning nothing) until the group gets there, for SHARE_HOLD_NS at
+ * most, once.
+ *
+ * Pace: a group plans a batch only when every member's ring has room, so
+ * it goes at its slowest member's pace within the ring depth.  When a
+ * member whose ring is full holds back a member that waits (it released
+ * everything published) for SHARE_HOLD_NS, the full one is split off into
+ * a group of its own and the others go on: a member that stops reading
+ * holds the others for at most that long.  Nothing planned changes: the
+ * batches already planned for it are still written into its ring, and it
+ * plans its own from the same place on, alone for good (its group is
+ * closed: it would otherwise join the others again at once).  A member
+ * that detaches or fails
+ * is taken out of every queued job (plan_untarget_queued); a job in flight
+ * still writes its ring, which the worker keeps mapped until the RING_DEL
+ * that follows the job on the same socket.
+ *
+ * So each member's bytes are its solo run's: the same function at the same
+ * place, whoever decoded it.  Invariants (sched_check):
+ *   G1. every member of a group has start_k + next_g == pos, and its grp is
+ *       that group; a group holds 0..WIRE_TARGETS_MAX members;
+ *   G2. a job's targets are distinct streams, t[0] is its home (j->st),
+ *       and a queued job's targets are neither detached nor failed.
+ */
+#define SHARE_HOLD_NS (1000ull * 1000000ull)
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "fault.h"
+#include "log.h"
+#include "plan.h"
+#include "stream.h"
+
+static bool same_function(const struct stream *a, const struct stream *b)
+{
+    const struct daemon *d = a->d;
+
+    return a->dataset_id == b->dataset_id && d->cat[a->dataset_id].ds == d->cat[b->dataset_id].ds &&
+           a->a.seed == b->a.seed && a->a.batch == b->a.batch && a->a.rank == b->a.rank &&
+           a->a.world == b->a.world && a->a.shuffle == b->a.shuffle &&
+           a->a.drop_last == b->a.drop_last && a->a.drop_last_batch == b->a.drop_last_batch &&
+           a->xform_id == b->xform_id && memcmp(&a->xp, &b->xp, sizeof(a->xp)) == 0 &&
+           a->bpe == b->bpe && a->geom.slot_stride == b->geom.slot_stride &&
+           a->geom.meta_size == b->geom.meta_size && a->out.sample_bytes == b->out.sample_bytes;
+}
+
+
+uint64_t share_pos(const struct stream *st)
+{
+    return st->sh.start_k + st->next_g;
+}
+
+struct share_group *share_group_new(struct daemon *d, struct stream *st)
+{
+    struct share_group *g = fault_calloc(1, sizeof(*g));
+
+    if (!g)
+        return NULL;
+    g->id = ++d->sched.share.next_group_id;
+    g->refs = 1;
+    g->members = st;
+    g->n = 1;
+    g->pos = g->unstarted = share_pos(st);
+    g->next = d->sched.share.groups;
+    d->sched.share.groups = g;
+    st->sh.grp = g;
+    st->sh.g_next = NULL;
+    return g;
+}
+
+/* Takes st out of its group (the group lives on while a job holds it). */
+void share_leave(struct daemon *d, struct stream *st)
+{
+    struct share_group *g = st->sh.grp;
+
+    if (!g)
+        return;
+    for (struct stream **pp = &g->members; *pp; pp = &(*pp)->sh.g_next)
+        if (*pp == st) {
+            *pp = st->sh.g_next;
+            break;
+        }
+    g->n--;
+    g->held_since = 0;
+    st->sh.grp = NULL;
+    st->sh.g_next = NULL;
+    share_unref(d, g);
+}
+
+/* Puts st (alone in its group) into g, last; p: the place it joins at. */
+static void group_enter(struct daemon *d, struct share_group *g, struct stream *st, uint64_t p)
+{
+    struct stream **pp = &g->members;
+
+    share_leave(d, st);
+    while (*pp)
+        pp = &(*pp)->sh.g_next;
+    *pp = st;
+    st->sh.g_next = NULL;
+    st->sh.grp = g;
+    g->n++;
+    g->refs++;
+    for (struct stream *m = g->members; m; m = m->sh.g_next)
+        m->sh.ever_shared = true;
+    d->sched.share.share_joins++;
+    log_info("client %u shares the producer of client %u (group %u, %u members, from "
+             "epoch %llu batch %llu)", st->id, g->members->id, g->id, g->n,
+             (unsigned long long)(p / st->bpe), (unsigned long long)(p % st->bpe));
+}
+
+/* Adds st as a target of every queued job of g's batches at places
+ * p .. g->pos - 1 (all queued: p >= g->unstarted), writing its slots of
+ * them first.  False when a job is missing (nothing changed then). */
+static bool join_planned(struct daemon *d, struct share_group *g, struct stream *st, uint64_t p)
+{
+    uint64_t nb = g->pos - p;
+    uint32_t found = 0, want = 0;
+    const struct stream *src = g->members;
+
+    /* each batch's slot, as the member that has it says */
+    for (uint64_t q = p; q < g->pos; q++) {
+        uint64_t sg = q - src->sh.start_k;
+        const struct ring_slot *from = stream_slot(src, (uint32_t)(sg % src->geom.depth));
+
+        if (src->slot_g[sg % src->geom.depth] != sg)
+            return false;
+        want += from->chunks;
+    }
+    for (const struct stream *q = d->sched.streams; q; q = q->next)
+        for (const struct job *j = q->fq.q_head; j; j = j->next)
+            if (j->grp == g && j->k >= p && j->k < g->pos) {
+                if (j->ntargets >= WIRE_TARGETS_MAX)
+                    return false;
+                found++;
+            }
+    if (found != want)
+        return false;
+    for (uint64_t q = p; q < g->pos; q++) {
+        uint64_t sg = q - src->sh.start_k, g_new = st->next_g + (q - p);
+        uint32_t si = (uint32_t)(g_new % st->geom.depth);
+        const struct ring_slot *from = stream_slot(src, (uint32_t)(sg % src->geom.depth));
+        struct ring_slot *slot = stream_slot(st, si);
+
+        slot->count = from->count;
+        slot->stream_seq = g_new;
+        slot->epoch = from->epoch;
+        slot->seq = from->seq;
+        slot->chunks = from->chunks;
+        slot->substituted = 0;
+        atomic_store_explicit(&slot->chunks_done, 0, memory_order_release);
+        atomic_store_explicit(&slot->ready, 0, memory_order_release);
+        st->slot_g[si] = g_new;
+        st->slot_count[si] = from->count;
+        st->slot_plan_ns[si] = clock_mono_ns();
+        st->sh.shared_batches++;
+    }
+    for (struct stream *q = d->sched.streams; q; q = q->next)
+        for (struct job *j = q->fq.q_head; j; j = j->next)
+            if (j->grp == g && j->k >= p && j->k < g->pos) {
+                uint64_t g_new = st->next_g + (j->k - p);
+
+                j->t[j->ntargets++] = (struct job_target){
+                    .st = st, .slot = (uint32_t)(g_new % st->geom.depth), .g = g_new };
+                st->jobs_live++;
+            }
+    /* the batches' writes past the first (and, when they were planned for
+     * one ring, that they are shared now) */
+    d->sched.share.shared_writes += nb;
+    if (g->n == 1) {
+        d->sched.share.shared_batches += nb;
+        g->members->sh.shared_batches += nb;
+    }
+    st->next_g += nb;
+    return true;
+}
+
+/* st, alone in its group, about to plan its next place p: joins a group of
+ * its function that plans p next, or has p planned and not yet begun; or,
+ * when a group is short of p by at most st's depth, waits for it to get
+ * there (SHARE_JOIN_WAIT: st plans nothing meanwhile), for SHARE_HOLD_NS at most
+ * (join_wait_since). */
+enum share_join share_try_join(struct daemon *d, struct stream *st)
+{
+    uint64_t p = share_pos(st), now;
+    bool ahead = false;
+
+    for (struct share_group *g = d->sched.share.groups; g; g = g->next) {
+        if (g == st->sh.grp || g->n == 0 || g->n >= WIRE_TARGETS_MAX || g->closed ||
+            !same_function(g->members, st))
+            continue;
+        if (g->pos == p) {
+            group_enter(d, g, st, p);
+            st->sh.join_wait_since = 0;
+            return SHARE_JOIN_DONE;
+        }
+        if (g->unstarted <= p && p < g->pos && stream_has_room(st, g->pos - p) &&
+            join_planned(d, g, st, p)) {
+            group_enter(d, g, st, p);
+            st->sh.join_wait_since = 0;
+            return SHARE_JOIN_DONE;
+        }
+        if (p < g->pos && stream_has_room(st, g->pos - p) && st->sh.grp) {
+            /* the group has begun the batches up to its place: st decodes
+             * those alone, at once, and shares from the group's place on */
+            while (share_pos(st) < g->pos) {
+                int rc = plan_batch(d, &st, 1, st->sh.grp);
+
+                if (rc < 0) {
+                    plan_failed(d, &st, 1, rc);
+                    return SHARE_JOIN_STOP;
+                }
+            }
+            group_enter(d, g, st, g->pos);
+            st->sh.join_wait_since = 0;
+            return SHARE_JOIN_DONE;
+        }
+        if (g->pos < p && p - g->pos <= st->geom.depth)
+            ahead = true;
+    }
+    if (!ahead || st->sh.join_waited) {
+        st->sh.join_wait_since = 0;
+        return SHARE_JOIN_NONE;
+    }
+    now = clock_mono_ns();
+    if (!st->sh.join_wait_since)
+        st->sh.join_wait_since = now;
+    if (now - st->sh.join_wait_since < SHARE_HOLD_NS)
+        return SHARE_JOIN_WAIT;
+    st->sh.join_waited = true; /* waited long enough: it goes alone */
+    st->sh.join_wait_since = 0;
+    return SHARE_JOIN_NONE;
+}
+
+/* Splits the members whose full rings hold back a waiting member, when
+ * that has gone on for SHARE_HOLD_NS; arms the tick to look again. */
+void share_check_hold(struct daemon *d, struct share_group *g)
+{
+    bool waiting = false;
+    uint64_t now;
+
+    for (const struct stream *m = g->members; m; m = m->sh.g_next)
+        if (stream_has_room(m, 1) && m->released == m->published)
+            waiting = true;
+    if (!waiting) {
+        g->held_since = 0;
+        return;
+    }
+    now = clock_mono_ns();
+    if (!g->held_since) {
+        g->held_since = now;
+        return;
+    }
+    if (now - g->held_since < SHARE_HOLD_NS)
+        return;
+    for (struct stream *m = g->members, *next; m; m = next) {
+        next = m->sh.g_next;
+        if (stream_has_room(m, 1))
+            continue;
+        log_info("client %u is split off group %u: its ring has been full for %.1f s while "
+                 "another member waited; it decodes its own batches from epoch %llu batch "
+                 "%llu on", m->id, g->id, (double)(now - g->held_since) / 1e9,
+                 (unsigned long long)(share_pos(m) / m->bpe),
+                 (unsigned long long)(share_pos(m) % m->bpe));
+        share_leave(d, m);
+        if (share_group_new(d, m))
+            m->sh.grp->closed = true;
+        else
+            m->sh.can_share = false; /* out of memory: it plans alone, with no group */
+        d->sched.share.share_splits++;
+    }
+    g->held_since = 0;
+}
+
+
+void share_unref(struct daemon *d, struct share_group *g)
+{
+    if (--g->refs > 0)
+        return;
+    for (struct share_group **pp = &d->sched.share.groups; *pp; pp = &(*pp)->next)
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    free(g);
+}
+
+
+void share_started(struct share_group *g, uint64_t k)
+{
+    if (k >= g->unstarted)
+        g->unstarted = k + 1;
+}
+
+void share_planned(struct share_group *g)
+{
+    g->held_since = 0;
+}
+
+bool share_waits(const struct daemon *d)
+{
+    for (const struct stream *st = d->sched.streams; st; st = st->next)
+        if ((st->sh.grp && st->sh.grp->held_since) || st->sh.join_wait_since)
+            return true;
+    return false;
+}
+
+uint32_t sched_share_count(const struct daemon *d, bool members)
+{
+    uint32_t n = 0;
+
+    for (const struct share_group *g = d->sched.share.groups; g; g = g->next)
+        if (g->n > 1)
+            n += members ? g->n : 1;
+    return n;
+}
+
+void share_check(const struct daemon *d)
+{
+#if RINGFEED_CHECKS
+#define CHECK_FAIL(...) do { log_error("sched_check: " __VA_ARGS__); abort(); } while (0)
+    for (const struct share_group *g = d->sched.share.groups; g; g = g->next) {   /* G1 */
+        uint32_t n = 0;
+
+        for (const struct stream *m = g->members; m; m = m->sh.g_next) {
+            if (m->sh.grp != g || share_pos(m) != g->pos || stream_ended(m))
+                CHECK_FAIL("client %u in group %u: %s", m->id, g->id,
+                           m->sh.grp != g ? "its group is another" :
+                           stream_ended(m) ? "detached, failed or kicked" : "at another place");
+            n++;
+        }
+        if (n != g->n || n > WIRE_TARGETS_MAX || g->refs < n || g->unstarted > g->pos + 1)
+            CHECK_FAIL("group %u holds %u members, says %u (refs %u, unstarted %llu, pos %llu)",
+                       g->id, n, g->n, g->refs, (unsigned long long)g->unstarted,
+                       (unsigned long long)g->pos);
+    }
+    for (const struct stream *st = d->sched.streams; st; st = st->next)        /* G2 */
+        for (const struct job *j = fq_first(st); j; j = fq_next(j)) {
+            if (j->ntargets < 1 || j->ntargets > WIRE_TARGETS_MAX || j->t[0].st != j->st)
+                CHECK_FAIL("queued job %llu names %u rings, its home %s its first",
+                           (unsigned long long)j->job_id, j->ntargets,
+                           j->ntargets && j->t[0].st == j->st ? "is" : "is not");
+            for (uint32_t a = 0; a < j->ntargets; a++) {
+                if (stream_ended(j->t[a].st))
+                    CHECK_FAIL("queued job %llu names client %u, %s",
+                               (unsigned long long)j->job_id, j->t[a].st->id,
+                               j->t[a].st->dead ? "detached" : "failed or kicked");
+                for (uint32_t b = 0; b < a; b++)
+                    if (j->t[a].st == j->t[b].st)
+                        CHECK_FAIL("queued job %llu names client %u twice",
+                                   (unsigned long long)j->job_id, j->t[a].st->id);
+            }
+        }
+#undef CHECK_FAIL
+#else
+    (void)d;
+#endif
+}

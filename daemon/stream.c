@@ -1,0 +1,658 @@
+/*
+ * stream.c - one stream per attached client: its ring, made at ATTACH and
+ * unmade at the detach; the client's releases, read from the ring and
+ * checked; its failure or its kick; and the figures STATS and METRICS
+ * read.  What goes in its batches is plan.c's; its turn at the workers
+ * fairq.c's; its share group share.c's.
+ *
+ * A client's stream ends when its connection closes (sched_detach), when it
+ * writes nonsense into the ring (stream_kick: the connection is closed on
+ * the loop's next turn), or when its data is too damaged to go on (the
+ * ring says RING_FAILED and why).  A detached stream's jobs still in
+ * flight keep its struct alive until their DONE or their worker's death.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "fault.h"
+#include "log.h"
+#include "plan.h"
+#include "ring.h"
+#include "stream.h"
+
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+
+_Static_assert(CONF_MAX_CLIENTS_MAX <= WIRE_MAX_RINGS, "a worker maps every attached ring");
+
+uint32_t sched_ring_id(const struct stream *st)
+{
+    return st->id;
+}
+
+int sched_ring_fd(const struct stream *st)
+{
+    return st->memfd;
+}
+
+bool sched_worker_knows(const struct stream *st, int32_t w)
+{
+    return (st->knows[w / 8] >> (w % 8)) & 1;
+}
+
+void sched_worker_learns(struct stream *st, int32_t w, bool knows)
+{
+    if (knows)
+        st->knows[w / 8] |= (uint8_t)(1u << (w % 8));
+    else
+        st->knows[w / 8] &= (uint8_t)~(1u << (w % 8));
+}
+
+void sched_worker_gone(struct daemon *d, int32_t w)
+{
+    for (struct stream *st = d->sched.streams; st; st = st->next)
+        sched_worker_learns(st, w, false);
+}
+
+void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = WIRE_RING_ADD;
+    m->ring_id = st->id;
+    m->total_size = st->geom.total_size;
+    m->seed = st->a.seed;
+    m->dataset_samples = st->n;
+    m->dataset_id = st->dataset_id;
+    m->dataset_identity = dataset_identity(st->d->cat[st->dataset_id].ds);
+    m->rank = st->a.rank;
+    m->world = st->a.world;
+    m->batch = st->a.batch;
+    m->shuffle = st->a.shuffle;
+    m->drop_last = st->a.drop_last;
+    m->drop_last_batch = st->a.drop_last_batch;
+    m->wake_always = st->version < 2;
+    m->max_bad = st->d->cf.max_bad_samples > UINT32_MAX ? UINT32_MAX
+                                                        : (uint32_t)st->d->cf.max_bad_samples;
+    m->xform = st->xp;
+}
+
+
+struct ring_slot *stream_slot(const struct stream *st, uint32_t i)
+{
+    return (struct ring_slot *)((char *)st->mem + RING_HDR_SIZE +
+                                (uint64_t)i * st->geom.slot_stride);
+}
+
+/* (epoch, seq) of stream batch g. */
+void stream_batch_pos(const struct stream *st, uint64_t g, uint64_t *epoch, uint64_t *seq)
+{
+    uint64_t k = st->start_seq + g;
+
+    *epoch = st->start_epoch + k / st->bpe;
+    *seq = k % st->bpe;
+}
+
+int stream_sampler(const struct stream *st, uint64_t epoch, struct sampler *s)
+{
+    struct sampler_params p = {
+        .n = st->n,
+        .seed = st->a.seed,
+        .epoch = (uint32_t)epoch,
+        .rank = st->a.rank,
+        .world = st->a.world,
+        .batch = st->a.batch,
+        .shuffle = st->a.shuffle,
+        .drop_last = st->a.drop_last,
+        .drop_last_batch = st->a.drop_last_batch,
+    };
+
+    return sampler_init(s, &p, NULL);
+}
+
+void stream_free(struct stream *st)
+{
+    free(st);
+}
+
+/* The stream cannot go on: tell the client through the ring and stop. */
+void stream_fail(struct daemon *d, struct stream *st, int code, const char *why)
+{
+    struct ring_hdr *h = st->mem;
+
+    if (st->failed)
+        return;
+    st->failed = true;
+    log_error("client %u (%s): stream failed: %s", st->id, st->a.name[0] ? st->a.name : "-", why);
+    h->error = code;
+    snprintf(h->reason, sizeof(h->reason), "%s", why);
+    atomic_store_explicit(&h->state, RING_FAILED, memory_order_release);
+    for (uint32_t i = 0; i < st->geom.depth; i++)
+        ring_futex_wake(&stream_slot(st, i)->ready);
+    plan_untarget_queued(d, st);
+    share_leave(d, st);
+}
+
+/*
+ * WAITS: what the two histograms of METRICS observe (sched_state).
+ *
+ *   prod_hist  per batch, its production time: from plan_batch (the slot
+ *              header written, its jobs queued) to plan_advance_published
+ *              counting it, i.e. queueing behind earlier batches and other
+ *              streams' jobs, the workers' time, and the DONE's way back.
+ *   wait_hist  per wait, a client's wait: it starts when the main process
+ *              sees that the client has released every batch published so
+ *              far (starved_since: stream_take_release, or the attach, for the
+ *              first batch) and ends when it sees the next batch published
+ *              (plan_advance_published).  The client is counted as waiting
+ *              whether or not it is inside rf_next: one that releases its
+ *              last batch and computes before asking for the next waits
+ *              only for part of the time counted.  The start is seen at
+ *              once when the client writes its eventfd, which stream_take_release
+ *              asks for (want_release, ring.h M4) while nothing of the
+ *              stream is in production or at most one batch is ready; a
+ *              client that releases two or more ready batches with no
+ *              DONE of its jobs in between is seen caught up at the next
+ *              DONE, and when that DONE publishes the batch it waited for,
+ *              the wait is not counted.
+ *
+ * Observing is two clock reads and a few comparisons (hist.h), nothing
+ * allocated.  The per-stream sums (starved_ns, waits, production_ns) go to
+ * METRICS per client; the histograms outlive the streams.  Checked by
+ * sched_check: S1. starved_since != 0 only while released == published;
+ * H1. a histogram's count is the sum of its buckets.
+ */
+
+
+void stream_kick(struct daemon *d, struct stream *st, const char *why)
+{
+    if (st->kicked || st->dead)
+        return;
+    st->kicked = true;
+    snprintf(st->kick_why, sizeof(st->kick_why), "%s", why);
+    d->clients_killed++;
+    /* it holds no job and no group back from here on */
+    plan_untarget_queued(d, st);
+    share_leave(d, st);
+    d->sched.kicks_pending++;
+    sched_defer_kicks(d);
+}
+
+/*
+ * Reads and checks the client's release counter (ring.h M3), plans what it
+ * makes room for, and says through want_release whether the client must
+ * write the eventfd after its next release (M4): when no job of the
+ * stream is queued or in flight (otherwise each job's DONE brings us back
+ * here), and when at most one batch is ready (WAITS).
+ * Returns false when the client is kicked (a bad counter, now or before);
+ * st is still there: its connection closes on the loop's next turn.
+ */
+bool stream_take_release(struct daemon *d, struct stream *st)
+{
+    struct ring_hdr *h = st->mem;
+
+    if (st->kicked || st->dead)
+        return false;
+    for (;;) {
+        uint64_t r = atomic_load_explicit(&h->released, memory_order_acquire);
+        bool want;
+
+        if (r != st->released) {
+            if (r > st->published)
+                plan_advance_published(d, st);
+            if (r < st->released || r > st->published) {
+                char why[200];
+
+                snprintf(why, sizeof(why),
+                         "client wrote release counter %llu into its ring; valid now: %llu..%llu",
+                         (unsigned long long)r, (unsigned long long)st->released,
+                         (unsigned long long)st->published);
+                stream_kick(d, st, why);
+                sched_check(d);
+                return false;
+            }
+            st->released = r;
+            if (r == st->published && !st->starved_since)
+                st->starved_since = clock_mono_ns();
+            plan_fill_stream(d, st);
+        }
+        /* also while at most one batch is ready, so that the release that
+         * leaves the client waiting is seen at once (WAITS) */
+        want = (st->jobs_live == 0 || st->published - st->released <= 1) && !st->failed &&
+               !d->stopping;
+        if (want != st->want_release) {
+            st->want_release = want;
+            atomic_store_explicit(&h->want_release, want, memory_order_relaxed);
+        }
+        if (!want)
+            break;
+        /* a release that raced the store: seen now, or its eventfd comes */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&h->released, memory_order_acquire) == st->released)
+            break;
+    }
+    sched_check(d);
+    return true;
+}
+
+/* The client wrote its eventfd: read and check its release counter. */
+void sched_released(struct daemon *d, struct stream *st)
+{
+    uint64_t value;
+    ssize_t n;
+
+    do {
+        n = read(st->efd, &value, sizeof(value));
+    } while (n == -1 && errno == EINTR);
+    if (stream_take_release(d, st))
+        d->sched.ops->dispatch(d);
+}
+
+static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
+{
+    struct ring_hdr *h;
+    int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+    if (fault_hit(FAULT_MEMFD))
+        return rf_err_set(err, -EMFILE, "memfd_create: %s", strerror(EMFILE));
+    st->memfd = memfd_create("ringfeed-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+    if (st->memfd == -1 && errno == EINVAL) /* kernels before 6.3 */
+        st->memfd = memfd_create("ringfeed-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (st->memfd == -1)
+        return rf_err_set(err, -errno, "memfd_create: %s", strerror(errno));
+    if (ftruncate(st->memfd, (off_t)st->geom.total_size) == -1)
+        return rf_err_set(err, -errno, "ftruncate ring to %llu bytes: %s",
+                          (unsigned long long)st->geom.total_size, strerror(errno));
+    st->mem = fault_hit(FAULT_MMAP) ? (errno = ENOMEM, MAP_FAILED)
+                                    : mmap(NULL, st->geom.total_size, PROT_READ | PROT_WRITE,
+                                           MAP_SHARED, st->memfd, 0);
+    if (st->mem == MAP_FAILED) {
+        st->mem = NULL;
+        return rf_err_set(err, -errno, "mmap ring: %s", strerror(errno));
+    }
+    if (fcntl(st->memfd, F_ADD_SEALS, seals) == -1)
+        return rf_err_set(err, -errno, "sealing the ring: %s", strerror(errno));
+    /* Pages are allocated (and zeroed) now, before ATTACH's reply, not by
+     * the first batch's writes: mlock does it where the limit allows, and
+     * fallocate where it does not (a 154 MB ring of 224-pixel crops costs
+     * some 90 ms of allocation, which otherwise lands on the first batch). */
+    st->locked = mlock(st->mem, st->geom.total_size) == 0;
+    if (st->locked)
+        d->sched.mem_locked += st->geom.total_size;
+    else if (fallocate(st->memfd, 0, 0, (off_t)st->geom.total_size) == -1)
+        log_debug("client %u: fallocate of the ring: %s (pages come on first touch)", st->id,
+                  strerror(errno));
+
+    ring_init(st->mem, &st->geom);
+    h = st->mem;
+    h->version = st->version;
+    h->dtype = RING_U8;
+    h->layout = st->out.layout;
+    memcpy(h->shape, st->out.shape, sizeof(h->shape));
+    h->classes = dataset_info(d->cat[st->dataset_id].ds)->classes;
+    h->dataset_samples = st->n;
+    h->batches_per_epoch = st->bpe;
+    h->start_epoch = st->start_epoch;
+    h->start_seq = st->start_seq;
+    h->attach_id = st->id;
+
+    st->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (st->efd == -1)
+        return rf_err_set(err, -errno, "eventfd: %s", strerror(errno));
+    return 0;
+}
+
+static void unmake_ring(struct daemon *d, struct stream *st)
+{
+    if (st->mem) {
+        if (st->locked)
+            d->sched.mem_locked -= st->geom.total_size;
+        munmap(st->mem, st->geom.total_size);
+        st->mem = NULL;
+    }
+    if (st->memfd >= 0)
+        close(st->memfd);
+    if (st->efd >= 0)
+        close(st->efd);
+    st->memfd = st->efd = -1;
+}
+
+/*
+ * The depth a client gets when it names none: AUTO_DEPTH_MIN slots, and more
+ * (up to AUTO_DEPTH_MAX) while the ring stays within AUTO_RING_BYTES.  Small
+ * batches need the deeper ring: each batch is one job of some 50 us, and
+ * with 4 slots the workers wait on the round trip through the client
+ * (bench/loader-fmnist raw, batch 256: depth 4 -> 16 took 1.4-1.7 to
+ * 1.8-2.4 M samples/s), while a ring of large crops (38 MB a slot at
+ * 224 x 224 x 256) stays at 4, as deep as its decode needs.
+ */
+#define AUTO_DEPTH_MIN 4u
+#define AUTO_DEPTH_MAX 16u
+#define AUTO_RING_BYTES (16ull << 20)
+
+static uint32_t auto_depth(uint32_t batch, uint64_t sample_bytes)
+{
+    struct ring_geom g;
+    struct rf_err err;
+    uint64_t n;
+
+    if (ring_geometry(AUTO_DEPTH_MIN, batch, sample_bytes, &g, &err) < 0)
+        return AUTO_DEPTH_MIN; /* ring_geometry says why with the real depth */
+    n = AUTO_RING_BYTES / g.slot_stride;
+    return n < AUTO_DEPTH_MIN ? AUTO_DEPTH_MIN : n > AUTO_DEPTH_MAX ? AUTO_DEPTH_MAX : (uint32_t)n;
+}
+
+int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, struct stream **out,
+                 struct rf_err *err)
+{
+    struct stream *st;
+    struct sampler s;
+    const struct xform_def *xf;
+    const char *tname = ctl_transform_name(a->transform);
+    int ds, xi, rc;
+
+    *out = NULL;
+    if (a->version != 0 && (a->version < RING_VERSION_MIN || a->version > RING_VERSION))
+        return rf_err_set(err, -EPROTO,
+                          "client speaks ring layout version %u, this daemon versions %u to %u",
+                          a->version, RING_VERSION_MIN, RING_VERSION);
+    if (d->sched.nstreams >= d->cf.max_clients)
+        return rf_err_set(err, -EUSERS,
+                          "%u clients attached, the daemon's max-clients; try again when one "
+                          "detaches, or raise max-clients (at most %u)",
+                          d->sched.nstreams, CONF_MAX_CLIENTS_MAX);
+    ds = d->sched.ops->find_dataset(d, a->dataset);
+    if (ds < 0 && d->sched.ops->failed_reason(d, a->dataset))
+        return rf_err_set(err, -EBADMSG, "dataset %s failed and is not served until a reload: %s",
+                          a->dataset, d->sched.ops->failed_reason(d, a->dataset));
+    if (ds < 0) {
+        char names[1024];
+
+        d->sched.ops->dataset_names(d, names, sizeof(names));
+        return rf_err_set(err, -ENOENT, "no dataset \"%s\"; this daemon serves: %s",
+                          a->dataset, names[0] ? names : "(none)");
+    }
+    xi = tname ? xform_find(tname) : -ENOENT;
+    if (xi < 0)
+        return rf_err_set(err, -EINVAL, "transform=%s is not available; this daemon has: %s",
+                          tname ? tname : "?", xform_names());
+    st = fault_calloc(1, sizeof(*st));
+    if (!st)
+        return rf_err_set(err, -EAGAIN, "the daemon is out of memory; try again");
+    st->d = d;
+    st->memfd = st->efd = -1;
+    st->a = *a;
+    st->version = a->version ? a->version : RING_VERSION;
+    st->dataset_id = (uint32_t)ds;
+    st->xform_id = (uint32_t)xi;
+    st->n = dataset_info(d->cat[ds].ds)->samples;
+    st->xp = (struct wire_xform){
+        .id = (uint32_t)xi, .size = a->size,
+        .layout = a->layout == CTL_LAYOUT_HWC ? RING_HWC : RING_CHW,
+        .scale_lo = a->scale[0], .scale_hi = a->scale[1],
+        .ratio_lo = a->ratio[0], .ratio_hi = a->ratio[1],
+        .flip = a->flip, .crop = a->crop,
+        .pixel_cap = d->cf.pixel_cap,
+    };
+    xf = xform_get((uint32_t)xi);
+    st->cost_ns = xf->cost_ns ? xf->cost_ns : 1;
+    rc = xf->geometry(d->cat[ds].ds, &st->xp, &st->out, err);
+    if (rc < 0)
+        goto fail;
+    st->start_epoch = a->epoch;
+    st->start_seq = a->seq;
+    rc = stream_sampler(st, a->epoch, &s);
+    if (rc < 0) {
+        rf_err_set(err, rc, "rank=%u world=%u batch=%u do not fit dataset %s of %llu samples",
+                   a->rank, a->world, a->batch, a->dataset, (unsigned long long)st->n);
+        goto fail;
+    }
+    st->bpe = sampler_batches(&s);
+    if (st->bpe == 0) {
+        rc = rf_err_set(err, -EINVAL, "this rank would get no batches");
+        goto fail;
+    }
+    /* a start sequence past the epoch's end starts in a later epoch; one
+     * past the last epoch (the sampler keys epochs by 32 bits) is refused,
+     * never wrapped */
+    if (st->start_seq / st->bpe > SCHED_EPOCH_MAX - st->start_epoch) {
+        rc = rf_err_set(err, -EINVAL,
+                        "epoch=%u seq=%llu starts past epoch %llu; epochs are numbered 0..%u "
+                        "(%llu batches each for this rank)", a->epoch,
+                        (unsigned long long)a->seq, (unsigned long long)SCHED_EPOCH_MAX,
+                        (unsigned)SCHED_EPOCH_MAX, (unsigned long long)st->bpe);
+        goto fail;
+    }
+    st->start_epoch += st->start_seq / st->bpe;
+    st->start_seq %= st->bpe;
+    rc = ring_geometry(a->depth ? a->depth : auto_depth(a->batch, st->out.sample_bytes),
+                       a->batch, st->out.sample_bytes, &st->geom, err);
+    if (rc < 0)
+        goto fail;
+    if (d->sched.mem_used + st->geom.total_size > d->cf.memory_budget) {
+        rc = rf_err_set(err, -ENOMEM,
+                        "attach needs %llu bytes (depth %u x %llu-byte slots + header); "
+                        "budget %llu, in use %llu by %u client(s): lower depth or batch, "
+                        "or raise memory-budget",
+                        (unsigned long long)st->geom.total_size, st->geom.depth,
+                        (unsigned long long)st->geom.slot_stride,
+                        (unsigned long long)d->cf.memory_budget,
+                        (unsigned long long)d->sched.mem_used, d->sched.nstreams);
+        goto fail;
+    }
+    fq_member_init(&st->fq, a->weight ? a->weight : conf_weight_for(&d->cf, a->name, uid));
+    st->sh.can_share = a->share &&
+                    !__builtin_mul_overflow(st->start_epoch, st->bpe, &st->sh.start_k) &&
+                    !__builtin_add_overflow(st->sh.start_k, st->start_seq, &st->sh.start_k) &&
+                    st->sh.start_k <= UINT64_MAX / 2; /* room for next_g */
+    st->id = ++d->sched.next_stream_id;
+    if (st->sh.can_share && !share_group_new(d, st)) {
+        rc = rf_err_set(err, -EAGAIN, "the daemon is out of memory; try again");
+        goto fail;
+    }
+    rc = make_ring(d, st, err);
+    if (rc < 0)
+        goto fail_ring;
+    for (uint32_t i = 0; i < RING_MAX_DEPTH; i++)
+        st->slot_g[i] = STREAM_NO_BATCH;
+    d->sched.mem_used += st->geom.total_size;
+    st->attach_ns = clock_mono_ns();
+    st->starved_since = st->attach_ns; /* the client waits for its first batch from here */
+    st->next = d->sched.streams;
+    d->sched.streams = st;
+    d->sched.nstreams++;
+    d->attaches++;
+    log_info("client %u attached: dataset %s batch %u rank %u/%u depth %u weight %u, ring %llu "
+             "bytes%s", st->id, a->dataset, a->batch, a->rank, a->world, st->geom.depth,
+             st->fq.weight, (unsigned long long)st->geom.total_size, st->locked ? " (locked)" : "");
+    *out = st;
+    return 0;
+
+fail_ring:
+    unmake_ring(d, st);
+    share_leave(d, st);
+fail:
+    free(st);
+    return rc;
+}
+
+/* Starts producing: called once the client has the ring's fds. */
+void sched_start(struct daemon *d, struct stream *st, void *conn)
+{
+    st->conn = conn;
+    sched_fill(d);
+    d->sched.ops->dispatch(d);
+}
+
+void sched_info(const struct stream *st, struct sched_info *si)
+{
+    si->memfd = st->memfd;
+    si->efd = st->efd;
+    si->size = st->geom.total_size;
+    si->bpe = st->bpe;
+    si->id = st->id;
+    si->depth = st->geom.depth;
+}
+
+void sched_detach(struct daemon *d, struct stream *st, const char *why, int code)
+{
+    struct ring_hdr *h = st->mem;
+
+    for (struct stream **pp = &d->sched.streams; *pp; pp = &(*pp)->next) {
+        if (*pp == st) {
+            *pp = st->next;
+            break;
+        }
+    }
+    d->sched.nstreams--;
+    d->detaches++;
+    log_info("client %u detached: %s", st->id, why);
+    plan_untarget_queued(d, st);
+    share_leave(d, st);
+    d->sched.ops->forget_ring(d, st);
+    if (h) {
+        if (atomic_load_explicit(&h->state, memory_order_relaxed) == RING_LIVE) {
+            h->error = code;
+            snprintf(h->reason, sizeof(h->reason), "%s", why);
+            atomic_store_explicit(&h->state, RING_CLOSED, memory_order_release);
+        }
+        for (uint32_t i = 0; i < st->geom.depth; i++)
+            ring_futex_wake(&stream_slot(st, i)->ready);
+    }
+    d->sched.mem_used -= st->geom.total_size;
+    unmake_ring(d, st);
+    st->conn = NULL;
+    /* the struct lives on while a job of it is in flight (plan_job_free frees
+     * it with the last); the caller stopped watching its eventfd first */
+    st->dead = true;
+    if (st->jobs_live == 0)
+        stream_free(st);
+    sched_check(d);
+}
+
+static const char *share_text(double v, char *buf, size_t cap)
+{
+    if (v < 0)
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.3f", v);
+    return buf;
+}
+
+int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
+{
+    int lines = 0;
+    uint64_t now = clock_mono_ns();
+
+    for (struct stream *st = d->sched.streams; st; st = st->next) {
+        uint64_t starved = st->starved_ns + (st->starved_since ? now - st->starved_since : 0);
+        const char *names[] = {
+            "dataset", "name", "rank", "world", "batch", "depth", "batches", "samples",
+            "waited_s", "ready", "inflight", "ring_bytes", "locked", "failed",
+            "weight", "worker_s", "worker_share", "weight_share", "group", "group_members",
+            "shared_batches",
+        };
+        enum { NV = sizeof(names) / sizeof(names[0]) };
+        char vals[NV][80];
+
+        snprintf(vals[0], 80, "%s", st->a.dataset);
+        snprintf(vals[1], 80, "%s", st->a.name[0] ? st->a.name : "-");
+        snprintf(vals[2], 80, "%u", st->a.rank);
+        snprintf(vals[3], 80, "%u", st->a.world);
+        snprintf(vals[4], 80, "%u", st->a.batch);
+        snprintf(vals[5], 80, "%u", st->geom.depth);
+        snprintf(vals[6], 80, "%llu", (unsigned long long)st->batches);
+        snprintf(vals[7], 80, "%llu", (unsigned long long)st->samples);
+        snprintf(vals[8], 80, "%.3f", (double)starved / 1e9);
+        snprintf(vals[9], 80, "%llu", (unsigned long long)(st->published - st->released));
+        snprintf(vals[10], 80, "%llu", (unsigned long long)(st->next_g - st->published));
+        snprintf(vals[11], 80, "%llu", (unsigned long long)st->geom.total_size);
+        snprintf(vals[12], 80, "%d", st->locked);
+        snprintf(vals[13], 80, "%d", st->failed);
+        snprintf(vals[14], 80, "%u", st->fq.weight);
+        snprintf(vals[15], 80, "%.3f", (double)st->fq.worker_ns / 1e9);
+        share_text(st->fq.worker_share, vals[16], 80);
+        share_text(st->fq.weight_share, vals[17], 80);
+        snprintf(vals[18], 80, "%u", st->sh.grp && st->sh.grp->n > 1 ? st->sh.grp->id : 0);
+        snprintf(vals[19], 80, "%u", st->sh.grp ? st->sh.grp->n : 1);
+        snprintf(vals[20], 80, "%llu", (unsigned long long)st->sh.shared_batches);
+        for (unsigned i = 0; i < NV; i++) {
+            int n = snprintf(buf + *len, cap - *len, "clients.%u.%s %s\n", st->id, names[i],
+                             vals[i]);
+
+            if (n < 0 || (size_t)n >= cap - *len)
+                return -ENOSPC;
+            *len += (size_t)n;
+            lines++;
+        }
+    }
+    return lines;
+}
+
+void stream_check(const struct daemon *d)
+{
+#if RINGFEED_CHECKS
+#define CHECK_FAIL(...) do { log_error("sched_check: " __VA_ARGS__); abort(); } while (0)
+    for (const struct stream *st = d->sched.streams; st; st = st->next) {
+        if (!(st->released <= st->published && st->published <= st->next_g &&
+              st->next_g <= st->released + st->geom.depth))
+            CHECK_FAIL("client %u breaks released %llu <= published %llu <= next_g %llu <= "
+                       "released + depth %u", st->id, (unsigned long long)st->released,
+                       (unsigned long long)st->published, (unsigned long long)st->next_g,
+                       st->geom.depth);
+        if (st->starved_since && st->released != st->published)         /* S1 (WAITS) */
+            CHECK_FAIL("client %u counted as waiting with %llu batches ready", st->id,
+                       (unsigned long long)(st->published - st->released));
+    }
+#undef CHECK_FAIL
+#else
+    (void)d;
+#endif
+}
+
+const struct stream *sched_client_next(const struct daemon *d, const struct stream *prev,
+                                       struct sched_client *out)
+{
+    const struct stream *st = prev ? prev->next : d->sched.streams;
+    uint64_t now = clock_mono_ns();
+
+    if (!st)
+        return NULL;
+    *out = (struct sched_client){
+        .id = st->id,
+        .dataset_id = st->dataset_id,
+        .dataset = st->a.dataset,
+        .name = st->a.name,
+        .rank = st->a.rank,
+        .world = st->a.world,
+        .batch = st->a.batch,
+        .depth = st->geom.depth,
+        .batches = st->batches,
+        .samples = st->samples,
+        .waited_ns = st->starved_ns + (st->starved_since ? now - st->starved_since : 0),
+        .waits = st->waits,
+        .production_ns = st->production_ns,
+        .ready = st->published - st->released,
+        .inflight = st->next_g - st->published,
+        .ring_bytes = st->geom.total_size,
+        .queued = st->fq.nqueued,
+        .weight = st->fq.weight,
+        .worker_ns = st->fq.worker_ns,
+        .worker_share = st->fq.worker_share,
+        .weight_share = st->fq.weight_share,
+        .group = st->sh.grp && st->sh.grp->n > 1 ? st->sh.grp->id : 0,
+        .group_members = st->sh.grp && st->sh.grp->n > 1 ? st->sh.grp->n : 0,
+        .shared_batches = st->sh.shared_batches,
+        .locked = st->locked,
+        .failed = st->failed,
+    };
+    return st;
+}
