@@ -25,9 +25,18 @@
  * here with socket-mode and socket-group (and unlinked at exit).  Every
  * accepted peer is then checked with SO_PEERCRED/SO_PEERGROUPS: root, the
  * daemon's own uid, and allow-uid/allow-gid (or, when neither is set, the
- * socket file's group) may talk; anyone else gets "ERR denied" as the
- * answer to its first request (so a client that writes before it reads
- * still sees why) and the connection is closed once that is written.
+ * socket file's group) may talk.
+ *
+ * A peer that is not let in (denied by that rule, over max-connections, or
+ * arriving while the daemon stops) is answered by conn_refuse() as it is
+ * accepted: one ERR line, written without waiting, and the descriptor
+ * closed in the same turn of the loop.  Such a peer is never counted in
+ * conn_open and holds nothing once on_connection() returns, so no number
+ * of refused peers can take an allowed one's place.  The peer still reads
+ * why: the line is in its receive queue before the close (then EOF, or
+ * ECONNRESET if it had written something), and a request it writes after
+ * the close fails with EPIPE with the line still there to read
+ * (tools/ctlconn.c does).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,9 +68,6 @@ struct conn {
     struct daemon *d;
     enum conn_state state;
     bool skip_after_write;  /* the line was too long: skip once written */
-    bool close_after_write; /* a refusal (denied, closing): close once written */
-    bool denied;            /* the peer failed the access rule (peer_allowed) */
-    char deny_msg[256];     /* its answer to whatever it asks first */
     bool reading;
     char in[INBUF];
     size_t inlen;
@@ -200,10 +206,6 @@ static void on_written(uv_write_t *req, int status)
         return;
     if (status < 0) {
         conn_close(c, uv_strerror(status));
-        return;
-    }
-    if (c->close_after_write) {
-        conn_close(c, "refused");
         return;
     }
     c->state = c->skip_after_write ? C_SKIPPING : C_READING;
@@ -522,11 +524,6 @@ static void conn_drive(struct conn *c)
         s = ctl_parse(c->in, c->inlen, &req, &used);
         if (s == CTL_NEED_MORE)
             break;
-        if (c->denied && !(s == CTL_DONE && ctl_req_is_blank(&req))) {
-            c->close_after_write = true;
-            send_err(c, CTL_E_DENIED, "%s", c->deny_msg);
-            break;
-        }
         if (s == CTL_TOO_LONG) {
             c->skip_after_write = true;
             send_err(c, req.err, "%s", req.msg);
@@ -628,6 +625,38 @@ static int drop_peer(uv_stream_t *server)
     return rc;
 }
 
+/*
+ * Answers a peer that is not let in with one ERR line (code, and the
+ * message fmt makes) and closes it at once.  c is accepted and was never
+ * counted in conn_open; the line goes out with one non-blocking write,
+ * never queued (a fresh socket's buffer is empty, so it fits; if the write
+ * fails the peer gets the close alone), and uv_close() closes the
+ * descriptor before this returns.  c is freed by the close callback.
+ */
+__attribute__((format(printf, 3, 4)))
+static void conn_refuse(struct conn *c, enum ctl_errcode code, const char *fmt, ...)
+{
+    char msg[CTL_ERR_MSG_MAX + 1], line[CTL_LINE_MAX + 1];
+    uv_buf_t b;
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    n = ctl_reply_err(line, sizeof(line), code, "%s", msg);
+    if (n < 0)
+        n = ctl_reply_err(line, sizeof(line), CTL_E_INTERNAL, NULL);
+    c->d->bad_requests++;
+    if (n > 0) {
+        b = uv_buf_init(line, (unsigned)n);
+        uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
+    }
+    c->state = C_CLOSING;
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct daemon *d = server->loop->data;
@@ -666,43 +695,40 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     d->conn_total++;
-    d->conn_open++;
-    c->last_ns = clock_mono_ns();
+    if (d->stopping)
+        return conn_refuse(c, CTL_E_CLOSING, "the daemon is shutting down");
     memset(&cr, 0xff, sizeof(cr));
-    if (d->stopping) {
-        c->close_after_write = true;
-        send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
-        return;
-    }
-    if (d->conn_open > d->cf.max_connections) {
-        d->conn_refused++;
-        if (!over_logged)
-            log_warn("%llu control connections open, over max-connections %u: refusing new "
-                     "ones until some close (silent ones close after idle-sec %u)",
-                     (unsigned long long)d->conn_open - 1, d->cf.max_connections,
-                     d->cf.idle_sec);
-        over_logged = true;
-        c->close_after_write = true;
-        send_err(c, CTL_E_TOO_MANY,
-                 "%u control connections open, the daemon's max-connections: try again "
-                 "later", d->cf.max_connections);
-        return;
-    }
-    if (d->conn_open * 2 <= d->cf.max_connections)
-        over_logged = false;
+    /* the access rule before the count: a denied peer never holds a place,
+     * and learns that it is denied rather than that the daemon is full */
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 || !peer_allowed(d, fd, &cr)) {
         d->conn_denied++;
         log_warn("denied a control connection from pid %d uid %d gid %d", (int)cr.pid,
                  (int)cr.uid, (int)cr.gid);
-        c->denied = true;
-        snprintf(c->deny_msg, sizeof(c->deny_msg),
-                 "uid %d gid %d may not use this socket: allowed are root, uid %u (the "
-                 "daemon's user) and %s; see allow-uid and allow-gid in ringfeedd.conf",
-                 (int)cr.uid, (int)cr.gid, (unsigned)geteuid(),
-                 d->cf.n_allow_uid || d->cf.n_allow_gid ? "the allow-uid/allow-gid lists"
-                                                        : "the socket file's group");
+        return conn_refuse(c, CTL_E_DENIED,
+                           "uid %d gid %d may not use this socket: allowed are root, uid %u "
+                           "(the daemon's user) and %s; see allow-uid and allow-gid in "
+                           "ringfeedd.conf", (int)cr.uid, (int)cr.gid, (unsigned)geteuid(),
+                           d->cf.n_allow_uid || d->cf.n_allow_gid
+                               ? "the allow-uid/allow-gid lists"
+                               : "the socket file's group");
     }
+    if (d->conn_open >= d->cf.max_connections) {
+        d->conn_refused++;
+        if (!over_logged)
+            log_warn("a control connection over max-connections %u (%llu open): refusing "
+                     "new ones until some close (silent ones close after idle-sec %u)",
+                     d->cf.max_connections, (unsigned long long)d->conn_open,
+                     d->cf.idle_sec);
+        over_logged = true;
+        return conn_refuse(c, CTL_E_TOO_MANY,
+                           "%u control connections open, the daemon's max-connections: try "
+                           "again later", d->cf.max_connections);
+    }
+    d->conn_open++;
+    if (d->conn_open * 2 <= d->cf.max_connections)
+        over_logged = false;
     c->uid = (uint32_t)cr.uid;
+    c->last_ns = clock_mono_ns();
     c->state = C_READING;
     conn_drive(c);
 }

@@ -4,7 +4,9 @@ answers with canned replies in the daemon's formats: the human output
 (aligned key/value lines, the datasets table), --json (a valid object with
 numbers as numbers and strings escaped), the line sent for each verb, ERR
 replies on stderr with exit 1, usage errors with exit 2, an unreachable
-daemon and a reply that breaks the protocol; and `top`: its --once frame
+daemon and a reply that breaks the protocol; `metrics --output FILE` (a
+symlink planted at FILE.tmp not followed, the file's mode, a failed rename
+leaving nothing behind); and `top`: its --once frame
 from two canned STATS replies (exact, the rates over the daemon's uptime),
 its usage errors, and a daemon that goes away.
 
@@ -128,6 +130,51 @@ def test_top(ctl, tmp):
        "top --once, no daemon: exit 1", r)
 
 
+def test_output_file(ctl, path, tmp):
+    """metrics --output FILE: a symlink planted at FILE.tmp (or any other
+    name) is never written through; the file takes a plain create's mode;
+    a failed rename leaves nothing behind."""
+    box = os.path.join(tmp, "textfile")
+    os.mkdir(box)
+    out, victim = os.path.join(box, "rf.prom"), os.path.join(tmp, "victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    os.symlink(victim, out + ".tmp")
+    want = "".join(REPLIES["METRICS"].splitlines(True)[1:])
+    old_mask = os.umask(0o022)
+    try:
+        r = ctl("--socket", path, "metrics", "--output", out)
+    finally:
+        os.umask(old_mask)
+    with open(victim) as f:
+        kept = f.read()
+    ok(r.returncode == 0 and kept == "precious\n",
+       "metrics --output: a symlink at FILE.tmp is not followed", (r, kept))
+    ok(os.path.islink(out + ".tmp") and not os.path.islink(out),
+       "metrics --output: the planted link left alone, FILE a file of its own",
+       sorted(os.listdir(box)))
+    with open(out) as f:
+        ok(f.read() == want, "metrics --output: FILE holds the metrics")
+    ok(os.stat(out).st_mode & 0o777 == 0o644, "metrics --output: FILE is 0666 less the umask",
+       oct(os.stat(out).st_mode))
+    ok(sorted(os.listdir(box)) == ["rf.prom", "rf.prom.tmp"],
+       "metrics --output: no temporary file left", sorted(os.listdir(box)))
+
+    # the rename fails (FILE is a folder that is not empty): exit 1, no temporary file left
+    for f in os.listdir(box):
+        os.unlink(os.path.join(box, f))
+    os.mkdir(out)
+    open(os.path.join(out, "x"), "w").close()
+    r = ctl("--socket", path, "metrics", "--output", out)
+    ok(r.returncode == 1 and "renaming" in r.stderr and os.listdir(box) == ["rf.prom"],
+       "metrics --output: a failed rename removes the temporary file",
+       (r, sorted(os.listdir(box))))
+    os.unlink(os.path.join(out, "x"))
+    os.rmdir(out)
+    os.rmdir(box)
+    os.unlink(victim)
+
+
 def main():
     exe = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix="rf-ctl-")
@@ -206,6 +253,8 @@ def main():
     ok(r.returncode == 0 and json.loads(r.stdout) == {"metrics": {
         "ringfeed_total_batches": 5, 'ringfeed_client_batches{client="1",name="a b"}': 3}},
        "metrics --json: series to value, comments left out", r.stdout)
+
+    test_output_file(ctl, path, tmp)
 
     r = ctl("ping", environ={**env, "RINGFEED_SOCKET": path})
     ok(r.returncode == 0 and r.stdout == "pong\n", "RINGFEED_SOCKET is the default", r)

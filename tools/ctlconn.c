@@ -64,17 +64,18 @@ static int send_line(struct ctlconn *cc, const char *line, struct rf_err *err)
     return 0;
 }
 
-int ctlconn_request(struct ctlconn *cc, const char *line, struct ctl_reply *rep,
-                    struct rf_err *err)
+/*
+ * Reads one whole reply into cc->buf and parses it into *rep.  Returns 0,
+ * or -errno with err set: the connection failed or ended first (-ECONNRESET
+ * for an end), the reply timed out, or it broke the protocol (-EPROTO).
+ */
+static int read_reply(struct ctlconn *cc, struct ctl_reply *rep, struct rf_err *err)
 {
     struct pollfd pfd = {.fd = cc->fd, .events = POLLIN};
     int64_t deadline = ((int64_t)clock_mono_ns()) + (int64_t)CTLCONN_TIMEOUT_MS * 1000000;
     size_t used;
     int rc;
 
-    rc = send_line(cc, line, err);
-    if (rc < 0)
-        return rc;
     cc->len = 0;
     for (;;) {
         int64_t left = deadline - ((int64_t)clock_mono_ns());
@@ -124,6 +125,29 @@ int ctlconn_request(struct ctlconn *cc, const char *line, struct ctl_reply *rep,
                               cc->path);
         cc->len += (size_t)n;
     }
+}
+
+int ctlconn_request(struct ctlconn *cc, const char *line, struct ctl_reply *rep,
+                    struct rf_err *err)
+{
+    struct rf_err rerr;
+    int rc;
+
+    rc = send_line(cc, line, err);
+    if (rc == -EPIPE || rc == -ECONNRESET) {
+        /* the daemon closed the connection before it took the request: a
+         * refused peer (denied, over max-connections, the daemon stopping)
+         * is answered with one ERR line and closed at once, and that line
+         * is still there to read */
+        if (read_reply(cc, rep, &rerr) == 0)
+            return 0;
+        return rf_err_set(err, rc,
+                          "the daemon at %s closed the connection before it took the "
+                          "request, and sent no reply (%s)", cc->path, strerror(-rc));
+    }
+    if (rc < 0)
+        return rc;
+    return read_reply(cc, rep, err);
 }
 
 void ctlconn_close(struct ctlconn *cc)

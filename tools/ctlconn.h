@@ -33,8 +33,10 @@ int ctlconn_open(struct ctlconn *cc, const char *socket, struct rf_err *err);
 /*
  * Sends line (one request, its LF included) and reads the whole reply into
  * cc->buf, parsed into *rep (offsets into cc->buf).  Returns 0 (whether
- * the reply is OK or ERR), or -errno: the connection failed, timed out, or
- * the reply broke the protocol (-EPROTO); err says which.
+ * the reply is OK or ERR; a daemon that refused the connection and closed
+ * it before the line could be sent is still read: its ERR is the reply),
+ * or -errno: the connection failed, timed out, or the reply broke the
+ * protocol (-EPROTO); err says which.
  */
 int ctlconn_request(struct ctlconn *cc, const char *line, struct ctl_reply *rep,
                     struct rf_err *err);

@@ -23,9 +23,11 @@
  *   metrics   the Prometheus text as sent    {"metrics":{"<series>":<value>,...}}
  *                                            (# comment lines left out)
  * `metrics --output FILE` writes that to FILE instead, atomically for a
- * reader such as node_exporter's textfile collector: into FILE.tmp (same
- * folder), fsync'd, then renamed over FILE; on any failure FILE is left as
- * it was and FILE.tmp removed.
+ * reader such as node_exporter's textfile collector: into a new file
+ * FILE.tmp.XXXXXX in the same folder (mkstemp: created, never opened
+ * through a name someone else put there, so a symlink planted in a folder
+ * others may write cannot redirect it), fsync'd, then renamed over FILE;
+ * on any failure FILE is left as it was and the temporary file removed.
  * Values that are JSON numbers are written as numbers, everything else as
  * escaped strings.  Exit status: 0 done; 1 the daemon answered ERR (its
  * message on stderr) or could not be reached; 2 bad usage.
@@ -36,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -72,7 +75,8 @@ static void usage(FILE *f)
                "                 /run/ringfeed/ringfeed.sock)\n"
                "  --json         print one JSON object\n"
                "  metrics --output FILE\n"
-               "                 write FILE atomically (FILE.tmp, fsync, rename)\n"
+               "                 write FILE atomically (a new FILE.tmp.XXXXXX, fsync,\n"
+               "                 rename)\n"
                "  --help         this text\n");
 }
 
@@ -404,22 +408,43 @@ static int take_output(int *argc, char **argv, int at, const char **out)
     return 0;
 }
 
-/* Sends stdout to path.tmp (name in tmp); returns 0 or -1 with a message. */
+/*
+ * Sends stdout to a new file beside path, path.tmp.XXXXXX, its name left
+ * in tmp (cap bytes).  mkstemp() creates it with O_CREAT|O_EXCL, so a name
+ * that exists already, a symlink included, is never opened but passed over
+ * for another.  It gets the mode a plain create would (0666 less the
+ * umask: the textfile collector reads it as another user).  Returns 0, or
+ * -1 with a message and nothing left behind.
+ */
 static int output_begin(const char *path, char *tmp, size_t cap)
 {
-    if ((size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap) {
+    mode_t mask;
+    int fd;
+
+    if ((size_t)snprintf(tmp, cap, "%s.tmp.XXXXXX", path) >= cap) {
         fprintf(stderr, "%s: --output %s: the name is too long\n", prog, path);
         return -1;
     }
-    if (!freopen(tmp, "w", stdout)) {
-        fprintf(stderr, "%s: --output: cannot write %s: %s\n", prog, tmp, strerror(errno));
+    fd = mkstemp(tmp);
+    if (fd == -1) {
+        fprintf(stderr, "%s: --output: cannot create %s: %s\n", prog, tmp, strerror(errno));
         return -1;
     }
+    mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) == -1 || fflush(stdout) == EOF ||
+        dup2(fd, STDOUT_FILENO) == -1) {
+        fprintf(stderr, "%s: --output: cannot write %s: %s\n", prog, tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    close(fd);
     return 0;
 }
 
-/* Flushes and fsyncs stdout (tmp), then renames tmp over path.  Returns 0,
- * or 1 with a message and tmp removed. */
+/* Flushes and fsyncs stdout (tmp, from output_begin), then renames tmp
+ * over path.  Returns 0, or 1 with a message and tmp removed. */
 static int output_commit(const char *path, const char *tmp)
 {
     const char *what = "writing";

@@ -10,19 +10,28 @@ Regressions held here:
   - idle connections that never send used to hold descriptors forever; now
     they are closed after idle-sec, and connections over max-connections
     get "ERR too-many" instead of a bare reset;
-  - positions past 2^32 epochs wrapped (epoch 2^32 was epoch 0's stream).
+  - positions past 2^32 epochs wrapped (epoch 2^32 was epoch 0's stream);
+  - peers the access rule refuses held a place against max-connections
+    until idle-sec (eight idle ones from another uid locked root out); now
+    each is answered ERR denied and closed as it is accepted, never
+    counted, and ringfeedctl prints the daemon's ERR where its request
+    found the connection closed (it used to say "Broken pipe").
 
 Each daemon here is stopped with SIGTERM at the end and must exit 0.
 """
+import json
 import os
 import re
+import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
-from conftest import (connect_unix, ctl, raw_request, run_read, wait_for)
+from conftest import (connect_unix, ctl, ctl_tool, raw_request, run_read, wait_for)
 
 WAIT = 30.0
 
@@ -224,3 +233,101 @@ def test_closed_idle_connections_free_their_places_at_once(daemon):
             for s in idle:
                 s.close()
     assert refused == 0, f"{refused} of 6 connections right after the idle close were refused"
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+# Run as nobody: connects n times (the odd ones then send PING; a closed
+# socket is fine), says so, waits for a line on stdin, then reads each
+# connection to its end and prints what came as JSON, still holding them.
+HOLDER = r"""
+import json, socket, sys
+path, n, wait = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+held = []
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(wait)
+    s.connect(path)
+    if i % 2:
+        try:
+            s.sendall(b"PING\n")
+        except OSError:
+            pass
+    held.append(s)
+print("connected", flush=True)
+sys.stdin.readline()
+got = []
+for s in held:
+    data, end = b"", "no end"
+    try:
+        while True:
+            b = s.recv(4096)
+            if not b:
+                end = "eof"
+                break
+            data += b
+    except ConnectionResetError:
+        end = "reset"
+    except socket.timeout:
+        pass
+    got.append([data.decode(errors="replace"), end])
+print(json.dumps(got), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_denied_peers_hold_no_place(daemon):
+    """Peers the access rule refuses are answered ERR denied and closed as
+    they are accepted, never counted against max-connections: with eight of
+    them connected (and still holding their ends), root has all eight
+    places, and the next is answered ERR too-many, which ringfeedctl prints."""
+    if not shutil.which("setpriv") or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv to act as another user")
+    d = daemon("max-connections = 8\nidle-sec = 3600\nsocket-mode = 0666\n")
+    os.chmod(d.dir, 0o755)  # nobody reaches the socket; the daemon keeps it out
+    holder = subprocess.Popen(NOBODY + [sys.executable, "-c", HOLDER, d.sock, "8", str(WAIT)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    mine = []
+    try:
+        assert holder.stdout.readline() == "connected\n", "nobody's peers could not connect"
+        # the eight were queued first: the daemon has taken them all before this
+        r = ctl(d.sock, "ping", check=False)
+        assert r.returncode == 0 and r.stdout == "pong\n", r
+        for i in range(8):
+            s = connect_unix(d.sock, WAIT)
+            mine.append(s)
+            s.sendall(b"PING\n")
+            assert s.recv(4096).startswith(b"OK pong"), f"root's connection {i + 1} of 8"
+        # the ninth is refused by name, and ringfeedctl prints the daemon's answer
+        r = ctl(d.sock, "ping", check=False)
+        assert r.returncode == 1 and "(too-many)" in r.stderr, r
+        assert "max-connections" in r.stderr and "Broken pipe" not in r.stderr, r
+        # asked on a place root holds (a new connection would be the ninth)
+        mine[0].sendall(b"STATS\n")
+        reply = b""
+        while not re.match(rb"OK (\d+)\n", reply) or \
+                reply.count(b"\n") < int(reply.split()[1]) + 1:
+            reply += mine[0].recv(65536)
+        st = dict(line.split(" ", 1) for line in reply.decode().splitlines()[1:])
+        assert int(st["connections.denied"]) == 8, st
+        assert int(st["connections.refused"]) == 1, st
+        assert int(st["connections.open"]) == 8, st
+        # every denied peer read its ERR line and then the end, while it holds its socket
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        got = json.loads(holder.stdout.readline())
+        assert len(got) == 8, got
+        for data, end in got:
+            assert data.startswith("ERR denied uid 65534 gid 65534 ") and data.count("\n") == 1, got
+            assert end in ("eof", "reset"), got
+    finally:
+        for s in mine:
+            s.close()
+        holder.kill()
+        holder.wait()
+    # a denied ringfeedctl prints the daemon's ERR whichever way its request met the close
+    for _ in range(10):
+        r = subprocess.run(NOBODY + [ctl_tool(), "--socket", d.sock, "ping"],
+                           capture_output=True, text=True, timeout=WAIT)
+        assert r.returncode == 1 and r.stderr.rstrip().endswith("(denied)"), r
+        assert "uid 65534" in r.stderr, r
