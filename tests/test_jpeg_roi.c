@@ -7,12 +7,14 @@
  *   - a file whose restart intervals are tiles (jpeg.h, struct jpg_tiles)
  *     decodes a region from the tiles under it, with the same pixels as
  *     the file decoded the ordinary way (jpg_set_tiles(false)), for every
- *     sampling, interval and scale; files whose intervals are not tiles,
- *     and damaged markers, go the ordinary way;
+ *     sampling, interval and scale, with fill bytes before the markers or
+ *     without; files whose intervals are not tiles, and damaged markers,
+ *     go the ordinary way;
  *   - geometry: a feature at (X, Y) of the original is at (X, Y) * s/8 in
  *     the scaled region;
- *   - the marker-level scan count, the caps, CMYK conversion, and every
- *     kind of bad input refused with a reason.
+ *   - the marker-level scan count (marker lengths read as libjpeg reads
+ *     them), the caps, CMYK conversion, and every kind of bad input
+ *     refused with a reason.
  */
 #include <errno.h>
 #include <math.h>
@@ -60,14 +62,13 @@ static int full(struct jpg_dec *d, const uint8_t *buf, size_t len, unsigned s, u
     return 0;
 }
 
-/* Random regions at every power-of-two scale against the full decode;
- * tiled: how many of the 48 must come from tiles (at least, or exactly 0
- * when the file's intervals are not tiles). */
-static void region_checks_tiled(const char *name, const struct jm_opts *o, uint32_t W,
-                                uint32_t H, int tiled)
+/* Random regions at every power-of-two scale of the W x H JPEG buf against
+ * its full decode; tiled: how many of the 48 must come from tiles (at
+ * least; when 0 and the file has restart markers, exactly 0: its
+ * intervals are not tiles). */
+static void region_checks_buf(const char *name, const uint8_t *buf, size_t len, uint32_t W,
+                              uint32_t H, bool restart, int tiled)
 {
-    size_t len;
-    uint8_t *buf = jm_encode(W, H, o, jm_pattern, NULL, &len);
     struct jpg_dec *d = jpg_new();
     int dims_ok = 1, cover_ok = 1, same = 1, regions = 0, from_tiles = 0;
 
@@ -120,10 +121,19 @@ static void region_checks_tiled(const char *name, const struct jm_opts *o, uint3
     if (tiled)
         tap_ok(from_tiles >= tiled, "%s: %d of 48 regions decoded from tiles (at least %d)", name,
                from_tiles, tiled);
-    else if (o->restart || o->restart_mcus)
+    else if (restart)
         tap_ok(from_tiles == 0, "%s: intervals that are not tiles: no region from tiles (%d)",
                name, from_tiles);
     jpg_free(d);
+}
+
+static void region_checks_tiled(const char *name, const struct jm_opts *o, uint32_t W,
+                                uint32_t H, int tiled)
+{
+    size_t len;
+    uint8_t *buf = jm_encode(W, H, o, jm_pattern, NULL, &len);
+
+    region_checks_buf(name, buf, len, W, H, o->restart || o->restart_mcus, tiled);
     free(buf);
 }
 
@@ -199,6 +209,191 @@ static void tile_damage_checks(void)
     free(buf);
 }
 
+/* buf, a JPEG as libjpeg writes it (no fill or stray bytes), with n fill
+ * bytes (0xFF, which JPEG allows before any marker) before each marker
+ * after SOI whose code is `code`, or before every one when code is 0:
+ * the headers' segments, the scan's restart markers, EOI.  Malloc'd,
+ * *out_len bytes. */
+static uint8_t *add_fill(const uint8_t *buf, size_t len, unsigned n, uint8_t code,
+                         size_t *out_len)
+{
+    size_t bound = len, i = 2, o = 2;
+    bool scan = false;
+    uint8_t *out;
+
+    for (size_t k = 2; k + 1 < len; k++)
+        bound += buf[k] == 0xFF && buf[k + 1] != 0x00 ? n : 0;
+    out = malloc(bound);
+    memcpy(out, buf, 2);
+    while (i + 1 < len) {
+        uint8_t m = buf[i + 1];
+        size_t seg = 2;
+
+        if (scan && (buf[i] != 0xFF || m == 0x00)) {
+            out[o++] = buf[i++];
+            continue;
+        }
+        if (code == 0 || m == code) {
+            memset(out + o, 0xFF, n);
+            o += n;
+        }
+        if (!scan)
+            seg += ((size_t)buf[i + 2] << 8) | buf[i + 3];
+        if (m == 0xD9)
+            seg = len - i;
+        memcpy(out + o, buf + i, seg);
+        o += seg;
+        i += seg;
+        scan |= m == 0xDA;
+    }
+    memcpy(out + o, buf + i, len - i);
+    *out_len = o + len - i;
+    return out;
+}
+
+/* Fill bytes before markers change no pixel, and the tiles' JPEG of a file
+ * with them is as good as any: the tile walk skips them as libjpeg does,
+ * and patches the size into the SOF's own bytes, not the ones a fill byte
+ * early (which, for crops of certain sizes, libjpeg accepted as a header
+ * with another width and served sheared). */
+static void fill_checks(void)
+{
+    static const struct {
+        const char *name;
+        struct jm_opts o;
+        uint32_t w, h;
+        int tiled;
+    } files[] = {
+        { "4:2:0, 3 MCUs", { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .restart_mcus = 3 },
+          333, 250, 24 },
+        { "gray, 1 MCU", { .space = JM_GRAY, .restart_mcus = 1 }, 97, 130, 24 },
+        { "CMYK, 3 MCUs", { .space = JM_CMYK, .restart_mcus = 3 }, 190, 60, 12 },
+    };
+    static const struct {
+        unsigned n;
+        uint8_t code;
+        const char *where;
+    } fills[] = {
+        { 1, 0xC0, "1 fill byte before SOF" },
+        { 3, 0xC0, "3 fill bytes before SOF" },
+        { 1, 0, "1 fill byte before every marker" },
+        { 5, 0, "5 fill bytes before every marker" },
+    };
+    struct jpg_dec *d = jpg_new();
+
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+        size_t len;
+        uint8_t *buf = jm_encode(files[f].w, files[f].h, &files[f].o, jm_pattern, NULL, &len);
+        uint8_t *ref;
+        uint32_t rw, rh;
+
+        if (full(d, buf, len, 8, &ref, &rw, &rh) < 0) {
+            tap_ok(0, "fill %s: the file without fill decodes", files[f].name);
+            free(buf);
+            continue;
+        }
+        for (size_t k = 0; k < sizeof(fills) / sizeof(fills[0]); k++) {
+            size_t flen;
+            uint8_t *fb = add_fill(buf, len, fills[k].n, fills[k].code, &flen), *pix = NULL;
+            uint32_t w, h;
+            char name[128];
+
+            snprintf(name, sizeof(name), "tiles %s, %s", files[f].name, fills[k].where);
+            tap_ok(full(d, fb, flen, 8, &pix, &w, &h) == 0 && w == rw && h == rh &&
+                       memcmp(pix, ref, (size_t)w * h * 3) == 0,
+                   "%s: the same pixels as without (%zu bytes more)", name, flen - len);
+            region_checks_buf(name, fb, flen, files[f].w, files[f].h, true, files[f].tiled);
+            free(pix);
+            free(fb);
+        }
+        free(ref);
+        free(buf);
+    }
+
+    /* jpg_tiles_build: the tiles' JPEG has the size it was built for */
+    {
+        struct jm_opts o = { .space = JM_RGB, .h_samp = 2, .v_samp = 2, .restart_mcus = 2 };
+        struct jpg_tiles t = { .mcu_w = 16, .mcu_h = 16, .interval = 2, .cols = 10, .rows = 15 };
+        size_t len, flen, sub_len;
+        uint8_t *buf = jm_encode(320, 240, &o, jm_pattern, NULL, &len);
+        uint8_t *fb = add_fill(buf, len, 2, 0xC0, &flen), *sub;
+        struct jpg_header hdr;
+        struct rf_err err;
+        int rc = jpg_tiles_find(fb, flen, &t, 15);
+
+        TAP_IS_INT(rc, 0, "jpg_tiles_find: 2 fill bytes before SOF, the 150 tiles found");
+        if (rc == 0) {
+            sub = malloc(jpg_tiles_size(fb, &t, 3, 6, 4, 9));
+            sub_len = jpg_tiles_build(fb, &t, 3, 6, 4, 9, 96, 80, sub);
+            jpg_set_tiles(d, false);
+            rc = jpg_open(d, sub, sub_len, &no_caps, &hdr, &err);
+            jpg_set_tiles(d, true);
+            jpg_abort(d);
+            tap_ok(rc == 0 && hdr.width == 96 && hdr.height == 80 && hdr.components == 3,
+                   "  jpg_tiles_build: its tiles' JPEG is 96x80 with 3 components (%s: %ux%u)",
+                   rc ? err.msg : "read", rc ? 0 : hdr.width, rc ? 0 : hdr.height);
+            free(sub);
+        }
+        jpg_tiles_free(&t);
+        free(fb);
+        free(buf);
+    }
+    jpg_free(d);
+}
+
+/* The crop that came out sheared: a 2560x2072 gray file with a restart
+ * marker every MCU and one fill byte before SOF, cropped to 1..1023 x
+ * 1..1028 at scale 4/8.  The tiles under it are 2056x2064 pixels; with the
+ * size written a byte early, libjpeg read the SOF as 8-bit, 4104 high and
+ * 2048 wide (the width's low byte, 0, left as it was), and the tiles' 257
+ * MCUs a row filled rows of 256, each row one MCU further along: sheared,
+ * without a warning. */
+static void gray_px(uint32_t x, uint32_t y, uint8_t *px, void *arg);
+
+static void shear_checks(void)
+{
+    struct jm_opts o = { .space = JM_GRAY, .restart_mcus = 1, .quality = 75 };
+    size_t len, flen;
+    uint8_t *buf = jm_encode(2560, 2072, &o, gray_px, NULL, &len);
+    uint8_t *fb = add_fill(buf, len, 1, 0xC0, &flen);
+    struct jpg_dec *d = jpg_new();
+    struct jpg_roi ref = { 0 }, roi = { 0 };
+    struct jpg_header hdr;
+    struct rf_err err;
+    uint8_t *keep = NULL;
+    uint32_t w, h;
+    int rc, same = 1;
+
+    for (int tiles = 0; tiles < 2; tiles++) {
+        jpg_set_tiles(d, tiles);
+        rc = jpg_open(d, fb, flen, &no_caps, &hdr, &err);
+        if (rc == 0)
+            rc = jpg_start(d, 4, &w, &h, &err);
+        if (rc == 0)
+            rc = jpg_read(d, 1, 1023, 1, 1028, tiles ? &roi : &ref, &err);
+        tap_ok(rc == 0, "2560x2072, fill byte before SOF: 1..1023 x 1..1028 at 4/8 decodes %s (%s)",
+               tiles ? "from the tiles" : "the ordinary way", rc ? err.msg : "ok");
+        if (rc == 0 && !tiles) {
+            keep = malloc(ref.stride * ref.h);
+            memcpy(keep, ref.pix, ref.stride * ref.h);
+            ref.pix = keep;
+        }
+    }
+    tap_ok(roi.from_tiles, "  the crop came from the tiles");
+    for (uint32_t y = 1; keep && y < 1028 && same; y++)
+        for (uint32_t x = 1; x < 1023 && same; x++)
+            if (memcmp(roi.pix + (y - roi.y0) * roi.stride + (x - roi.x0) * 3,
+                       ref.pix + (y - ref.y0) * ref.stride + (x - ref.x0) * 3, 3) != 0) {
+                tap_diag("  first difference at (%u,%u)", x, y);
+                same = 0;
+            }
+    tap_ok(keep && same, "  its pixels are the ordinary decode's, not sheared");
+    free(keep);
+    jpg_free(d);
+    free(fb);
+    free(buf);
+}
+
 struct square {
     uint32_t x0, x1, y0, y1;
 };
@@ -269,7 +464,8 @@ static void scan_checks(void)
     size_t lb, lp;
     uint8_t *b = jm_encode(100, 60, &base, jm_pattern, NULL, &lb);
     uint8_t *p = jm_encode(100, 60, &prog, jm_pattern, NULL, &lp);
-    uint8_t bad[] = { 0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x01, 0x00 };
+    uint8_t bad[] = { 0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x01, 0x00 };
+    uint8_t unknown[] = { 0xFF, 0xD8, 0xFF, 0xF0, 0x00, 0x02, 0xFF, 0xDA, 0x00, 0x02 };
     struct jpg_dec *d = jpg_new();
     struct jpg_limits cap3 = { .scan_cap = 3 };
     struct jpg_header hdr;
@@ -281,7 +477,28 @@ static void scan_checks(void)
            n);
     TAP_IS_INT(jpg_count_scans(p, lp, 3), 4, "counting stops past the limit (limit + 1)");
     TAP_IS_INT(jpg_count_scans(p + 1, lp - 1, 100), -EBADMSG, "no SOI: -EBADMSG");
-    TAP_IS_INT(jpg_count_scans(bad, sizeof(bad), 100), -EBADMSG, "segment length 1: -EBADMSG");
+    TAP_IS_INT(jpg_count_scans(bad, sizeof(bad), 100), -EBADMSG, "DQT of length 1: -EBADMSG");
+    TAP_IS_INT(jpg_count_scans(unknown, sizeof(unknown), 100), -EBADMSG,
+               "a marker libjpeg does not know (FF F0): -EBADMSG");
+    {
+        /* libjpeg skips an APPn or COM of length 0 or 1 as a length word
+         * alone; the count must walk it the same way */
+        size_t l2 = lp + 8;
+        uint8_t *p2 = malloc(l2), *a = NULL, *b2 = NULL;
+        uint32_t w1, h1, w2, h2;
+
+        memcpy(p2, p, 2);
+        memcpy(p2 + 2, "\xFF\xFE\x00\x00\xFF\xE3\x00\x01", 8);
+        memcpy(p2 + 10, p + 2, lp - 2);
+        TAP_IS_INT(jpg_count_scans(p2, l2, 1000), n,
+                   "COM of length 0 and APP3 of length 1: read as libjpeg reads them");
+        tap_ok(full(d, p, lp, 8, &a, &w1, &h1) == 0 && full(d, p2, l2, 8, &b2, &w2, &h2) == 0 &&
+                   w1 == w2 && h1 == h2 && memcmp(a, b2, (size_t)w1 * h1 * 3) == 0,
+               "  and the file decodes to the same pixels");
+        free(a);
+        free(b2);
+        free(p2);
+    }
     TAP_IS_INT(jpg_count_scans(p, 40, 100), 0, "cut before the first scan: 0");
     TAP_IS_INT(jpg_open(d, p, lp, &cap3, &hdr, &err), -E2BIG,
                "a progressive file over a scan cap of 3 is refused before decoding");
@@ -467,6 +684,8 @@ int main(void)
         region_checks_tiled("tiles CMYK, 3 MCUs", &tcmyk, 190, 60, 12);
         region_checks("4:2:0, 4 MCUs, 21 a row: not tiles", &tnot, 333, 250);
         tile_damage_checks();
+        fill_checks();
+        shear_checks();
     }
     geometry_checks();
     scan_checks();

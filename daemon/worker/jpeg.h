@@ -161,12 +161,34 @@ void jpg_set_fast_dct(struct jpg_dec *d, bool fast);
 void jpg_set_tiles(struct jpg_dec *d, bool tiles);
 
 /*
+ * Markers read as libjpeg reads them (jpeg_scan.c has the rules): a walk
+ * that disagrees with libjpeg about where a segment starts reads other
+ * bytes than the decoder does.
+ *
+ * jpg_marker_next: from off (just past the previous marker or segment),
+ * the offset of the next marker's code byte, past any fill bytes (the FF
+ * before the code is at the result - 1), or len when the buffer ends
+ * first.  Adds to *junk the bytes skipped that are not fill (stray bytes
+ * and FF 00 pairs: libjpeg warns of them, the decoder refuses the file).
+ *
+ * jpg_marker_span: for the marker whose code byte is at buf[at], how many
+ * bytes after the code its segment spans as libjpeg skips them (0 for
+ * RSTn, TEM, SOI and EOI; a length of 0 or 1 for APPn, COM and DNL counts
+ * as 2).  Returns 0 with *span, -EBADMSG for a marker libjpeg refuses (an
+ * unknown code or a SOFn it does not decode, a segment it parses shorter
+ * than its length word), or -ENODATA when the segment runs past len.
+ */
+size_t jpg_marker_next(const uint8_t *buf, size_t len, size_t off, size_t *junk);
+int jpg_marker_span(const uint8_t *buf, size_t len, size_t at, size_t *span);
+
+/*
  * Counts the scans (SOS markers) of the JPEG in buf[0..len) by walking its
  * marker segments and skipping entropy-coded data to the next marker; a
  * pure function of the buffer.  Stops counting past `stop` (returns stop +
  * 1 then) so a hostile file costs little.  Returns the count, or -EBADMSG
- * when buf does not start with SOI or a segment length is malformed.  Data
- * truncated inside a segment ends the count there (the decoder reports it).
+ * when buf does not start with SOI or holds a marker libjpeg refuses
+ * (jpg_marker_span).  Data truncated inside a segment ends the count there
+ * (the decoder reports it).
  */
 int jpg_count_scans(const uint8_t *buf, size_t len, uint32_t stop);
 
@@ -187,7 +209,7 @@ struct jpg_tiles {
     uint32_t mcu_w, mcu_h;   /* an MCU's size in pixels */
     uint32_t interval;       /* MCUs a tile */
     uint32_t cols, rows;     /* tiles across a row (MCUs a row / interval), MCU rows */
-    size_t sof;              /* offset of the SOF0/SOF1 marker */
+    size_t sof;              /* offset of the SOF0/SOF1 marker's FF (after any fill) */
     size_t data;             /* the first entropy-coded byte */
     size_t *end;             /* per tile: offset of the marker after its data */
     size_t end_cap;          /* bytes at end */

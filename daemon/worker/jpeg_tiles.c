@@ -14,8 +14,14 @@
  * IDCT block; only the chroma upsampler's neighbours at the rectangle's
  * edges differ, so jpg_read keeps a margin there (jpeg.c).
  *
+ * The walk to the scan reads markers as libjpeg does (jpeg_scan.c: fill
+ * bytes before any marker, every marker's length) and declines a file it
+ * would read otherwise: the SOF it patches and the data it copies must be
+ * the ones the decoder reads.
+ *
  * Pure functions of the buffer that keep offsets, fuzzed through the train
- * and eval transforms by tests/fuzz/fuzz_jpeg.c.
+ * and eval transforms by tests/fuzz/fuzz_jpeg.c, and against the ordinary
+ * decode and libjpeg's own header reading by tests/fuzz/fuzz_jpeg_tiles.c.
  */
 #include "jpeg.h"
 
@@ -27,45 +33,46 @@
 
 #define M_SOF0 0xC0
 #define M_SOF1 0xC1
-#define M_SOS 0xDA
+#define M_SOF2 0xC2
+#define M_SOF9 0xC9
+#define M_SOF10 0xCA
 #define M_RST0 0xD0
+#define M_SOI 0xD8
+#define M_EOI 0xD9
+#define M_SOS 0xDA
 
-/* The header's walk to the first scan: SOF0/SOF1's offset and the first
- * entropy-coded byte.  Returns 0 or -EBADMSG (no SOF0/1 before the SOS,
- * another SOF, a malformed length). */
+/* The header's walk to the first scan, marker by marker as libjpeg reads
+ * them (jpeg_scan.c): the offset of SOF0/SOF1's FF, the one just before its
+ * code (fill bytes may come before it), and of the first entropy-coded
+ * byte.  jpg_open has had libjpeg read this header without a warning, so
+ * a walk that disagrees with libjpeg anywhere is refused here rather than
+ * trusted.  Returns 0 or -EBADMSG (no SOF0/1 before the SOS, another SOF,
+ * a second SOI, EOI, stray bytes, a marker or length libjpeg refuses). */
 static int walk_header(const uint8_t *buf, size_t len, size_t *sof, size_t *data)
 {
-    size_t off = 2;
+    size_t off = 2, junk = 0;
     bool seen = false;
 
     if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8)
         return -EBADMSG;
-    while (off + 4 <= len) {
-        size_t at, seg;
+    for (;;) {
+        size_t at = jpg_marker_next(buf, len, off, &junk), span;
         uint8_t m;
 
-        if (buf[off] != 0xFF)
+        if (at >= len || junk || jpg_marker_span(buf, len, at, &span) < 0)
             return -EBADMSG;
-        at = off;
-        while (off < len && buf[off] == 0xFF)
-            off++;
-        if (off + 3 > len)
-            return -EBADMSG;
-        m = buf[off++];
-        if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD9))
-            return -EBADMSG; /* no standalone marker belongs in a header */
-        seg = ((size_t)buf[off] << 8) | buf[off + 1];
-        if (seg < 2 || seg > len - off)
+        m = buf[at];
+        if (m == M_SOI || m == M_EOI)
             return -EBADMSG;
         if (m == M_SOF0 || m == M_SOF1) {
-            if (seen || seg < 8)
-                return -EBADMSG;
+            if (seen || span < 8)
+                return -EBADMSG; /* the size's bytes lie inside the segment */
             seen = true;
-            *sof = at;
-        } else if (m >= 0xC2 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
-            return -EBADMSG; /* progressive, lossless, arithmetic: not tiles */
+            *sof = at - 1;
+        } else if (m == M_SOF2 || m == M_SOF9 || m == M_SOF10) {
+            return -EBADMSG; /* progressive or arithmetic: not tiles */
         }
-        off += seg;
+        off = at + 1 + span;
         if (m == M_SOS) {
             if (!seen)
                 return -EBADMSG;
@@ -73,7 +80,6 @@ static int walk_header(const uint8_t *buf, size_t len, size_t *sof, size_t *data
             return 0;
         }
     }
-    return -EBADMSG;
 }
 
 int jpg_tiles_find(const uint8_t *buf, size_t len, struct jpg_tiles *t, uint32_t rows)
