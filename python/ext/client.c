@@ -9,6 +9,13 @@
  * drain() hands back done batches oldest first, so batch n goes to the
  * daemon once it and every older batch are done.
  *
+ * Processes (ext.h, PROCESSES): in a forked child, forked() is true and
+ * nothing is handed back; next() refuses.
+ *
+ * Integer arguments are read with arg_u64()/arg_int(), which refuse a
+ * value outside the C field's range (OverflowError naming the argument)
+ * instead of wrapping as PyArg's "K" and "I" do.
+ *
  * States (ext.h): OPEN -> CLOSING (close() while leases live) -> CLOSED,
  * or OPEN -> CLOSED directly.  client_check() holds after every
  * transition in debug builds:
@@ -21,9 +28,11 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define WAIT_SLICE_MS 50 /* a wait checks for signals this often */
 #define COPY_NOGIL_BYTES (1 << 20) /* copies this large drop the GIL */
@@ -45,9 +54,21 @@ static void client_check(const ext_client *o)
 #endif
 }
 
-/* Hands back done batches, oldest first.  A failure is kept for next(). */
+/* 1 when o is open and this process is not the one that opened it: a
+ * forked child, whose ring is its parent's. */
+static int forked(const ext_client *o)
+{
+    return o->state != EXT_CLOSED && getpid() != o->pid;
+}
+
+/* Hands back done batches, oldest first.  A failure is kept for next().
+ * A forked child hands back nothing: the batches are its parent's. */
 static void drain(ext_client *o)
 {
+    if (forked(o)) {
+        client_check(o);
+        return;
+    }
     while (o->state == EXT_OPEN && o->released < o->delivered &&
            o->done[o->released % EXT_HELD_MAX]) {
         int rc = rf_release(o->c, &o->held[o->released % EXT_HELD_MAX]);
@@ -62,10 +83,20 @@ static void drain(ext_client *o)
     client_check(o);
 }
 
+/* Lets go of libringfeed's client: rf_close() in the process that opened
+ * it.  A forked child leaves its copy alone (its descriptors and mapping
+ * go when it exits): rf_close() there could reach into a GPU runtime the
+ * child does not have. */
+static void close_client(ext_client *o)
+{
+    if (!forked(o))
+        rf_close(o->c);
+}
+
 /* OPEN or CLOSING -> CLOSED. */
 static void finish_close(ext_client *o)
 {
-    rf_close(o->c);
+    close_client(o);
     o->c = NULL;
     o->released = o->delivered;
     o->state = EXT_CLOSED;
@@ -84,6 +115,106 @@ void ext_client_view_gone(ext_client *o, uint64_t n)
         client_check(o);
 }
 
+/* Sets the error of an integer argument outside [lo, hi]: OverflowError
+ * naming it, its value and the range.  Returns -1. */
+static int out_of_range(const char *name, PyObject *v, const char *lo, unsigned long long hi)
+{
+    PyObject *r = PyObject_Repr(v);
+    const char *text = r ? PyUnicode_AsUTF8(r) : NULL;
+
+    if (!text) { /* too many digits to print */
+        PyErr_Clear();
+        text = "(a number too large to print)";
+    }
+    PyErr_Format(PyExc_OverflowError, "ringfeed: %s=%s is out of range: use %s to %llu", name,
+                 text, lo, hi);
+    Py_XDECREF(r);
+    return -1;
+}
+
+/* The integer (an int or anything with __index__) v as a new reference,
+ * or NULL with TypeError naming the argument. */
+static PyObject *as_integer(const char *name, PyObject *v)
+{
+    PyObject *i = PyNumber_Index(v);
+
+    if (!i && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "ringfeed: %s=%R: an integer is required", name, v);
+    }
+    return i;
+}
+
+/* Reads the integer argument `name` into *out when v is given (not NULL)
+ * and 0 <= v <= max.  Returns 0, or -1 with TypeError or OverflowError
+ * naming it; *out is unchanged on failure. */
+static int arg_u64(const char *name, PyObject *v, uint64_t max, uint64_t *out)
+{
+    PyObject *i;
+    unsigned long long u;
+
+    if (!v)
+        return 0;
+    i = as_integer(name, v);
+    if (!i)
+        return -1;
+    u = PyLong_AsUnsignedLongLong(i);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            Py_DECREF(i);
+            return -1;
+        }
+        PyErr_Clear(); /* negative, or past 64 bits */
+    } else if (u <= max) {
+        Py_DECREF(i);
+        *out = u;
+        return 0;
+    }
+    out_of_range(name, i, "0", max);
+    Py_DECREF(i);
+    return -1;
+}
+
+/* As arg_u64, for an int argument in [lo, hi]. */
+static int arg_int(const char *name, PyObject *v, int lo, int hi, int *out)
+{
+    PyObject *i;
+    long long n;
+    int over;
+    char low[24];
+
+    if (!v)
+        return 0;
+    i = as_integer(name, v);
+    if (!i)
+        return -1;
+    n = PyLong_AsLongLongAndOverflow(i, &over);
+    if (n == -1 && !over && PyErr_Occurred()) {
+        Py_DECREF(i);
+        return -1;
+    }
+    if (!over && n >= lo && n <= hi) {
+        Py_DECREF(i);
+        *out = (int)n;
+        return 0;
+    }
+    snprintf(low, sizeof(low), "%d", lo);
+    out_of_range(name, i, low, (unsigned long long)hi);
+    Py_DECREF(i);
+    return -1;
+}
+
+/* arg_u64 into a uint32_t. */
+static int arg_u32(const char *name, PyObject *v, uint32_t *out)
+{
+    uint64_t u = *out;
+
+    if (arg_u64(name, v, UINT32_MAX, &u) < 0)
+        return -1;
+    *out = (uint32_t)u;
+    return 0;
+}
+
 static int client_init(ext_client *o, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"dataset", "batch", "rank", "world", "seed", "start_epoch",
@@ -91,9 +222,9 @@ static int client_init(ext_client *o, PyObject *args, PyObject *kw)
                             "drop_last", "params", "name", "socket", "reconnect_ms",
                             "dlpack", NULL};
     struct rf_options opt;
-    unsigned int batch = 256, size = 0, depth = 0;
-    int rank = -1, world = -1, shuffle = 1, drop_last = 0, reconnect_ms = 30000, dlpack = 1;
-    unsigned long long seed = 0, start_epoch = 0, start_seq = 0;
+    PyObject *batch_o = NULL, *rank_o = NULL, *world_o = NULL, *seed_o = NULL;
+    PyObject *epoch_o = NULL, *seq_o = NULL, *size_o = NULL, *depth_o = NULL, *rms_o = NULL;
+    int shuffle = 1, drop_last = 0, dlpack = 1;
     const char *dataset, *transform = "raw", *params = NULL, *name = NULL, *sock = NULL;
     int rc;
 
@@ -101,28 +232,30 @@ static int client_init(ext_client *o, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "ringfeed: Client is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|IiiKKKsIIppzzzip:Client", names, &dataset,
-                                     &batch, &rank, &world, &seed, &start_epoch, &start_seq,
-                                     &transform, &size, &depth, &shuffle, &drop_last,
-                                     &params, &name, &sock, &reconnect_ms, &dlpack))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOOOOOsOOppzzzOp:Client", names, &dataset,
+                                     &batch_o, &rank_o, &world_o, &seed_o, &epoch_o, &seq_o,
+                                     &transform, &size_o, &depth_o, &shuffle, &drop_last,
+                                     &params, &name, &sock, &rms_o, &dlpack))
         return -1;
     rf_options_init(&opt);
+    /* the fields' own ranges; libringfeed refuses what the protocol does
+     * not take within them (batch 0, depth 1, epoch past 2^32 - 1, ...) */
+    if (arg_u32("batch", batch_o, &opt.batch) < 0 ||
+        arg_int("rank", rank_o, INT32_MIN, INT32_MAX, &opt.rank) < 0 ||
+        arg_int("world", world_o, INT32_MIN, INT32_MAX, &opt.world) < 0 ||
+        arg_u64("seed", seed_o, UINT64_MAX, &opt.seed) < 0 ||
+        arg_u64("start_epoch", epoch_o, UINT64_MAX, &opt.start_epoch) < 0 ||
+        arg_u64("start_seq", seq_o, UINT64_MAX, &opt.start_seq) < 0 ||
+        arg_u32("size", size_o, &opt.size) < 0 || arg_u32("depth", depth_o, &opt.depth) < 0 ||
+        arg_int("reconnect_ms", rms_o, 0, INT_MAX, &opt.reconnect_ms) < 0)
+        return -1;
     opt.dataset = dataset;
-    opt.batch = batch;
-    opt.rank = rank;
-    opt.world = world;
-    opt.seed = seed;
-    opt.start_epoch = start_epoch;
-    opt.start_seq = start_seq;
     opt.transform = transform;
-    opt.size = size;
-    opt.depth = depth;
     opt.shuffle = shuffle;
     opt.drop_last = drop_last;
     opt.params = params;
     opt.name = name;
     opt.socket = sock;
-    opt.reconnect_ms = reconnect_ms;
     o->as_dlpack = dlpack;
     Py_BEGIN_ALLOW_THREADS
     rc = rf_open(&opt, &o->c);
@@ -134,6 +267,7 @@ static int client_init(ext_client *o, PyObject *args, PyObject *kw)
         return -1;
     }
     rf_get_info(o->c, &o->info);
+    o->pid = getpid();
     o->state = EXT_OPEN;
     client_check(o);
     return 0;
@@ -142,7 +276,7 @@ static int client_init(ext_client *o, PyObject *args, PyObject *kw)
 static void client_dealloc(ext_client *o)
 {
     if (o->c)
-        rf_close(o->c);
+        close_client(o);
     Py_TYPE(o)->tp_free((PyObject *)o);
 }
 
@@ -150,6 +284,15 @@ static int check_open(ext_client *o)
 {
     if (o->state != EXT_OPEN) {
         ext_raise(-EBADF, "the loader is closed");
+        return -1;
+    }
+    if (forked(o)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "ringfeed: this loader was opened by process %ld and this is process "
+                     "%ld, a fork of it (a DataLoader worker or a multiprocessing child): "
+                     "its ring and batches belong to the process that opened it; open a "
+                     "new ringfeed.Loader in this process instead",
+                     (long)o->pid, (long)getpid());
         return -1;
     }
     if (o->in_next) {
@@ -349,13 +492,16 @@ static PyObject *client_next(ext_client *o, PyObject *args, PyObject *kw)
 static PyObject *client_next_cuda(ext_client *o, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"dst", "stream", "timeout_ms", NULL};
-    unsigned long long dst, stream;
+    PyObject *dst_o, *stream_o;
+    uint64_t dst = 0, stream = 0;
     int timeout_ms = -1, rc;
     struct rf_batch b;
     PyObject *t, *count;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KK|i:next_cuda", names, &dst, &stream,
-                                     &timeout_ms))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|i:next_cuda", names, &dst_o, &stream_o,
+                                     &timeout_ms) ||
+        arg_u64("dst", dst_o, UINTPTR_MAX, &dst) < 0 ||
+        arg_u64("stream", stream_o, UINTPTR_MAX, &stream) < 0)
         return NULL;
     if (check_open(o) < 0)
         return NULL;
@@ -389,7 +535,7 @@ static PyObject *client_next_cuda(ext_client *o, PyObject *args, PyObject *kw)
 static PyObject *client_close(ext_client *o, PyObject *unused)
 {
     (void)unused;
-    if (o->in_next) {
+    if (o->in_next && !forked(o)) { /* a fork's copy of a waiting thread is gone */
         PyErr_SetString(PyExc_RuntimeError,
                         "ringfeed: close() while another thread waits in next()");
         return NULL;

@@ -25,6 +25,15 @@
  * Lease: a view that outlives close() still reads valid memory, and
  * rf_close() runs when the last one goes.
  *
+ * PROCESSES.  A Client belongs to the process that opened it (pid).  A
+ * forked child (a DataLoader worker, a multiprocessing child) inherits a
+ * copy of it, of its leases and of the ring mapping, but the ring and its
+ * `released` word are the parent's: in the child, next() and next_cuda()
+ * raise RuntimeError, and a lease that dies, close() and dealloc hand
+ * nothing back (no rf_release, no eventfd write), and rf_close() is not
+ * called: the child's copies of the descriptors and of the mapping go
+ * when it exits, and the daemon hears nothing from it.
+ *
  * THREADS.  Every field here is read and written with the GIL held.  next()
  * drops the GIL around rf_next(); while it is out (in_next), a Lease dying
  * in another thread only marks its batch done and next() hands it back
@@ -37,6 +46,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ringfeed.h"
 
@@ -59,6 +69,7 @@ typedef struct {
     PyObject_HEAD
     struct rf_client *c;
     enum ext_client_state state;
+    pid_t pid;                       /* the process that opened it */
     int in_next;                     /* a thread is inside rf_next() */
     int as_dlpack;                   /* next() returns DLPack capsules */
     struct rf_info info;             /* from rf_open */

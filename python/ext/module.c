@@ -9,6 +9,7 @@
  */
 #include "ext.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -33,11 +34,16 @@ PyObject *ext_raise(int err, const char *fmt, ...)
 
 static PyObject *mod_strerror(PyObject *self, PyObject *arg)
 {
-    long e = PyLong_AsLong(arg);
+    int over;
+    long long e = PyLong_AsLongLongAndOverflow(arg, &over);
 
     (void)self;
-    if (e == -1 && PyErr_Occurred())
+    if (e == -1 && !over && PyErr_Occurred())
         return NULL;
+    if (over || e < -INT_MAX || e > INT_MAX)
+        return PyErr_Format(PyExc_OverflowError,
+                            "ringfeed: strerror(%R): an errno is %d to %d", arg, -INT_MAX,
+                            INT_MAX);
     return PyUnicode_FromString(rf_strerror(e > 0 ? (int)-e : (int)e));
 }
 

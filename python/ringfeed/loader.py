@@ -24,8 +24,16 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
 * The stream is a pure function of (dataset, seed, epoch, rank, world,
   batch, transform): ``state_dict()`` is that cursor, and
   ``load_state_dict()`` continues with the next batch exactly.
+* A loader belongs to the process that made it.  A forked child (a
+  DataLoader worker, a multiprocessing child) that uses it gets a
+  RuntimeError, and hands back none of its parent's batches, at exit or
+  ever: a child makes its own Loader.
+* Numbers are checked, never wrapped: an argument outside what the
+  stream's fields hold raises OverflowError naming it (``seed`` is 0 to
+  2**64 - 1; epochs run from 0 to 2**32 - 1, the protocol's).
 """
 import errno
+import operator
 import os
 
 from . import _ringfeed
@@ -52,6 +60,39 @@ def _torch_or_none():
 
 def _bad(msg):
     return Error(errno.EINVAL, msg)
+
+
+_U32_MAX = 2**32 - 1
+_U64_MAX = 2**64 - 1
+_I32_MIN, _I32_MAX = -2**31, 2**31 - 1
+_EPOCH_MAX = _U32_MAX  # the control protocol's ATTACH epoch= is a u32
+
+
+def _show(v):
+    """v for a message (an int too long to print is described)."""
+    return str(v) if v.bit_length() <= 256 else f"(a {v.bit_length()}-bit number)"
+
+
+def _integer(name, value, lo, hi):
+    """value as an int in [lo, hi]: TypeError when it is not an integer
+    (a float, a string), OverflowError outside the range, each naming the
+    argument."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"ringfeed: {name}={value!r}: an integer is required") from None
+    if not lo <= v <= hi:
+        raise OverflowError(f"ringfeed: {name}={_show(v)} is out of range: use {lo} to {hi}")
+    return v
+
+
+def _millis(name, seconds):
+    """seconds (> 0 or >= 0, checked by the caller) in whole ms for an int
+    field; OverflowError naming the argument past 2**31 - 1 ms."""
+    if seconds * 1000 > _I32_MAX:
+        raise OverflowError(f"ringfeed: {name}={seconds!r} is out of range: use at most "
+                            f"{_I32_MAX // 1000} seconds")
+    return int(seconds * 1000)
 
 
 class BatchInfo:
@@ -142,7 +183,15 @@ class Loader:
                  depth=None, params=None, name=None, output=None, copy=False, device=None,
                  layout=None, timeout=None, reconnect_timeout=30.0):
         self._client = None
+        self._pid = os.getpid()
         self._torch = None
+        batch_size = _integer("batch_size", batch_size, 0, _U32_MAX)
+        seed = _integer("seed", seed, 0, _U64_MAX)
+        size = None if size is None else _integer("size", size, 0, _U32_MAX)
+        depth = None if depth is None else _integer("depth", depth, 0, _U32_MAX)
+        rank = None if rank is None else _integer("rank", rank, _I32_MIN, _I32_MAX)
+        world_size = None if world_size is None else _integer("world_size", world_size,
+                                                              _I32_MIN, _I32_MAX)
         if output is None:
             self._torch = _torch_or_none()
             output = "torch" if self._torch else "numpy"
@@ -157,9 +206,10 @@ class Loader:
         self._copy = bool(copy)
         if timeout is not None and not timeout > 0:
             raise _bad(f"timeout={timeout!r}: use a number of seconds > 0, or None")
-        self._timeout_ms = -1 if timeout is None else max(1, int(timeout * 1000))
+        self._timeout_ms = -1 if timeout is None else max(1, _millis("timeout", timeout))
         if not reconnect_timeout >= 0:
             raise _bad(f"reconnect_timeout={reconnect_timeout!r}: use seconds >= 0")
+        reconnect_ms = _millis("reconnect_timeout", reconnect_timeout)
         self._params = self._join_params(params, layout, drop_last)
         self._opts = dict(
             dataset=dataset, batch=batch_size, rank=-1 if rank is None else rank,
@@ -167,7 +217,7 @@ class Loader:
             size=size or 0, depth=depth or 0, shuffle=bool(shuffle),
             drop_last=bool(drop_last), params=self._params or None, name=name,
             socket=os.fspath(socket) if socket is not None else None,
-            reconnect_ms=int(reconnect_timeout * 1000), dlpack=self.output == "torch")
+            reconnect_ms=reconnect_ms, dlpack=self.output == "torch")
         if self.output == "torch":
             from torch.utils.dlpack import from_dlpack
             self._from = from_dlpack
@@ -220,12 +270,14 @@ class Loader:
         return " ".join(parts)
 
     def _open(self, epoch, seq):
-        """Attaches anew so that the next batch is (epoch, seq).  Views of
-        batches from the previous stream stay valid until freed."""
+        """Attaches anew so that the next batch is (epoch, seq), then lets
+        the previous stream go: an attach that fails leaves the loader as it
+        was.  Views of batches from the previous stream stay valid until
+        freed."""
+        client = _ringfeed.Client(start_epoch=epoch, start_seq=seq, **self._opts)
         if self._client is not None:
             self._client.close()
-            self._client = None
-        self._client = _ringfeed.Client(start_epoch=epoch, start_seq=seq, **self._opts)
+        self._client = client
         self._info = self._client.info()
         self._pos = (self._info["next_epoch"], self._info["next_seq"])
         self._bpe = self._info["batches_per_epoch"]
@@ -237,6 +289,12 @@ class Loader:
     def _live(self):
         if self._client is None:
             raise Error(errno.EBADF, "the loader is closed")
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                f"ringfeed: this loader was made by process {self._pid} and this is process "
+                f"{os.getpid()}, a fork of it (a DataLoader worker or a multiprocessing "
+                "child): its ring and batches belong to the process that made it; make a "
+                "new ringfeed.Loader in this process instead")
         return self._client
 
     # ---- the DataLoader surface
@@ -247,16 +305,23 @@ class Loader:
     def __iter__(self):
         self._live()
         target = self._target if self._target is not None else self._pos
-        self._target = None
         if target != self._pos:
-            self._open(*target)
+            self._open(*target)  # on failure the target stays for the next loop
+        self._target = None
         return _Epoch(self, target[0])
 
     def set_epoch(self, epoch):
         """The next loop runs epoch `epoch` (from its first batch unless the
         loader already stands inside it)."""
+        try:
+            epoch = operator.index(epoch)
+        except TypeError:
+            raise TypeError(f"ringfeed: set_epoch({epoch!r}): an integer is required") from None
         if epoch < 0:
             raise _bad(f"set_epoch({epoch}): epochs count from 0")
+        if epoch > _EPOCH_MAX:
+            raise OverflowError(f"ringfeed: set_epoch({_show(epoch)}): epoch is out of range: "
+                                f"use 0 to {_EPOCH_MAX}")
         at = self._target if self._target is not None else self._pos
         self._target = at if at[0] == epoch else (epoch, 0)
 
@@ -273,11 +338,24 @@ class Loader:
                  for k, v in mine.items() if state.get(k) != v]
         if wrong:
             raise ValueError("ringfeed: the state_dict is of another stream: " + ", ".join(wrong))
-        epoch, seq = int(state["epoch"]), int(state["seq"])
-        if epoch < 0 or seq < 0 or seq >= self._bpe:
-            raise ValueError(f"ringfeed: state_dict position epoch={epoch} seq={seq} is "
-                             f"outside an epoch of {self._bpe} batches")
+        epoch, seq = (self._position(state, k) for k in ("epoch", "seq"))
+        if not 0 <= epoch <= _EPOCH_MAX:
+            raise ValueError(f"ringfeed: state_dict epoch={_show(epoch)} is out of range: "
+                             f"epochs run from 0 to {_EPOCH_MAX}")
+        if not 0 <= seq < self._bpe:
+            raise ValueError(f"ringfeed: state_dict seq={_show(seq)} is outside an epoch of "
+                             f"{self._bpe} batches (0 to {self._bpe - 1})")
         self._target = (epoch, seq)
+
+    @staticmethod
+    def _position(state, key):
+        try:
+            return operator.index(state[key])
+        except KeyError:
+            raise ValueError(f"ringfeed: the state_dict has no {key}") from None
+        except TypeError:
+            raise ValueError(f"ringfeed: state_dict {key}={state[key]!r}: an integer is "
+                             "required") from None
 
     def _identity(self):
         return {"dataset": self.dataset, "batch_size": self.batch_size, "seed": self.seed,

@@ -6,9 +6,13 @@ stream ringfeed-read sees (same digest); images are views of the ring
 holding too many raises instead of hanging; a view outlives close();
 state_dict/load_state_dict resume exactly in a new process; errors are
 ringfeed.Error with libringfeed's message; Ctrl-C interrupts a wait and the
-loader goes on; a daemon restart mid-epoch is invisible.
+loader goes on; a daemon restart mid-epoch is invisible; a forked child can
+neither use the loader nor hand back its parent's batches; no integer
+argument or state_dict position wraps.
 """
 import errno
+import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -187,6 +191,100 @@ def test_view_outlives_close(daemon):
     assert labels.sum() > 0    # labels are owned: unaffected
 
 
+FORK = textwrap.dedent("""
+    import json, os, sys, time, numpy as np, ringfeed
+    loader = ringfeed.Loader("test", batch_size=1000, shuffle=False, depth=3, output="numpy",
+                             socket=sys.argv[1])
+    it = iter(loader)
+    x, _ = next(it)             # the parent holds batch 0 through the children's lives
+    snap = x.copy()
+    out = []
+    for mode in ("exit", "next", "close"):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:            # the child, then a normal exit: interpreter teardown
+            os.close(r)         # frees its copies of the loader and the views
+            said = ""
+            if mode == "next":
+                try:
+                    next(it)
+                    said = "next() gave a batch"
+                except RuntimeError as e:
+                    said = str(e)
+            elif mode == "close":
+                loader.close()
+            os.write(w, said.encode())
+            sys.exit(0)
+        os.close(w)
+        said = os.read(r, 4096).decode()
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        time.sleep(0.3)         # a slot handed back would be refilled by now
+        out.append([mode, said, status, bool(np.array_equal(x, snap))])
+    print(json.dumps(out), flush=True)
+    del x
+    print(json.dumps([(loader.last.seq, int(loader.last.indices[0])) for _ in it]))
+""")
+
+
+def test_a_forked_child_hands_back_none_of_its_parents_batches(daemon, tmp_path):
+    """Children forked while the parent holds a batch can't use the loader,
+    and their normal exit (whose teardown frees their copies of the views),
+    after nothing, a refused next() or a close(), leaves the parent's ring
+    alone: the held batch stays as it was and the stream goes on in order."""
+    script = tmp_path / "fork.py"
+    script.write_text(FORK)
+    r = subprocess.run([sys.executable, str(script), daemon.sock], capture_output=True,
+                       text=True, timeout=60, env=os.environ)
+    lines = r.stdout.splitlines()
+    for mode, said, status, unchanged in json.loads(lines[0]):
+        assert status == 0, (mode, status)
+        assert unchanged, f"the parent's held batch changed after a child's {mode}"
+        if mode == "next":
+            assert "a fork of it" in said and "new ringfeed.Loader" in said, said
+    assert r.returncode == 0, r.stderr
+    assert json.loads(lines[1]) == [[s, 1000 * s] for s in range(1, 10)]
+
+
+def test_dataloader_workers_and_multiprocessing_children_get_an_error(daemon):
+    """A loader handed to a torch DataLoader's workers or a multiprocessing
+    child (both forked) raises there instead of taking the parent's batches."""
+    loader = ringfeed.Loader("test", batch_size=1000, shuffle=False, depth=3,
+                             socket=daemon.sock)
+    it = iter(loader)
+    x, _ = next(it)
+    snap = x.clone()
+
+    class Wrapped(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(loader)
+
+    dl = torch.utils.data.DataLoader(Wrapped(), batch_size=None, num_workers=1,
+                                     multiprocessing_context="fork")
+    with pytest.raises(RuntimeError, match="a fork of it"):
+        next(iter(dl))
+    del dl
+
+    def child(q):
+        try:
+            next(it)
+            q.put("next() gave a batch")
+        except RuntimeError as e:
+            q.put(str(e))
+
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.SimpleQueue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    said = q.get()
+    p.join(30)
+    assert "a fork of it" in said and p.exitcode == 0, (said, p.exitcode)
+    assert torch.equal(x, snap), "the parent's held batch changed"
+    del x
+    assert [(loader.last.seq, int(loader.last.indices[0])) for _ in it] == \
+        [(s, 1000 * s) for s in range(1, 10)]
+
+
 # ---- epochs and resume -----------------------------------------------------
 
 def test_epochs_len_and_leaving_a_loop_early(daemon):
@@ -260,6 +358,72 @@ def test_state_dict_of_another_stream_is_refused(daemon):
         b.load_state_dict(a.state_dict())
     with pytest.raises(ValueError, match="outside an epoch"):
         a.load_state_dict(dict(a.state_dict(), seq=100))
+
+
+def test_a_bad_resume_position_is_refused_and_changes_nothing(daemon):
+    """A state_dict position the protocol cannot carry (epochs are 0 to
+    2**32 - 1) or that is not an integer is refused on load, naming the
+    key, and the loader goes on from where it stood."""
+    loader = ringfeed.Loader("test", batch_size=1000, shuffle=False, socket=daemon.sock,
+                             output="numpy")
+    it = iter(loader)
+    next(it)
+    next(it)
+    good = loader.state_dict()
+    assert (good["epoch"], good["seq"]) == (0, 2)
+    bad = [("epoch", 2**32), ("epoch", 2**64 + 3), ("epoch", -1), ("epoch", "3"),
+           ("epoch", 1.5), ("seq", 2**64), ("seq", 10), ("seq", -1), ("seq", None)]
+    for key, value in bad:
+        with pytest.raises(ValueError, match=f"state_dict {key}="):
+            loader.load_state_dict(dict(good, **{key: value}))
+        assert loader.state_dict() == good, (key, value)
+    with pytest.raises(ValueError, match="no epoch"):
+        loader.load_state_dict({k: v for k, v in good.items() if k != "epoch"})
+    with pytest.raises(OverflowError, match="set_epoch"):
+        loader.set_epoch(2**32)
+    assert loader.state_dict() == good
+    next(it)
+    assert (loader.last.epoch, loader.last.seq) == (0, 2), "the loader did not go on"
+    loader.load_state_dict(dict(good, epoch=2**32 - 1, seq=9))   # the last epoch there is
+    images, _ = next(iter(loader))
+    assert (loader.last.epoch, loader.last.seq) == (2**32 - 1, 9)
+    assert int(loader.last.indices[0]) == 9000
+
+
+def test_numbers_past_their_range_are_refused(daemon):
+    """No integer wraps on its way to the daemon: each one past what its
+    field holds raises, naming the argument (seed=2**64 is not seed 0)."""
+    sock = daemon.sock
+    for kw in [dict(seed=2**64), dict(seed=-1), dict(seed=2**64 + 7),
+               dict(batch_size=2**32 + 100), dict(depth=2**32 + 4), dict(size=2**32 + 224),
+               dict(rank=2**31), dict(world_size=2**32 + 1), dict(timeout=1e300),
+               dict(timeout=float("inf")), dict(reconnect_timeout=2**62)]:
+        key = next(iter(kw))
+        with pytest.raises(OverflowError, match=f"{key}="):
+            ringfeed.Loader("test", socket=sock, **kw)
+    with pytest.raises(TypeError, match="seed="):
+        ringfeed.Loader("test", socket=sock, seed=1.0)
+    with pytest.raises(ringfeed.Error, match="weight"):
+        ringfeed.Loader("test", socket=sock, params={"weight": 2**64 + 3})
+    # the extension itself, under the Loader
+    Client = ringfeed._ringfeed.Client
+    for kw in [dict(seed=2**64), dict(start_epoch=2**64 + 3), dict(start_seq=2**64),
+               dict(start_seq=-1), dict(batch=2**32 + 6), dict(size=2**32), dict(depth=-1),
+               dict(rank=2**31), dict(world=-2**31 - 1), dict(reconnect_ms=-1)]:
+        key = next(iter(kw))
+        with pytest.raises(OverflowError, match=f"{key}="):
+            Client("test", socket=sock, **kw)
+    with pytest.raises(OverflowError, match="strerror"):
+        ringfeed._ringfeed.strerror(2**32 + 2)
+    c = Client("test", socket=sock, batch=10, dlpack=False)
+    with pytest.raises(OverflowError, match="dst="):
+        c.next_cuda(2**64, 0)
+    c.close()
+    loader = ringfeed.Loader("test", batch_size=100, socket=sock, seed=2**64 - 1,
+                             output="numpy")
+    assert loader.state_dict()["seed"] == 2**64 - 1 and len(next(iter(loader))[0]) == 100
+    with pytest.raises(OverflowError, match="set_epoch"):
+        loader.set_epoch(2**64 + 3)
 
 
 def test_drop_last_gives_full_batches_and_no_padding(daemon):
