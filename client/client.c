@@ -335,6 +335,7 @@ int rf_open(const struct rf_options *o, struct rf_client **out)
         *out = c;
     if (!c)
         return -ENOMEM;
+    c->pid = getpid();
     c->conn = (struct client_conn){.sock = -1, .efd = -1};
     c->state = CLIENT_DEAD;
     c->dead_err = -ENOTCONN;
@@ -417,6 +418,19 @@ static int next(struct rf_client *c, struct rf_batch *b, int timeout_ms, int64_t
     }
 }
 
+int client_check_owner(struct rf_client *c, const char *what)
+{
+    pid_t self = getpid();
+
+    if (self == c->pid)
+        return 0;
+    return rf_err_set(&c->err, -EPERM,
+                      "%s: this client was opened by process %d and process %d is a fork of "
+                      "it (a data-loader worker, a multiprocessing child): it cannot take or "
+                      "hand back the parent's batches; open a client in this process",
+                      what, (int)c->pid, (int)self);
+}
+
 int rf_next(struct rf_client *c, struct rf_batch *b, int timeout_ms)
 {
     int64_t t0, t1;
@@ -424,6 +438,9 @@ int rf_next(struct rf_client *c, struct rf_batch *b, int timeout_ms)
 
     if (!c || !b)
         return -EINVAL;
+    rc = client_check_owner(c, "rf_next");
+    if (rc < 0)
+        return rc;
     t0 = client_now_ns();
     if (c->last_return_ns)
         c->st.between_seconds += (double)(t0 - c->last_return_ns) * 1e-9;
@@ -526,6 +543,9 @@ int rf_release(struct rf_client *c, const struct rf_batch *b)
 
     if (!c || !b)
         return -EINVAL;
+    rc = client_check_owner(c, "rf_release");
+    if (rc < 0)
+        return rc;
     rc = client_check_handback(c, b, "rf_release");
     if (rc < 0)
         return rc;
@@ -601,7 +621,11 @@ void rf_close(struct rf_client *c)
 {
     if (!c)
         return;
-    client_handoff_close(c);
+    /* a forked child's copies are its own to close and unmap, but the
+     * pinned memory and the pending copies belong to the parent's device
+     * context: a child leaves them alone */
+    if (getpid() == c->pid)
+        client_handoff_close(c);
     client_conn_close(&c->conn);
     for (unsigned i = 0; i < c->n_old; i++)
         munmap(c->old[i].hdr, c->old[i].size);

@@ -25,6 +25,7 @@
 #define RINGFEED_CLIENT_CLIENT_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/un.h>
 
 #include "err.h"
@@ -104,6 +105,8 @@ struct rf_client {
     char *strings;              /* one block holding the copies */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     int32_t rank, world;
+    pid_t pid;                  /* the process that opened it: the only one
+                                   that may take or hand back batches */
 
     /* the connection state machine, driven by client_drive() */
     enum client_state state;
@@ -179,6 +182,11 @@ void client_conn_close(struct client_conn *cn);
 int client_wait(struct rf_client *c, int64_t deadline_ns);
 
 /* client.c, for handoff.c */
+
+/* 0 when the calling process opened c; else -EPERM with the message in
+ * c->err, `what` naming the caller's function (a forked child must not
+ * touch the parent's ring: ringfeed.h). */
+int client_check_owner(struct rf_client *c, const char *what);
 
 /* Checks that b is the oldest batch not yet handed back (released or
  * pending); 0 or -EINVAL with the message in c->err, `what` naming the

@@ -236,6 +236,9 @@ int rf_cuda_copy_release(struct rf_client *c, const struct rf_batch *b, void *ds
         return -EINVAL;
     if (!dst_device)
         return rf_err_set(&c->err, -EINVAL, "rf_cuda_copy_release: NULL destination");
+    rc = client_check_owner(c, "rf_cuda_copy_release");
+    if (rc < 0)
+        return rc;
     rc = client_check_handback(c, b, "rf_cuda_copy_release");
     if (rc < 0)
         return rc;
@@ -274,6 +277,9 @@ int rf_poll(struct rf_client *c)
 
     if (!c)
         return -EINVAL;
+    rc = client_check_owner(c, "rf_poll");
+    if (rc < 0)
+        return rc;
     rc = client_handoff_drain(c, 0, -1);
     return rc < 0 ? rc : (int)c->ho.n_pend;
 }

@@ -27,6 +27,12 @@
  *    A program may hold several at once (to overlap a copy with compute),
  *    up to the ring's depth minus one.
  *  - One rf_client must not be used from two threads at the same time.
+ *  - An rf_client belongs to the process that opened it.  In a child made
+ *    by fork() (a data-loader worker, a multiprocessing child) rf_next,
+ *    rf_release, rf_cuda_copy_release and rf_poll return -EPERM and touch
+ *    nothing the parent shares (the ring, its eventfd, the socket), and
+ *    rf_close frees only the child's own copies: a child can neither take
+ *    nor hand back the parent's batches.  A child opens its own client.
  *  - If the daemon goes away (the control connection closes, or the ring
  *    is closed because the daemon is stopping), rf_next() reconnects with
  *    backoff (50 ms doubling to 1 s) and resumes after the last batch it

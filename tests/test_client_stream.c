@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "fake_daemon.h"
 #include "ringfeed.h"
@@ -420,12 +421,68 @@ static void sleep_wake(void)
     stop_all(&f);
 }
 
+/* A forked child (a data-loader worker) must neither take nor hand back the
+ * parent's batches: its rf_release, rf_next and rf_poll fail with -EPERM
+ * and touch nothing shared, its rf_close frees only its own copies, and the
+ * parent's held batch stays held (its slot is not given back to the daemon
+ * behind its back) and is released by the parent as usual. */
+static void forked_child(void)
+{
+    struct rf_batch b;
+    struct rf_client *c;
+    struct ring_hdr *h;
+    struct fake f;
+    int status = 0;
+    pid_t pid;
+
+    g_fleet.per_ring = 0;
+    if (fake_start(&f, NULL, handler, NULL) < 0)
+        return (void)tap_ok(0, "fake daemon starts");
+    c = open_client(&f, 0);
+    if (!c || rf_ring_base(c, NULL) == NULL)
+        return stop_all(&f);
+    h = g_fleet.rings[0].hdr;
+    fake_publish(h, 0);
+    fake_publish(h, 1);
+    if (!tap_ok(rf_next(c, &b, 1000) == 0, "the parent takes batch 0")) {
+        rf_close(c);
+        return stop_all(&f);
+    }
+    pid = fork();
+    if (pid == 0) {
+        struct rf_batch b2;
+        int bad = 0;
+
+        bad |= rf_release(c, &b) != -EPERM;
+        bad |= (strstr(rf_last_error(c), "fork") == NULL) << 1;
+        bad |= (rf_next(c, &b2, 0) != -EPERM) << 2;
+        bad |= (rf_poll(c) != -EPERM) << 3;
+        rf_close(c);
+        bad |= (atomic_load(&h->released) != 0) << 4;
+        _exit(bad);
+    }
+    if (pid > 0)
+        waitpid(pid, &status, 0);
+    if (!tap_ok(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "a forked child's rf_release, rf_next and rf_poll fail with EPERM, saying "
+                "why, and its rf_close hands nothing back"))
+        tap_diag("  child status %#x (bits: release, message, next, poll, released)", status);
+    TAP_IS_INT(atomic_load(&h->released), 0, "  the parent's batch is still held after the "
+               "child exits");
+    TAP_OK(batch_ok(&b, 2, 3, 0), "  and its bytes are unchanged");
+    TAP_IS_INT(rf_release(c, &b), 0, "  the parent releases it");
+    TAP_IS_INT(atomic_load(&h->released), 1, "  and the ring says so");
+    rf_close(c);
+    stop_all(&f);
+}
+
 int main(void)
 {
     unsetenv("RANK");
     unsetenv("WORLD_SIZE");
     stream();
     sleep_wake();
+    forked_child();
     reconnect();
     give_up();
     never_reconnect();
