@@ -86,10 +86,35 @@
  *       semantics, issues a seq_cst fence, and writes 1 to the eventfd if
  *       want_release is set (M4).
  *
- * The daemon treats everything in the mapping as untrusted input from the
- * client: it reads `released` only, validates it, and never uses a value
- * from shared memory as an index.  Workers take slot numbers and offsets
- * from their job messages, never from the ring.
+ * WHICH MEMORY IS WHOSE.  The client maps the whole memfd read-write, so
+ * every byte of it is client-writable, at any time, whatever the rules above
+ * say a client writes.  The daemon promises the contents of the rest (the
+ * immutable header, state/error/reason, a published slot) only to a client
+ * that leaves them alone: one that writes there garbles its own stream and
+ * nothing else.  So to the daemon the whole mapping is client input:
+ *
+ *  T1. Nothing read from a ring is ever a source of bytes another client
+ *      receives.  A batch shared by several rings (SHARING in
+ *      daemon/share.c) is made in the worker's own memory, one sample at a
+ *      time, and copied from there into each member's slot, its per-sample
+ *      records likewise; never from one member's slot into another's.
+ *  T2. No record is checked or decoded in a ring.  The worker reads a
+ *      record into its own staging buffer, checks its CRC-32C and decodes
+ *      it (zstd reads back what it has decoded, and checks it) in its own
+ *      memory, and only then stores the sample into the slot; a transform
+ *      writes its output there and never reads it back.  So a bad sample
+ *      the daemon reports (and blames on the dataset) is never the
+ *      client's doing.
+ *  T3. The words the daemon does read there are bounded before use and
+ *      are never an index, offset or size: `released` is validated (M3);
+ *      `chunks`, `chunks_done` and `ready` only decide whether that same
+ *      ring's batch is published; `sleeping` only whether to wake.  Slot
+ *      numbers, offsets and geometry come from the job messages and the
+ *      daemon's own copy of the header, checked when the ring was added.
+ *
+ * Memory only the daemon writes: its processes' private memory (the
+ * workers' staging, decode and sample buffers, the geometry each checked at
+ * WIRE_RING_ADD, the main process's streams).  Shards are read-only to all.
  */
 #ifndef RINGFEED_PROTO_RING_H
 #define RINGFEED_PROTO_RING_H

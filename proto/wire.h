@@ -85,8 +85,9 @@ struct wire_ring_del {
 };
 
 /* Rings one job writes at most: the members of one share group
- * (SHARING in share.c).  The worker decodes into the first and copies the
- * chunk into the others. */
+ * (SHARING in share.c).  The worker makes each sample once in its own
+ * memory and copies it from there into every one of them (never from one
+ * ring into another: each client can write its own). */
 #define WIRE_TARGETS_MAX 8
 
 struct wire_target {

@@ -68,7 +68,9 @@ struct xform_def {
     int (*geometry)(const struct dataset *ds, const struct wire_xform *p,
                     struct xform_out *out, struct rf_err *err);
     /* Writes one sample of out->sample_bytes at dst; may keep working
-     * memory in ctx and adds its stage times there. */
+     * memory in ctx and adds its stage times there.  It only stores to
+     * dst, never loads from it: dst may be a ring slot, which its client
+     * can write at any time (proto/ring.h T2). */
     int (*apply)(const struct dataset *ds, const struct wire_xform *p,
                  const void *rec, size_t rec_len, struct rng_stream *rng,
                  struct xform_ctx *ctx, uint8_t *dst, const struct xform_out *out,

@@ -1,7 +1,7 @@
 /*
  * worker.c - a worker process: reads a job's records in one batched
- * submission, decodes and transforms them straight into the ring slot, and
- * reports done.
+ * submission, checks, decodes and transforms them, writes them into the
+ * ring slots of the job, and reports done.
  *
  * A worker is ringfeedd started as
  *     ringfeedd --worker PARENT_PID [--log-level L] [--data-bytes N] [--dataset NAME=DIR]...
@@ -25,6 +25,17 @@
  * Every bad sample is counted by reason (STATS errors.bad.*); the log names
  * them under the rule at BADLOG_FULL below: the first ones of a dataset in
  * full (dataset, shard, record, byte offset, reason), then summaries.
+ *
+ * Whose memory.  A ring is mapped by its client too, which may write any
+ * byte of it at any time (proto/ring.h).  So the worker only ever stores
+ * into a slot: a record is checked and decoded in the worker's own memory
+ * (stage, decoded), a transform's apply() writes its output and never
+ * reads it back (transform.h), and a chunk shared by several rings is made
+ * sample by sample in the worker's own `sample` buffer and copied from
+ * there into each ring, its per-sample records from the worker's own
+ * `meta`.  Nothing read from one client's ring reaches another's, and a
+ * client that scribbles on its ring garbles only its own batches, never a
+ * checksum or a decode the dataset is blamed for.
  *
  * Exit.  RETIRE, the main process gone, or SIGTERM (the daemon stopping)
  * end the worker between jobs, after it has written its pending bad-sample
@@ -145,8 +156,13 @@ struct wstate {
     /* per job: one staging buffer per sample for the stored bytes */
     uint8_t *stage;
     size_t stage_cap;
-    uint8_t *decoded;
+    uint8_t *decoded;       /* one record, decoded: the input of apply() */
     size_t decoded_cap;
+    /* one finished sample of a shared chunk, copied from here into each
+     * ring (sized at RING_ADD), and the chunk's per-sample records */
+    uint8_t *sample;
+    size_t sample_cap;
+    struct ring_sample meta[WIRE_JOB_MAX];
     struct { uint32_t ds; uint64_t index; } quarantine[QUARANTINE_MAX];
     uint32_t nquarantine;
 };
@@ -376,6 +392,13 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
         munmap(mem, m->total_size);
         goto fail;
     }
+    /* room for one of its samples in the worker's own memory (run_job) */
+    if (!buf_grow(&ws->sample, &ws->sample_cap, r->g.sample_bytes ? r->g.sample_bytes : 1)) {
+        log_warn("worker: ring %u: no memory for a %llu-byte sample", m->ring_id,
+                 (unsigned long long)r->g.sample_bytes);
+        munmap(mem, m->total_size);
+        goto fail;
+    }
     r->used = true;
     r->id = m->ring_id;
     r->mem = mem;
@@ -401,8 +424,12 @@ static void ring_del(struct wstate *ws, uint32_t id)
 
 /*
  * Makes one sample from dataset index idx, whose stored bytes are at stored,
- * into dst: decode, transform.  Returns 0, or a negative errno with *why and
- * err naming the shard, record and byte offset, and what is wrong.
+ * into dst: check, decode, transform.  The record is checked and decoded in
+ * the worker's own memory (ws->decoded), and dst is only ever written, never
+ * read: it may be a ring slot, which its client can write at any time (a
+ * zstd frame decoded there reads back what the client changed, and its
+ * checksum would blame the dataset).  Returns 0, or a negative errno with
+ * *why and err naming the shard, record and byte offset, and what is wrong.
  */
 static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint64_t idx,
                        const struct dataset_loc *loc, const uint8_t *stored,
@@ -420,30 +447,31 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
                           "workers before", loc->shard_path, (unsigned long long)loc->record,
                           (unsigned long long)loc->offset);
     }
-    if (xf->direct) {
-        /* the record is the sample: decode straight into the slot (timed
-         * by run_job over the whole job: two clock reads per 784-byte
-         * sample were 4% of the daemon's cycles) */
-        if (loc->decoded_len != r->out.sample_bytes) {
-            *why = BAD_SHAPE;
-            return rf_err_set(err, -EBADMSG, "%s: record %llu at byte %llu: %u bytes, the shape "
-                              "needs %llu", loc->shard_path, (unsigned long long)loc->record,
-                              (unsigned long long)loc->offset, loc->decoded_len,
-                              (unsigned long long)r->out.sample_bytes);
-        }
-        n = dataset_decode(ds, loc, stored, dst, r->out.sample_bytes, ws->dctx, err);
-        if (n < 0) {
-            *why = strstr(err->msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
-            return n;
-        }
-        *label = (int32_t)loc->label;
-        return 0;
+    if (xf->direct && loc->decoded_len != r->out.sample_bytes) {
+        *why = BAD_SHAPE;
+        return rf_err_set(err, -EBADMSG, "%s: record %llu at byte %llu: %u bytes, the shape "
+                          "needs %llu", loc->shard_path, (unsigned long long)loc->record,
+                          (unsigned long long)loc->offset, loc->decoded_len,
+                          (unsigned long long)r->out.sample_bytes);
     }
     if (!buf_grow(&ws->decoded, &ws->decoded_cap, loc->decoded_len ? loc->decoded_len : 1)) {
         *why = BAD_TOO_LARGE;
         return rf_err_set(err, -ENOMEM, "%s: record %llu at byte %llu: no memory to decode its "
                           "%u bytes", loc->shard_path, (unsigned long long)loc->record,
                           (unsigned long long)loc->offset, loc->decoded_len);
+    }
+    if (xf->direct) {
+        /* the record is the sample: decoded here, then copied into dst
+         * (timed by run_job over the whole job: two clock reads per
+         * 784-byte sample were 4% of the daemon's cycles) */
+        n = dataset_decode(ds, loc, stored, ws->decoded, ws->decoded_cap, ws->dctx, err);
+        if (n < 0) {
+            *why = strstr(err->msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
+            return n;
+        }
+        memcpy(dst, ws->decoded, r->out.sample_bytes);
+        *label = (int32_t)loc->label;
+        return 0;
     }
     t0 = clock_mono_ns();
     n = dataset_decode(ds, loc, stored, ws->decoded, ws->decoded_cap, ws->dctx, err);
@@ -618,6 +646,50 @@ static int plan_job(const struct wring *r, const struct wire_job *job, struct sa
     return 0;
 }
 
+/* A slot a job writes: in ring r, batch g's slot, and its pixel block. */
+struct dest {
+    struct wring *r;
+    struct ring_slot *slot;
+    uint8_t *data;
+    uint64_t g;
+};
+
+static struct dest dest_of(struct wring *r, uint32_t slot, uint64_t g)
+{
+    /* placed by the geometry checked at RING_ADD, never by the shared header */
+    struct ring_slot *s = (struct ring_slot *)((char *)r->mem + RING_HDR_SIZE +
+                                               (uint64_t)slot * r->g.slot_stride);
+
+    return (struct dest){ .r = r, .slot = s, .data = (uint8_t *)s + r->g.meta_size, .g = g };
+}
+
+/*
+ * The slots job writes into d[]: its own ring's (r, checked by the caller)
+ * first, then those of the other rings of a shared batch (SHARING in the
+ * daemon's share.c) that are still mapped.  The rings of one stream
+ * function have the same geometry: checked here, never assumed; a ring gone
+ * since (its client left) or one that differs is left out.  Returns how
+ * many, at least 1.
+ */
+static uint32_t job_dests(struct wstate *ws, struct wring *r, const struct wire_job *job,
+                          struct dest *d)
+{
+    uint32_t n = 0;
+
+    d[n++] = dest_of(r, job->slot, job->stream_seq);
+    for (uint32_t t = 0; t + 1 < job->ntargets && t + 1 < WIRE_TARGETS_MAX; t++) {
+        const struct wire_target *to = &job->more[t];
+        struct wring *r2 = ring_find(ws, to->ring_id);
+
+        if (!r2 || !r2->mem || r2->g.batch != r->g.batch ||
+            r2->g.sample_bytes != r->g.sample_bytes || r2->g.meta_size != r->g.meta_size ||
+            to->slot >= r2->g.depth)
+            continue;
+        d[n++] = dest_of(r2, to->slot, to->stream_seq);
+    }
+    return n;
+}
+
 static void run_job(struct wstate *ws, const struct wire_job *job)
 {
     struct wire_done done = { .type = WIRE_DONE, .job_id = job->job_id, .ring_id = job->ring_id };
@@ -627,9 +699,10 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     uint64_t plan[WIRE_JOB_MAX];
     int loc_ok[WIRE_JOB_MAX];
     struct sampler smp;
-    struct ring_slot *slot;
-    struct ring_sample *meta;
-    uint8_t *data;
+    struct dest dests[WIRE_TARGETS_MAX];
+    struct ring_sample *meta = ws->meta;
+    uint32_t nd, subst = 0;
+    uint64_t sb;
     size_t total = 0, off = 0;
     uint64_t t0 = clock_mono_ns(), t1, cpu0 = clock_thread_cpu_ns();
     uint64_t faults = mapguard_faults();
@@ -663,11 +736,8 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
                  job->first + job->count);
         goto out;
     }
-    /* placed by the checked geometry, never by the shared header */
-    slot = (struct ring_slot *)((char *)r->mem + RING_HDR_SIZE +
-                                (uint64_t)job->slot * r->g.slot_stride);
-    meta = ring_samples(slot);
-    data = (uint8_t *)slot + r->g.meta_size;
+    nd = job_dests(ws, r, job, dests);
+    sb = r->g.sample_bytes;
 
     /* 1. locate every record and read them all in one submission (each
      * index entry is fetched PREFETCH_AHEAD * 2 samples ahead: in a
@@ -715,13 +785,17 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     t1 = clock_mono_ns();
     ws->c.io_ns += t1 - t0;
 
-    /* 2. decode and transform each sample into its place in the slot */
+    /* 2. check, decode and transform each sample (make_sample): for a ring
+     * of its own straight into its place in the slot, which it only writes;
+     * for a shared chunk into the worker's own buffer, then copied from there
+     * into each ring (never from one ring into another: each client can
+     * write its own).  The per-sample records go to the worker's meta[]. */
     direct = xform_get(r->p.xform.id)->direct;
     for (uint32_t j = 0; j < PREFETCH_AHEAD && j < job->count; j++)
         prefetch_record(&reqs[j]);
     for (uint32_t j = 0; j < job->count; j++) {
         uint32_t at = job->first + j;
-        uint8_t *dst = data + (uint64_t)at * r->g.sample_bytes;
+        uint8_t *dst = nd == 1 ? dests[0].data + (uint64_t)at * sb : ws->sample;
         enum wire_bad why = BAD_READ;
         struct rf_err err;
         int32_t label = 0;
@@ -732,8 +806,8 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
 
             send_or_die(ws, &p, sizeof(p));
         }
-        meta[at].index = plan[j];
-        meta[at].flags = sampler_is_padding(&smp, job->seq, at) ? RING_SAMPLE_PADDING : 0;
+        meta[j].index = plan[j];
+        meta[j].flags = sampler_is_padding(&smp, job->seq, at) ? RING_SAMPLE_PADDING : 0;
         if (j + PREFETCH_AHEAD < job->count)
             prefetch_record(&reqs[j + PREFETCH_AHEAD]);
         if (loc_ok[j] && reqs[j].result == 0)
@@ -764,11 +838,14 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
                 goto out;
             }
             ws->c.substituted++;
-            meta[at].index = idx;
-            meta[at].flags |= RING_SAMPLE_SUBSTITUTED;
-            __atomic_fetch_add(&slot->substituted, 1, __ATOMIC_RELAXED);
+            subst++;
+            meta[j].index = idx;
+            meta[j].flags |= RING_SAMPLE_SUBSTITUTED;
         }
-        meta[at].label = label;
+        meta[j].label = label;
+        if (nd > 1)
+            for (uint32_t k = 0; k < nd; k++)
+                memcpy(dests[k].data + (uint64_t)at * sb, ws->sample, sb);
     }
     if (direct)
         ws->c.decode_ns += clock_mono_ns() - t1;
@@ -778,37 +855,17 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     if (mapguard_faults() != faults && dataset_changed(ws, r->p.dataset_id))
         goto failed;
 
-    /* 3. the same chunk into the other rings of a shared batch (SHARING in
-     * the daemon's sched.c): the rings of one stream function, so the same
-     * geometry, checked here, never assumed */
-    for (uint32_t t = 0; t + 1 < job->ntargets && t + 1 < WIRE_TARGETS_MAX; t++) {
-        const struct wire_target *to = &job->more[t];
-        struct wring *r2 = ring_find(ws, to->ring_id);
-        struct ring_slot *slot2;
-        uint32_t subst = 0;
+    /* 3. the chunk's per-sample records into each ring, then its bit; the
+     * worker completing a ring's mask publishes it (ring.h W1, W2) */
+    for (uint32_t k = 0; k < nd; k++) {
+        struct dest *to = &dests[k];
 
-        if (!r2 || !r2->mem || r2->g.batch != r->g.batch ||
-            r2->g.sample_bytes != r->g.sample_bytes || r2->g.meta_size != r->g.meta_size ||
-            to->slot >= r2->g.depth)
-            continue; /* a ring gone since (its client left): nothing to write */
-        slot2 = (struct ring_slot *)((char *)r2->mem + RING_HDR_SIZE +
-                                     (uint64_t)to->slot * r2->g.slot_stride);
-        memcpy(ring_samples(slot2) + job->first, meta + job->first,
-               (size_t)job->count * sizeof(*meta));
-        memcpy((uint8_t *)slot2 + r2->g.meta_size + (uint64_t)job->first * r->g.sample_bytes,
-               data + (uint64_t)job->first * r->g.sample_bytes,
-               (size_t)job->count * r->g.sample_bytes);
-        for (uint32_t j = 0; j < job->count; j++)
-            subst += (meta[job->first + j].flags & RING_SAMPLE_SUBSTITUTED) != 0;
+        memcpy(ring_samples(to->slot) + job->first, meta, (size_t)job->count * sizeof(*meta));
         if (subst)
-            __atomic_fetch_add(&slot2->substituted, subst, __ATOMIC_RELAXED);
-        if (mark_chunk(r2, slot2, job->chunk, to->stream_seq))
+            __atomic_fetch_add(&to->slot->substituted, subst, __ATOMIC_RELAXED);
+        if (mark_chunk(to->r, to->slot, job->chunk, to->g))
             done.published = 1;
     }
-
-    /* 4. mark the chunk; the worker completing the mask publishes (ring.h W1, W2) */
-    if (mark_chunk(r, slot, job->chunk, job->stream_seq))
-        done.published = 1;
     goto out;
 failed:
     done.status = WIRE_DATASET_FAILED;

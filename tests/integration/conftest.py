@@ -310,6 +310,24 @@ def daemon_factory():
         d.cleanup()
 
 
+@contextlib.contextmanager
+def workers_held(d):
+    """The workers stopped (SIGSTOP) for the block, continued after it: no
+    batch completes meanwhile, so no stream gets further than its ring's
+    depth, whatever the machine's load does to the processes started."""
+    pids = d.worker_pids()
+    assert pids, d.stats()
+    held = []
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            held.append(pid)
+        yield
+    finally:
+        for pid in held:
+            os.kill(pid, signal.SIGCONT)
+
+
 def run_read(sock, dataset, batch=256, epochs=1, extra=(), timeout=300, dump=None, check=True):
     """Runs ringfeed-read --json; returns (parsed json, completed process)."""
     cmd = [read_tool(), "--socket", sock, "--dataset", dataset, "--batch", str(batch),

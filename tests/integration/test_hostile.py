@@ -15,7 +15,14 @@ Regressions held here:
     until idle-sec (eight idle ones from another uid locked root out); now
     each is answered ERR denied and closed as it is accepted, never
     counted, and ringfeedctl prints the daemon's ERR where its request
-    found the connection closed (it used to say "Broken pipe").
+    found the connection closed (it used to say "Broken pipe");
+  - a client writing into its own ring (tests/ring_scribbler) reached other
+    clients: in a decode-once share group the worker copied each chunk from
+    the first member's ring into the others', so a client attached first
+    with another's stream rewrote that client's labels and pixels; and zstd
+    records were decoded and checksummed inside the slot, so the scribbling
+    made the daemon count and log records of a healthy dataset as corrupt.
+    Now the other member gets its solo digest and no sample is bad.
 
 Each daemon here is stopped with SIGTERM at the end and must exit 0.
 """
@@ -31,7 +38,8 @@ import time
 
 import pytest
 
-from conftest import (connect_unix, ctl, ctl_tool, raw_request, run_read, wait_for)
+from conftest import (binary, connect_unix, ctl, ctl_tool, raw_request, read_dump_rows,
+                      read_tool, run_read, wait_for, workers_held)
 
 WAIT = 30.0
 
@@ -331,3 +339,65 @@ def test_denied_peers_hold_no_place(daemon):
                            capture_output=True, text=True, timeout=WAIT)
         assert r.returncode == 1 and r.stderr.rstrip().endswith("(denied)"), r
         assert "uid 65534" in r.stderr, r
+
+
+def scribbler(sock, line, seconds=120, batches=1 << 40):
+    """tests/ring_scribbler attached with the ATTACH line (no newline):
+    it writes labels 7 and pixels 0xAB into the slots being filled and
+    releases each batch as soon as it is published."""
+    return subprocess.Popen([binary("tests/ring_scribbler"), sock, str(seconds), str(batches),
+                             line], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_share_member_never_writes_another_members_batches(daemon, tmp_path):
+    """A client that attaches first with another's stream (same dataset,
+    seed, batch: the defaults) and scribbles on its ring while releasing
+    promptly leaves the other member's batches byte for byte its solo run's:
+    the worker copies a shared chunk from its own memory, never from the
+    first member's ring."""
+    d = daemon(workers=2)
+    solo_dump, victim_dump = tmp_path / "solo.txt", tmp_path / "victim.txt"
+    alone, _ = run_read(d.sock, "fm", batch=1000, epochs=5, dump=str(solo_dump),
+                        extra=["--params", "share=0"])
+    joins = int(d.stats()["sharing.joins"])
+    # the workers held until both are attached and grouped: the scribbler's
+    # ring is the first of every shared job from the reader's join on
+    with workers_held(d):
+        evil = scribbler(d.sock, "ATTACH dataset=fm batch=1000 name=scribbler version=2")
+        wait_for(lambda: d.stats()["clients.attached"] == "1", "the scribbler to attach")
+        victim = subprocess.Popen([read_tool(), "--socket", d.sock, "--dataset", "fm", "--batch",
+                                   "1000", "--epochs", "5", "--json", "--dump-indices",
+                                   str(victim_dump)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: int(d.stats()["sharing.joins"]) > joins,
+                 "the reader to join the scribbler's group", timeout=WAIT)
+    out, err = victim.communicate(timeout=120)
+    evil.terminate()
+    evil_out, evil_err = evil.communicate(timeout=WAIT)
+    assert victim.returncode == 0, err
+    assert evil.returncode == 0, evil_err
+    m = re.match(r"released (\d+) batches, (\d+) slot overwrites", evil_out)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0, evil_out
+    shared = json.loads(out.strip().splitlines()[-1])
+    a, b = read_dump_rows(solo_dump), read_dump_rows(victim_dump)
+    changed = sum(x != y for x, y in zip(a, b))
+    assert len(a) == len(b) == 50000 and changed == 0, \
+        f"{changed} of {len(b)} samples' (index, label, flags) differ from the solo run's"
+    assert shared["digest"] == alone["digest"], "the shared stream's pixels are not its solo run's"
+
+
+def test_scribbling_client_never_makes_records_bad(daemon):
+    """A client writing into its ring while the workers fill it garbles its
+    own batches only: the daemon checks and decodes records in its own
+    memory, so a healthy dataset (zstd records) gets no bad sample, no
+    "checksum" count and no log line blaming a shard."""
+    d = daemon(workers=2)
+    r = subprocess.run([binary("tests/ring_scribbler"), d.sock, "120", "400",
+                        "ATTACH dataset=fm batch=500 name=scribbler share=0 version=2"],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("released 400 batches"), r.stdout
+    st = d.stats()
+    bad = {k: v for k, v in st.items() if k.startswith("errors.bad.") and v != "0"}
+    assert not bad, f"bad samples counted for a healthy dataset: {bad}"
+    assert "bad sample" not in d.read_log(), d.read_log()[-3000:]

@@ -26,7 +26,6 @@ dying, or a weight never changes a byte of a stream.
   - two input-bound readers at weights 1 and 3 get worker time 1:3 (within
     10%) while both read.
 """
-import contextlib
 import json
 import os
 import re
@@ -37,7 +36,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, attach_held, read_tool, run_read, wait_for
+from conftest import BUILD, attach_held, read_tool, run_read, wait_for, workers_held
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MATE = "/usr/share/backgrounds/mate/nature"
@@ -130,24 +129,6 @@ JOINED = re.compile(r"client \d+ shares the producer of client \d+ \(group \d+, 
 def join_places(d):
     """The places (batches since epoch 0) of the joins the daemon logged."""
     return [int(e) * bpe() + int(b) for e, b in JOINED.findall(d.read_log())]
-
-
-@contextlib.contextmanager
-def workers_held(d):
-    """The workers stopped (SIGSTOP) for the block, continued after it: no
-    batch completes meanwhile, so no stream gets further than its ring's
-    depth, whatever the machine's load does to the processes started."""
-    pids = d.worker_pids()
-    assert pids, d.stats()
-    held = []
-    try:
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-            held.append(pid)
-        yield
-    finally:
-        for pid in held:
-            os.kill(pid, signal.SIGCONT)
 
 
 def started_together(d, sock, epochs, extra_a, extra_b=None):
