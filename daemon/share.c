@@ -185,7 +185,7 @@ static bool join_planned(struct daemon *d, struct share_group *g, struct stream 
         atomic_store_explicit(&slot->ready, 0, memory_order_release);
         st->slot_g[si] = g_new;
         st->slot_count[si] = from->count;
-        st->slot_plan_ns[si] = clock_mono_ns();
+        st->slot_plan_ns[si] = sched_now(d);
         st->sh.shared_batches++;
     }
     for (struct stream *q = d->sched.streams; q; q = q->next)
@@ -255,7 +255,7 @@ enum share_join share_try_join(struct daemon *d, struct stream *st)
         st->sh.join_wait_since = 0;
         return SHARE_JOIN_NONE;
     }
-    now = clock_mono_ns();
+    now = sched_now(d);
     if (!st->sh.join_wait_since)
         st->sh.join_wait_since = now;
     if (now - st->sh.join_wait_since < SHARE_HOLD_NS)
@@ -279,7 +279,7 @@ void share_check_hold(struct daemon *d, struct share_group *g)
         g->held_since = 0;
         return;
     }
-    now = clock_mono_ns();
+    now = sched_now(d);
     if (!g->held_since) {
         g->held_since = now;
         return;

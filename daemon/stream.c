@@ -221,7 +221,7 @@ bool stream_take_release(struct daemon *d, struct stream *st)
             }
             st->released = r;
             if (r == st->published && !st->starved_since)
-                st->starved_since = clock_mono_ns();
+                st->starved_since = sched_now(d);
             plan_fill_stream(d, st);
         }
         /* also while at most one batch is ready, so that the release that
@@ -464,7 +464,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, str
     for (uint32_t i = 0; i < RING_MAX_DEPTH; i++)
         st->slot_g[i] = STREAM_NO_BATCH;
     d->sched.mem_used += st->geom.total_size;
-    st->attach_ns = clock_mono_ns();
+    st->attach_ns = sched_now(d);
     st->starved_since = st->attach_ns; /* the client waits for its first batch from here */
     st->next = d->sched.streams;
     d->sched.streams = st;
@@ -550,7 +550,7 @@ static const char *share_text(double v, char *buf, size_t cap)
 int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
     int lines = 0;
-    uint64_t now = clock_mono_ns();
+    uint64_t now = sched_now(d);
 
     for (struct stream *st = d->sched.streams; st; st = st->next) {
         uint64_t starved = st->starved_ns + (st->starved_since ? now - st->starved_since : 0);
@@ -622,7 +622,7 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
                                        struct sched_client *out)
 {
     const struct stream *st = prev ? prev->next : d->sched.streams;
-    uint64_t now = clock_mono_ns();
+    uint64_t now = sched_now(d);
 
     if (!st)
         return NULL;
