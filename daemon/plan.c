@@ -275,7 +275,6 @@ static void plan_fill_group(struct daemon *d, struct share_group *g)
                 return;
             continue;
         }
-        share_planned(g);
         if (n == 1 && !g->closed) {
             enum share_join jn = share_try_join(d, m[0]);
 
