@@ -192,6 +192,8 @@ struct sched_client {
     uint32_t group, group_members; /* its share group's id and size; 0, 0 alone */
     uint64_t shared_batches;       /* its batches that other rings shared */
     bool locked, failed;
+    uint32_t weight_asked;         /* its ATTACH's weight=, 0 none; weight is what
+                                    * the config allows of it (WEIGHTS) */
 };
 /* The attached clients in turn: prev NULL gives the first; returns NULL
  * past the last.  *out describes the one returned. */

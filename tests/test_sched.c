@@ -15,7 +15,8 @@
  * carefully, unless its chunk was already written (then the batch is
  * published, not rerun); a careful run that dies twice on the same sample quarantines
  * exactly that sample; a detach with jobs in flight frees everything;
- * the share groups' join, hold and split rules (share.c SHARING, HOLD).
+ * the share groups' join, hold and split rules (share.c SHARING, HOLD);
+ * weights, and the cap the config puts on them (fairq.c WEIGHTS).
  *
  * Time is the test's own (fake_now, the scheduler's clock in its
  * sched_ops): the timing rules are checked by moving it, never by
@@ -1141,8 +1142,73 @@ static void join_wait_times_out(void)
 }
 
 /*
+ * WEIGHTS' cap: a client's weight= is lowered to what the config allows it
+ * (conf_weight_max), not refused, and STATS shows both.  By default
+ * (max-weight 1) a client asking for 1000 beside one asking for nothing
+ * gets weight 1, and the two get worker time 1:1; a uid rule with /MAX
+ * caps its user there; max-weight raises the cap for the others.
+ */
+static void weight_caps(void)
+{
+    struct client hog, v;
+    struct client *hv[] = {&hog, &v};
+    struct sched_client fh, fv;
+    struct rf_err err;
+    double ratio;
+
+    g_next_weight = 1000;
+    if (attach(&hog, 64, 16, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    g_next_seed = 5;
+    if (attach(&v, 64, 16, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&hog, &fh);
+    client_figures(&v, &fv);
+    tap_ok(fh.weight == 1 && fh.weight_asked == 1000 && fv.weight == 1 && fv.weight_asked == 0,
+           "by default weight=1000 is given 1 (asked %u, weight %u; the other %u, %u)",
+           fh.weight_asked, fh.weight, fv.weight_asked, fv.weight);
+    run_multi(hv, 2, 2000);
+    client_figures(&hog, &fh);
+    client_figures(&v, &fv);
+    ratio = fv.worker_ns ? (double)fh.worker_ns / (double)fv.worker_ns : 0;
+    tap_ok(ratio > 0.9 && ratio < 1.1, "  worker time 1:1 within 10%% (%.2f)", ratio);
+    detach(&hog);
+    detach(&v);
+    drop_all();
+
+    if (conf_set(&g_d.cf, "weight", "uid:0=2/4", &err) < 0 ||
+        conf_set(&g_d.cf, "max-weight", "8", &err) < 0)
+        return (void)tap_ok(0, "conf_set: %s", err.msg);
+    {
+        static const uint32_t ask[] = {0, 3, 1000};
+        static const uint32_t want[] = {2, 3, 4};
+
+        for (unsigned i = 0; i < 3; i++) {
+            g_next_weight = ask[i];
+            if (attach(&v, 64, 4, 0, 1) < 0)
+                return (void)tap_ok(0, "attach");
+            client_figures(&v, &fv);
+            tap_ok(fv.weight == want[i] && fv.weight_asked == ask[i],
+                   "rule uid:0=2/4: asking %u gives %u (got %u)", ask[i], want[i], fv.weight);
+            detach(&v);
+            drop_all();
+        }
+    }
+    g_d.cf.n_weights = 0;
+    g_next_weight = 1000;
+    if (attach(&v, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&v, &fv);
+    TAP_IS_INT(fv.weight, 8, "no rule, max-weight 8: asking 1000 gives 8");
+    detach(&v);
+    drop_all();
+    conf_defaults(&g_d.cf);
+    g_d.cf.memory_budget = 1ull << 30;
+}
+
+/*
  * WEIGHTS (fairq.c): two streams that always have jobs queued, weights 1
- * and 3, are handed work 1:3 (within 10%), and the worker time the pool
+ * and 3 (max-weight 3 allows them), are handed work 1:3 (within 10%), and the worker time the pool
  * reports is credited to each the same way.
  */
 static void weights(void)
@@ -1152,6 +1218,7 @@ static void weights(void)
     struct sched_client fl, fh;
     double ratio;
 
+    g_d.cf.max_weight = 3;
     g_next_weight = 1;
     if (attach(&l, 64, 16, 0, 1) < 0)
         return (void)tap_ok(0, "attach");
@@ -1166,6 +1233,7 @@ static void weights(void)
     ratio = fl.worker_ns ? (double)fh.worker_ns / (double)fl.worker_ns : 0;
     tap_ok(ratio > 2.7 && ratio < 3.3, "worker time 1:3 within 10%% (%.2f)", ratio);
     TAP_IS_INT(l.bad + h.bad, 0, "  each stream exactly its own");
+    g_d.cf.max_weight = 1;
     detach(&l);
     detach(&h);
     {
@@ -1211,6 +1279,7 @@ int main(void)
     hold_spares_the_pace();
     join_wait_times_out();
     weights();
+    weight_caps();
     dataset_close(g_cat[0].ds);
     sched_close(&g_d);
     uv_run(&loop, UV_RUN_DEFAULT);
