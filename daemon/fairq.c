@@ -24,8 +24,9 @@
  *     with a quantum added.
  *
  * WEIGHTS: a stream's quantum is SCHED_QUANTUM_NS times its weight (the
- * ATTACH's weight=, else the config's rule for its name or uid, else 1),
- * so while streams wait for the workers each gets work in proportion to
+ * ATTACH's weight=, else the config's rule for its name or uid, else 1;
+ * lowered to the most the config allows the client, stream.c's
+ * grant_weight: a client cannot give itself the workers), so while streams wait for the workers each gets work in proportion to
  * its weight; a shared batch (SHARING) is charged to its home, the member
  * that planned it, at the home's weight.  Worker time (the worker's CPU
  * time in the job, so a worker waiting for a core charges nobody) is

@@ -190,7 +190,7 @@ int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
         atomic_store_explicit(&slot->ready, 0, memory_order_release);
         m[i]->slot_g[slot_i] = g;
         m[i]->slot_count[slot_i] = count;
-        m[i]->slot_plan_ns[slot_i] = clock_mono_ns();
+        m[i]->slot_plan_ns[slot_i] = sched_now(d);
         if (n > 1)
             m[i]->sh.shared_batches++;
     }
@@ -275,7 +275,6 @@ static void plan_fill_group(struct daemon *d, struct share_group *g)
                 return;
             continue;
         }
-        share_planned(g);
         if (n == 1 && !g->closed) {
             enum share_join jn = share_try_join(d, m[0]);
 
@@ -339,7 +338,7 @@ void plan_advance_published(struct daemon *d, struct stream *st)
             atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(g))
             break;
         if (!now)
-            now = clock_mono_ns();
+            now = sched_now(d);
         hist_observe(&d->sched.prod_hist, now - st->slot_plan_ns[i]);
         st->production_ns += now - st->slot_plan_ns[i];
         st->batches++;
@@ -349,7 +348,7 @@ void plan_advance_published(struct daemon *d, struct stream *st)
         st->published++;
     }
     if (st->starved_since && st->published > st->released) {
-        uint64_t wait = (now ? now : clock_mono_ns()) - st->starved_since;
+        uint64_t wait = (now ? now : sched_now(d)) - st->starved_since;
 
         hist_observe(&d->sched.wait_hist, wait);
         st->starved_ns += wait;

@@ -19,12 +19,17 @@
 #include "log.h"
 #include "stream.h"
 
+uint64_t sched_now(const struct daemon *d)
+{
+    return d->sched.ops && d->sched.ops->now ? d->sched.ops->now() : clock_mono_ns();
+}
+
 /* Once a second: the share windows (WEIGHTS), and groups held by a full
  * ring or streams waiting to join one (share.c looks again as it plans). */
 static void on_tick(uv_timer_t *t)
 {
     struct daemon *d = t->loop->data;
-    uint64_t now = clock_mono_ns();
+    uint64_t now = sched_now(d);
 
     if (now - d->sched.fq.win_start_ns >= FQ_WINDOW_NS)
         fq_window(d, now);
@@ -69,7 +74,7 @@ void sched_run_kicks(struct daemon *d)
 void sched_init(struct daemon *d, const struct sched_ops *ops)
 {
     d->sched.ops = ops;
-    d->sched.fq.win_start_ns = clock_mono_ns();
+    d->sched.fq.win_start_ns = sched_now(d);
     uv_timer_init(d->loop, &d->sched.tick);
     d->sched.tick_open = true;
     uv_timer_start(&d->sched.tick, on_tick, 1000, 1000);

@@ -95,6 +95,9 @@ struct sched_ops {
     int (*find_dataset)(const struct daemon *d, const char *name);
     const char *(*failed_reason)(const struct daemon *d, const char *name);
     void (*dataset_names)(const struct daemon *d, char *buf, size_t cap);
+    /* the clock (ns) the scheduler times holds, waits and windows by; NULL:
+     * CLOCK_MONOTONIC (clock_mono_ns).  Tests give their own to play time */
+    uint64_t (*now)(void);
 };
 
 /* The scheduler's state inside struct daemon (only the scheduler's modules
@@ -123,6 +126,8 @@ struct sched_state {
 
 /* Starts and stops the scheduler's timers (main.c); ops stays the caller's. */
 void sched_init(struct daemon *d, const struct sched_ops *ops);
+/* The scheduler's clock: ops->now, else CLOCK_MONOTONIC, in ns. */
+uint64_t sched_now(const struct daemon *d);
 void sched_close(struct daemon *d);
 /* Tells the server to disconnect each stream kicked since the last call;
  * the loop runs it on its next turn after a kick (tests call it). */
@@ -187,6 +192,8 @@ struct sched_client {
     uint32_t group, group_members; /* its share group's id and size; 0, 0 alone */
     uint64_t shared_batches;       /* its batches that other rings shared */
     bool locked, failed;
+    uint32_t weight_asked;         /* its ATTACH's weight=, 0 none; weight is what
+                                    * the config allows of it (WEIGHTS) */
 };
 /* The attached clients in turn: prev NULL gives the first; returns NULL
  * past the last.  *out describes the one returned. */

@@ -34,15 +34,35 @@
  * most, once.
  *
  * Pace: a group plans a batch only when every member's ring has room, so
- * it goes at its slowest member's pace within the ring depth.  When a
- * member whose ring is full holds back a member that waits (it released
- * everything published) for SHARE_HOLD_NS, the full one is split off into
- * a group of its own and the others go on: a member that stops reading
- * holds the others for at most that long.  Nothing planned changes: the
- * batches already planned for it are still written into its ring, and it
- * plans its own from the same place on, alone for good (its group is
- * closed: it would otherwise join the others again at once).  A member
- * that detaches or fails
+ * it goes at its slowest member's pace within the ring depth.
+ *
+ * HOLD: a member lags when its ring is full and holds batches published
+ * to it that it has not read; it holds the group back when it lags while
+ * another member waits (that one has read everything published to it and
+ * has room).  The hold is timed from the moment the group first had to
+ * wait on it, not from its last release: its releases let the group plan
+ * one batch at a time and do not end the hold.  What ends it is the
+ * holder catching up (at a look, it has read everything published to
+ * it: it keeps the pace) or leaving the group.  Once a hold has lasted
+ * SHARE_HOLD_NS, the next look judges it by the others' waits since it
+ * began (each member's waited time, WAITS, counted from the hold's start):
+ *
+ *   - the member that waited most waited at least half of the hold: every
+ *     member that lags, the holder among them, is split off into a group
+ *     of its own and the others go on at their own pace;
+ *   - less: the holder costs the others under half their pace (a reader a
+ *     little slower than the rest, two equal readers one ring apart, each
+ *     wait a decode long), sharing still pays, and a new window begins.
+ *
+ * Looks come with every release of any member (plan_fill_group) and with
+ * the once-a-second tick while a hold lasts, so a member that keeps the
+ * others waiting (one that stops reading, or reads a batch a second while
+ * they read twenty) is split off within SHARE_HOLD_NS + 1 s of when it
+ * began to hold the group, however often it releases.  Nothing planned
+ * changes: the batches already planned for it are still written into its
+ * ring, and it plans its own from the same place on, alone for good (its
+ * group is closed: it would otherwise join the others again at once).
+ * A member that detaches or fails
  * is taken out of every queued job (plan_untarget_queued); a job in flight
  * still writes its ring, which the worker keeps mapped until the RING_DEL
  * that follows the job on the same socket.
@@ -52,7 +72,9 @@
  *   G1. every member of a group has start_k + next_g == pos, and its grp is
  *       that group; a group holds 0..WIRE_TARGETS_MAX members;
  *   G2. a job's targets are distinct streams, t[0] is its home (j->st),
- *       and a queued job's targets are neither detached nor failed.
+ *       and a queued job's targets are neither detached nor failed;
+ *   G3. a group's holder (HOLD), when it has one, is one of its members,
+ *       and held_since is set exactly then.
  */
 #define SHARE_HOLD_NS (1000ull * 1000000ull)
 #include <stdlib.h>
@@ -78,6 +100,13 @@ static bool same_function(const struct stream *a, const struct stream *b)
            a->geom.meta_size == b->geom.meta_size && a->out.sample_bytes == b->out.sample_bytes;
 }
 
+
+/* The time st has waited on the daemon since its attach (WAITS): its
+ * ended waits and the one going on. */
+static uint64_t waited_ns(const struct stream *st, uint64_t now)
+{
+    return st->starved_ns + (st->starved_since ? now - st->starved_since : 0);
+}
 
 uint64_t share_pos(const struct stream *st)
 {
@@ -115,7 +144,10 @@ void share_leave(struct daemon *d, struct stream *st)
             break;
         }
     g->n--;
-    g->held_since = 0;
+    if (g->holder == st) {
+        g->holder = NULL;
+        g->held_since = 0;
+    }
     st->sh.grp = NULL;
     st->sh.g_next = NULL;
     share_unref(d, g);
@@ -132,6 +164,7 @@ static void group_enter(struct daemon *d, struct share_group *g, struct stream *
     *pp = st;
     st->sh.g_next = NULL;
     st->sh.grp = g;
+    st->sh.hold_w0 = waited_ns(st, sched_now(d));
     g->n++;
     g->refs++;
     for (struct stream *m = g->members; m; m = m->sh.g_next)
@@ -185,7 +218,7 @@ static bool join_planned(struct daemon *d, struct share_group *g, struct stream 
         atomic_store_explicit(&slot->ready, 0, memory_order_release);
         st->slot_g[si] = g_new;
         st->slot_count[si] = from->count;
-        st->slot_plan_ns[si] = clock_mono_ns();
+        st->slot_plan_ns[si] = sched_now(d);
         st->sh.shared_batches++;
     }
     for (struct stream *q = d->sched.streams; q; q = q->next)
@@ -255,7 +288,7 @@ enum share_join share_try_join(struct daemon *d, struct stream *st)
         st->sh.join_wait_since = 0;
         return SHARE_JOIN_NONE;
     }
-    now = clock_mono_ns();
+    now = sched_now(d);
     if (!st->sh.join_wait_since)
         st->sh.join_wait_since = now;
     if (now - st->sh.join_wait_since < SHARE_HOLD_NS)
@@ -265,34 +298,68 @@ enum share_join share_try_join(struct daemon *d, struct stream *st)
     return SHARE_JOIN_NONE;
 }
 
-/* Splits the members whose full rings hold back a waiting member, when
- * that has gone on for SHARE_HOLD_NS; arms the tick to look again. */
+/* A member that lags: its ring is full (the group cannot plan) and holds
+ * batches published to it that it has not read. */
+static bool lags(const struct stream *m)
+{
+    return !stream_has_room(m, 1) && m->published > m->released;
+}
+
+/* Starts a hold window of g with h as its holder: the others' waits are
+ * counted from now. */
+static void hold_begin(struct share_group *g, struct stream *h, uint64_t now)
+{
+    g->holder = h;
+    g->held_since = now;
+    for (struct stream *m = g->members; m; m = m->sh.g_next)
+        m->sh.hold_w0 = waited_ns(m, now);
+}
+
+/* HOLD: called when a member's full ring stops g planning.  Begins a hold
+ * when a lagging member keeps a waiting one waiting, ends it when the
+ * holder has caught up, and once a hold has lasted SHARE_HOLD_NS with the
+ * others waiting for at least half of it, splits off every member that
+ * lags (the holder among them) into a closed group of its own; otherwise
+ * starts the holder's next window.  The tick looks again while a hold
+ * lasts (share_waits). */
 void share_check_hold(struct daemon *d, struct share_group *g)
 {
+    struct stream *lagging = NULL;
     bool waiting = false;
-    uint64_t now;
+    uint64_t now = sched_now(d), waited = 0, held;
 
-    for (const struct stream *m = g->members; m; m = m->sh.g_next)
+    if (g->holder && g->holder->released == g->holder->published) {
+        g->holder = NULL; /* it read all it was given: it keeps the pace */
+        g->held_since = 0;
+    }
+    for (struct stream *m = g->members; m; m = m->sh.g_next) {
+        if (lags(m) && !lagging)
+            lagging = m;
         if (stream_has_room(m, 1) && m->released == m->published)
             waiting = true;
-    if (!waiting) {
-        g->held_since = 0;
+    }
+    if (!g->holder) {
+        if (lagging && waiting)
+            hold_begin(g, lagging, now);
         return;
     }
-    now = clock_mono_ns();
-    if (!g->held_since) {
-        g->held_since = now;
+    held = now - g->held_since;
+    if (held < SHARE_HOLD_NS || !lags(g->holder))
+        return;
+    for (const struct stream *m = g->members; m; m = m->sh.g_next)
+        if (m != g->holder && waited_ns(m, now) - m->sh.hold_w0 > waited)
+            waited = waited_ns(m, now) - m->sh.hold_w0;
+    if (waited < held / 2) {
+        hold_begin(g, g->holder, now); /* it costs the others little: a new window */
         return;
     }
-    if (now - g->held_since < SHARE_HOLD_NS)
-        return;
     for (struct stream *m = g->members, *next; m; m = next) {
         next = m->sh.g_next;
-        if (stream_has_room(m, 1))
+        if (!lags(m))
             continue;
-        log_info("client %u is split off group %u: its ring has been full for %.1f s while "
-                 "another member waited; it decodes its own batches from epoch %llu batch "
-                 "%llu on", m->id, g->id, (double)(now - g->held_since) / 1e9,
+        log_info("client %u is split off group %u: it held the group back for %.1f s, the "
+                 "others waiting %.1f s of it; it decodes its own batches from epoch %llu "
+                 "batch %llu on", m->id, g->id, (double)held / 1e9, (double)waited / 1e9,
                  (unsigned long long)(share_pos(m) / m->bpe),
                  (unsigned long long)(share_pos(m) % m->bpe));
         share_leave(d, m);
@@ -302,6 +369,7 @@ void share_check_hold(struct daemon *d, struct share_group *g)
             m->sh.can_share = false; /* out of memory: it plans alone, with no group */
         d->sched.share.share_splits++;
     }
+    g->holder = NULL;
     g->held_since = 0;
 }
 
@@ -325,15 +393,10 @@ void share_started(struct share_group *g, uint64_t k)
         g->unstarted = k + 1;
 }
 
-void share_planned(struct share_group *g)
-{
-    g->held_since = 0;
-}
-
 bool share_waits(const struct daemon *d)
 {
     for (const struct stream *st = d->sched.streams; st; st = st->next)
-        if ((st->sh.grp && st->sh.grp->held_since) || st->sh.join_wait_since)
+        if ((st->sh.grp && st->sh.grp->holder) || st->sh.join_wait_since)
             return true;
     return false;
 }
@@ -354,8 +417,10 @@ void share_check(const struct daemon *d)
 #define CHECK_FAIL(...) do { log_error("sched_check: " __VA_ARGS__); abort(); } while (0)
     for (const struct share_group *g = d->sched.share.groups; g; g = g->next) {   /* G1 */
         uint32_t n = 0;
+        bool holder_in = false;
 
         for (const struct stream *m = g->members; m; m = m->sh.g_next) {
+            holder_in = holder_in || m == g->holder;
             if (m->sh.grp != g || share_pos(m) != g->pos || stream_ended(m))
                 CHECK_FAIL("client %u in group %u: %s", m->id, g->id,
                            m->sh.grp != g ? "its group is another" :
@@ -366,6 +431,10 @@ void share_check(const struct daemon *d)
             CHECK_FAIL("group %u holds %u members, says %u (refs %u, unstarted %llu, pos %llu)",
                        g->id, n, g->n, g->refs, (unsigned long long)g->unstarted,
                        (unsigned long long)g->pos);
+        if ((g->holder && !holder_in) || (g->holder != NULL) != (g->held_since != 0)) /* G3 */
+            CHECK_FAIL("group %u's holder is %s, held since %llu", g->id,
+                       g->holder && !holder_in ? "not a member" : g->holder ? "set" : "none",
+                       (unsigned long long)g->held_since);
     }
     for (const struct stream *st = d->sched.streams; st; st = st->next)        /* G2 */
         for (const struct job *j = fq_first(st); j; j = fq_next(j)) {

@@ -27,6 +27,8 @@ struct share_member {
     bool ever_shared;               /* was in a group of 2+: others' jobs may target it */
     uint64_t join_wait_since;       /* waiting for a group to reach its place (ns) */
     bool join_waited;               /* it waited SHARE_HOLD_NS once: no more waits */
+    uint64_t hold_w0;               /* its waited time (WAITS) when its group's hold
+                                     * began, or when it joined during one (HOLD) */
     uint64_t shared_batches;        /* its batches planned for 2+ rings */
 };
 
@@ -40,8 +42,10 @@ struct share_group {
     uint64_t pos;                   /* place of the batch it plans next: every
                                      * member's start_k + next_g (G1) */
     uint64_t unstarted;             /* no job of a batch at or past it was dispatched */
-    uint64_t held_since;            /* a member's full ring began holding a waiting
-                                     * member (ns), 0 when not */
+    struct stream *holder;          /* the member holding the others back (HOLD),
+                                     * NULL when none */
+    uint64_t held_since;            /* when the holder began to (or its window
+                                     * began), 0 when no holder */
     bool closed;                    /* made by a split: nobody joins it, and its
                                      * member joins nobody */
 };
@@ -78,17 +82,16 @@ enum share_join {
  * of its function, or waits for one (share.c has the rules). */
 enum share_join share_try_join(struct daemon *d, struct stream *st);
 
-/* g cannot plan its next batch (a member's ring is full): splits off the
- * members that hold the others back past the bound (share.c, Pace). */
+/* g cannot plan its next batch (a member's ring is full): begins or ends
+ * a hold, and splits off the members that hold the others back past the
+ * bound (share.c, HOLD). */
 void share_check_hold(struct daemon *d, struct share_group *g);
-/* g planned a batch: nobody holds it back now. */
-void share_planned(struct share_group *g);
 
 /* Does a group wait on the clock (a hold, a join wait)?  The tick then
  * plans again. */
 bool share_waits(const struct daemon *d);
 
-/* G1-G2 (share.c); aborts on a broken one in checking builds. */
+/* G1-G3 (share.c); aborts on a broken one in checking builds. */
 void share_check(const struct daemon *d);
 
 #endif

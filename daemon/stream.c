@@ -221,7 +221,7 @@ bool stream_take_release(struct daemon *d, struct stream *st)
             }
             st->released = r;
             if (r == st->published && !st->starved_since)
-                st->starved_since = clock_mono_ns();
+                st->starved_since = sched_now(d);
             plan_fill_stream(d, st);
         }
         /* also while at most one batch is ready, so that the release that
@@ -350,6 +350,24 @@ static uint32_t auto_depth(uint32_t batch, uint64_t sample_bytes)
     return n < AUTO_DEPTH_MIN ? AUTO_DEPTH_MIN : n > AUTO_DEPTH_MAX ? AUTO_DEPTH_MAX : (uint32_t)n;
 }
 
+/* WEIGHTS (fairq.c): the weight a client attaching with a (of user uid)
+ * gets: its weight=, else its config rule's, lowered to the most the
+ * config allows it (conf_weight_max), so a client cannot give itself the
+ * workers: the operator decides.  A larger ask is capped, not refused. */
+static uint32_t grant_weight(const struct daemon *d, const struct ctl_attach *a, uint32_t uid)
+{
+    uint32_t max = conf_weight_max(&d->cf, a->name, uid);
+    uint32_t w = a->weight ? a->weight : conf_weight_for(&d->cf, a->name, uid);
+
+    if (w <= max)
+        return w;
+    if (a->weight)
+        log_info("a client of uid %u%s%s asks for weight %u; the config allows it %u "
+                 "(max-weight, or its weight rule's /MAX)", uid, a->name[0] ? ", name " : "",
+                 a->name, a->weight, max);
+    return max;
+}
+
 int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, struct stream **out,
                  struct rf_err *err)
 {
@@ -448,7 +466,8 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, str
                         (unsigned long long)d->sched.mem_used, d->sched.nstreams);
         goto fail;
     }
-    fq_member_init(&st->fq, a->weight ? a->weight : conf_weight_for(&d->cf, a->name, uid));
+    st->weight_asked = a->weight;
+    fq_member_init(&st->fq, grant_weight(d, a, uid));
     st->sh.can_share = a->share &&
                     !__builtin_mul_overflow(st->start_epoch, st->bpe, &st->sh.start_k) &&
                     !__builtin_add_overflow(st->sh.start_k, st->start_seq, &st->sh.start_k) &&
@@ -464,7 +483,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, str
     for (uint32_t i = 0; i < RING_MAX_DEPTH; i++)
         st->slot_g[i] = STREAM_NO_BATCH;
     d->sched.mem_used += st->geom.total_size;
-    st->attach_ns = clock_mono_ns();
+    st->attach_ns = sched_now(d);
     st->starved_since = st->attach_ns; /* the client waits for its first batch from here */
     st->next = d->sched.streams;
     d->sched.streams = st;
@@ -550,7 +569,7 @@ static const char *share_text(double v, char *buf, size_t cap)
 int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
     int lines = 0;
-    uint64_t now = clock_mono_ns();
+    uint64_t now = sched_now(d);
 
     for (struct stream *st = d->sched.streams; st; st = st->next) {
         uint64_t starved = st->starved_ns + (st->starved_since ? now - st->starved_since : 0);
@@ -558,7 +577,7 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
             "dataset", "name", "rank", "world", "batch", "depth", "batches", "samples",
             "waited_s", "ready", "inflight", "ring_bytes", "locked", "failed",
             "weight", "worker_s", "worker_share", "weight_share", "group", "group_members",
-            "shared_batches",
+            "shared_batches", "weight_asked",
         };
         enum { NV = sizeof(names) / sizeof(names[0]) };
         char vals[NV][80];
@@ -584,6 +603,7 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
         snprintf(vals[18], 80, "%u", st->sh.grp && st->sh.grp->n > 1 ? st->sh.grp->id : 0);
         snprintf(vals[19], 80, "%u", st->sh.grp ? st->sh.grp->n : 1);
         snprintf(vals[20], 80, "%llu", (unsigned long long)st->sh.shared_batches);
+        snprintf(vals[21], 80, "%u", st->weight_asked);
         for (unsigned i = 0; i < NV; i++) {
             int n = snprintf(buf + *len, cap - *len, "clients.%u.%s %s\n", st->id, names[i],
                              vals[i]);
@@ -622,7 +642,7 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
                                        struct sched_client *out)
 {
     const struct stream *st = prev ? prev->next : d->sched.streams;
-    uint64_t now = clock_mono_ns();
+    uint64_t now = sched_now(d);
 
     if (!st)
         return NULL;
@@ -645,6 +665,7 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
         .ring_bytes = st->geom.total_size,
         .queued = st->fq.nqueued,
         .weight = st->fq.weight,
+        .weight_asked = st->weight_asked,
         .worker_ns = st->fq.worker_ns,
         .worker_share = st->fq.worker_share,
         .weight_share = st->fq.weight_share,

@@ -77,6 +77,9 @@ struct stream {
     uint64_t slot_plan_ns[RING_MAX_DEPTH]; /* when its batch was planned (WAITS) */
     uint8_t knows[POOL_MAX / 8];
 
+    uint32_t weight_asked;          /* the ATTACH's weight=, 0 when none (fq.weight
+                                     * is what the config granted: grant_weight) */
+
     /* stats */
     uint64_t batches, samples;
     uint64_t attach_ns;

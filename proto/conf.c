@@ -65,6 +65,7 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"idle-sec", CONF_IDLE_SEC, K_UINT, FIELD(idle_sec), 0, 0, CONF_IDLE_SEC_MAX},
     {"weight", CONF_WEIGHT, K_WEIGHTS, FIELD(weights), offsetof(struct conf, n_weights), 1,
      CTL_ATTACH_WEIGHT_MAX},
+    {"max-weight", CONF_MAX_WEIGHT, K_UINT, FIELD(max_weight), 0, 1, CTL_ATTACH_WEIGHT_MAX},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
@@ -84,6 +85,7 @@ void conf_defaults(struct conf *c)
     c->max_clients = 256;
     c->max_connections = 1024;
     c->idle_sec = 60;
+    c->max_weight = 1;
 }
 
 const char *conf_log_level_name(enum conf_log_level l)
@@ -173,7 +175,8 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         return;
     case K_WEIGHTS:
         snprintf(buf, cap, "1 to %d comma-separated rules name:LABEL=W or uid:UID=W, "
-                 "W in %llu..%llu", CONF_WEIGHTS_MAX, (unsigned long long)k->min,
+                 "W in %llu..%llu, or W/MAX with MAX in W..%llu", CONF_WEIGHTS_MAX,
+                 (unsigned long long)k->min, (unsigned long long)k->max,
                  (unsigned long long)k->max);
         return;
     }
@@ -224,18 +227,29 @@ static int set_ids(const struct keydef *k, struct conf *c, const char *key, cons
     return 0;
 }
 
-/* One rule "name:LABEL=W" or "uid:UID=W" from p[0..len), no blanks around. */
+/* One rule "name:LABEL=W" or "uid:UID=W", W optionally "W/MAX", from
+ * p[0..len), no blanks around. */
 static int parse_weight(const struct keydef *k, const char *p, size_t len, struct conf_weight *w)
 {
-    const char *eq = memchr(p, '=', len);
-    uint64_t v;
-    size_t lab;
+    const char *eq = memchr(p, '=', len), *slash;
+    uint64_t v, max = 0;
+    size_t vlen, lab;
 
     memset(w, 0, sizeof(*w));
-    if (!eq || strnum_u64(eq + 1, len - (size_t)(eq + 1 - p), &v) < 0 || v < k->min ||
-        v > k->max)
+    if (!eq)
+        return -EINVAL;
+    vlen = len - (size_t)(eq + 1 - p);
+    slash = memchr(eq + 1, '/', vlen);
+    if (slash) {
+        if (strnum_u64(slash + 1, vlen - (size_t)(slash + 1 - (eq + 1)), &max) < 0)
+            return -EINVAL;
+        vlen = (size_t)(slash - (eq + 1));
+    }
+    if (strnum_u64(eq + 1, vlen, &v) < 0 || v < k->min || v > k->max ||
+        (slash && (max < v || max > k->max)))
         return -EINVAL;
     w->weight = (uint32_t)v;
+    w->max = (uint32_t)max;
     if (len > 4 && memcmp(p, "uid:", 4) == 0) {
         w->by_uid = true;
         if (strnum_u64(p + 4, (size_t)(eq - p) - 4, &v) < 0 || v > UINT32_MAX - 1)
@@ -287,15 +301,36 @@ static int set_weights(const struct keydef *k, struct conf *c, const char *key, 
     return 0;
 }
 
-uint32_t conf_weight_for(const struct conf *c, const char *name, uint32_t uid)
+/* The rule for a client: the first naming it, else the first of its uid;
+ * NULL when none. */
+static const struct conf_weight *weight_rule(const struct conf *c, const char *name,
+                                             uint32_t uid)
 {
     for (unsigned i = 0; name && name[0] && i < c->n_weights; i++)
         if (!c->weights[i].by_uid && strcmp(c->weights[i].name, name) == 0)
-            return c->weights[i].weight;
+            return &c->weights[i];
     for (unsigned i = 0; i < c->n_weights; i++)
         if (c->weights[i].by_uid && c->weights[i].uid == uid)
-            return c->weights[i].weight;
-    return 1;
+            return &c->weights[i];
+    return NULL;
+}
+
+uint32_t conf_weight_for(const struct conf *c, const char *name, uint32_t uid)
+{
+    const struct conf_weight *w = weight_rule(c, name, uid);
+
+    return w ? w->weight : 1;
+}
+
+uint32_t conf_weight_max(const struct conf *c, const char *name, uint32_t uid)
+{
+    const struct conf_weight *w = weight_rule(c, name, uid);
+
+    if (!w)
+        return c->max_weight;
+    if (w->max)
+        return w->max;
+    return w->weight > c->max_weight ? w->weight : c->max_weight;
 }
 
 static int set_dataset(const struct keydef *k, struct conf *c, const char *key, const char *v,
@@ -679,6 +714,8 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
             else
                 vu += (size_t)snprintf(v + vu, sizeof(v) - vu, "%sname:%s=%u", i ? ", " : "",
                                        w->name, w->weight);
+            if (w->max && vu < sizeof(v))
+                vu += (size_t)snprintf(v + vu, sizeof(v) - vu, "/%u", w->max);
         }
         break;
     case K_DATASET:
@@ -725,12 +762,13 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         a->max_connections != b->max_connections || a->idle_sec != b->idle_sec ||
         a->n_allow_uid != b->n_allow_uid ||
         a->n_allow_gid != b->n_allow_gid || a->n_datasets != b->n_datasets ||
-        a->n_weights != b->n_weights)
+        a->n_weights != b->n_weights || a->max_weight != b->max_weight)
         return false;
     for (unsigned i = 0; i < a->n_weights; i++)
         if (a->weights[i].by_uid != b->weights[i].by_uid ||
             a->weights[i].uid != b->weights[i].uid ||
             a->weights[i].weight != b->weights[i].weight ||
+            a->weights[i].max != b->weights[i].max ||
             strcmp(a->weights[i].name, b->weights[i].name) != 0)
             return false;
     if (memcmp(a->allow_uid, b->allow_uid, a->n_allow_uid * sizeof(a->allow_uid[0])) != 0 ||
@@ -781,7 +819,8 @@ int conf_check_table(struct rf_err *err)
     conf_defaults(&def);
     def.set = 1u << CONF_SOCKET | 1u << CONF_LOG_LEVEL | 1u << CONF_WATCHDOG_SEC |
               1u << CONF_MAX_BAD_SAMPLES | 1u << CONF_PIXEL_CAP | 1u << CONF_SOCKET_MODE |
-              1u << CONF_MAX_CLIENTS | 1u << CONF_MAX_CONNECTIONS | 1u << CONF_IDLE_SEC;
+              1u << CONF_MAX_CLIENTS | 1u << CONF_MAX_CONNECTIONS | 1u << CONF_IDLE_SEC |
+              1u << CONF_MAX_WEIGHT;
     if (conf_format(&def, text, sizeof(text)) < 0)
         return rf_err_set(err, -EINVAL, "config defaults do not format");
     if (conf_parse(text, strlen(text), &back, err) < 0) {

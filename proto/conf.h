@@ -23,7 +23,8 @@
  *     max-clients   = 256
  *     max-connections = 1024
  *     idle-sec      = 60
- *     weight        = name:trainer=3, uid:1000=2
+ *     weight        = name:trainer=3, uid:1000=2/8
+ *     max-weight    = 1
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -99,15 +100,23 @@
  *                          that owns the socket file the daemon creates;
  *                          1..32 of [A-Za-z0-9._-], not starting with '-'.
  *                          Not set: the daemon's own group.
- *   weight = LIST          default weights of clients that name none in
- *                          their ATTACH: comma-separated rules
+ *   weight = LIST          weights by client: comma-separated rules
  *                          "name:LABEL=W" (clients with name=LABEL) and
  *                          "uid:UID=W" (clients of that user), W in
- *                          1..1000, at most CONF_WEIGHTS_MAX rules; a name
- *                          rule comes before a uid rule.  While clients
- *                          wait for workers, each gets worker time in
- *                          proportion to its weight.  Not set: every
+ *                          1..1000, each optionally "W/MAX" (MAX in
+ *                          W..1000), at most CONF_WEIGHTS_MAX rules; a name
+ *                          rule comes before a uid rule.  A client's rule
+ *                          gives its weight when its ATTACH names none,
+ *                          and caps the weight= it may ask for at MAX, else
+ *                          at the larger of W and max-weight.  While
+ *                          clients wait for workers, each gets worker time
+ *                          in proportion to its weight.  Not set: every
  *                          client's weight is 1.
+ *   max-weight = N         the most weight a client no weight rule covers
+ *                          may have, 1..1000: an ATTACH asking more is
+ *                          given N (not refused; STATS shows weight_asked
+ *                          beside weight).  Default 1: clients cannot raise
+ *                          their own share unless the operator allows it.
  *
  * FLAGS OVER FILE
  *
@@ -165,6 +174,7 @@ enum conf_key {
     CONF_MAX_CONNECTIONS,
     CONF_IDLE_SEC,
     CONF_WEIGHT,
+    CONF_MAX_WEIGHT,
     CONF_KEY_COUNT
 };
 
@@ -182,12 +192,14 @@ struct conf_dataset {
 };
 
 /* One rule of the weight list: clients named name, or of user uid, get
- * weight unless their ATTACH names one. */
+ * weight unless their ATTACH names one, and may ask for max at most. */
 struct conf_weight {
     bool by_uid;
     uint32_t uid;
     char name[CTL_LABEL_MAX + 1];
     uint32_t weight;                 /* 1..CTL_ATTACH_WEIGHT_MAX */
+    uint32_t max;                    /* weight..CTL_ATTACH_WEIGHT_MAX; 0: not given
+                                      * (the larger of weight and max-weight) */
 };
 
 struct conf {
@@ -214,12 +226,17 @@ struct conf {
     struct conf_dataset datasets[CONF_DATASETS_MAX];
     unsigned n_weights;
     struct conf_weight weights[CONF_WEIGHTS_MAX];
+    uint32_t max_weight;             /* the most a client no rule covers may ask for */
 };
 
 /* The weight the config gives a client called name (NULL or "": none) of
  * user uid: the first rule naming it, else the first rule of its uid, else
  * 1.  (An ATTACH weight= comes before both; fairq.c, WEIGHTS.) */
 uint32_t conf_weight_for(const struct conf *c, const char *name, uint32_t uid);
+/* The most weight the same client may have, by the same rule: its /MAX,
+ * else the larger of its weight and max-weight; with no rule, max-weight.
+ * An ATTACH weight= above it is lowered to it (sched.c, WEIGHTS). */
+uint32_t conf_weight_max(const struct conf *c, const char *name, uint32_t uid);
 
 /* Fills c with the defaults above, nothing set. */
 void conf_defaults(struct conf *c);

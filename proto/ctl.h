@@ -78,7 +78,9 @@
  *     weight=W          the client's share of the workers while others wait,
  *                       1..1000 (a client of weight 3 gets three times the
  *                       worker time of one of weight 1); not given = 0: the
- *                       config's weight for the client's name or uid, else 1
+ *                       config's weight for the client's name or uid, else 1.
+ *                       The daemon lowers it to what its config allows the
+ *                       client (conf.h max-weight, weight rules' /MAX)
  *     share=0|1         default 1: a client whose stream is the same as
  *                       another's (dataset, seed, transform and its
  *                       parameters, batch, rank, world, shuffle, drop_last,

@@ -81,6 +81,8 @@ static void test_table_and_defaults(void)
     TAP_IS_STR(c.socket_group, "", "socket group unset (the daemon's own)");
     TAP_OK(c.max_clients == 256 && c.max_connections == 1024 && c.idle_sec == 60,
            "default max-clients 256, max-connections 1024, idle-sec 60");
+    TAP_IS_INT(c.max_weight, 1, "default max-weight 1: a client cannot raise its own weight");
+    TAP_IS_INT(conf_weight_max(&c, "any", 1000), 1, "  so every client's cap is 1");
     TAP_IS_INT(c.n_datasets + c.n_allow_uid + c.n_allow_gid, 0, "no datasets, no allow lists");
     TAP_IS_STR(conf_log_level_name(CONF_LOG_DEBUG), "debug", "level names");
     TAP_OK(conf_log_level_name(CONF_LOG_COUNT) == NULL, "level name out of range");
@@ -107,7 +109,8 @@ static void test_example(void)
         "max-clients   = 256\n"
         "max-connections = 1024\n"
         "idle-sec      = 60\n"
-        "weight        = name:trainer=3, uid:1000=2\n";
+        "weight        = name:trainer=3, uid:1000=2/8\n"
+        "max-weight    = 1\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_IS_INT(c.n_weights, 2, "two weight rules");
@@ -115,6 +118,10 @@ static void test_example(void)
     TAP_IS_INT(conf_weight_for(&c, "other", 1000), 2, "  the uid rule for another name");
     TAP_IS_INT(conf_weight_for(&c, NULL, 1000), 2, "  and for no name");
     TAP_IS_INT(conf_weight_for(&c, "trainer2", 7), 1, "  else weight 1");
+    TAP_IS_INT(conf_weight_max(&c, "trainer", 1000), 3,
+               "  a rule without /MAX caps at the larger of W and max-weight");
+    TAP_IS_INT(conf_weight_max(&c, "other", 1000), 8, "  uid:1000=2/8 caps its user at 8");
+    TAP_IS_INT(conf_weight_max(&c, "trainer2", 7), 1, "  no rule: max-weight");
     TAP_IS_INT(c.set, (1u << CONF_KEY_COUNT) - 1, "every key set");
     TAP_IS_INT(c.workers, 8, "workers");
     TAP_OK(!c.workers_auto, "workers = 8 is a fixed count");
@@ -269,6 +276,17 @@ static void test_keys(void)
     one("weight", "name:x", 0);
     one("weight", "name:x=3,", 0);
     one("weight", "", 0);
+    one("weight", "uid:1000=2/8", 1);
+    one("weight", "name:x=3/3, uid:0=1/1000", 1);
+    one("weight", "name:x=3/2", 0);
+    one("weight", "name:x=3/1001", 0);
+    one("weight", "name:x=3/", 0);
+    one("weight", "name:x=/4", 0);
+    one("weight", "name:x=3/4/5", 0);
+    one("max-weight", "1", 1);
+    one("max-weight", "1000", 1);
+    one("max-weight", "0", 0);
+    one("max-weight", "1001", 0);
     expect_bad("weight = name:x=3, pid:4=2\n", "a bad weight rule is named with the forms",
                "weight", "\"pid:4=2\"", "name:LABEL=W or uid:UID=W", "1..1000", NULL);
 
@@ -491,7 +509,8 @@ static void test_format(void)
     expect_ok("socket = /run/a b.sock\ndataset.x = /d x\ndataset.y = /e\nworkers = 3\n"
               "memory-budget = 1536M\nlog-level = error\nallow-uid = 5, 6\n"
               "allow-gid = 0\nwatchdog-sec = 0\nmax-bad-samples = 18446744073709551615\n"
-              "pixel-cap = 4294967296\nsocket-mode = 0606\nsocket-group = wheel\n",
+              "pixel-cap = 4294967296\nsocket-mode = 0606\nsocket-group = wheel\n"
+              "weight = name:a=2, uid:7=3/9\nmax-weight = 4\n",
               "a full config");
     n = conf_format(&c, buf, sizeof(buf));
     TAP_OK(n > 0 && conf_parse(buf, (size_t)n, &c2, &e) == 0 && conf_equal(&c, &c2),
@@ -499,6 +518,8 @@ static void test_format(void)
     TAP_OK(strstr(buf, "memory-budget = 1536M\n") != NULL, "sizes written with a suffix");
     TAP_OK(strstr(buf, "allow-uid = 5, 6\n") != NULL, "lists written with commas");
     TAP_OK(strstr(buf, "socket-mode = 0606\n") != NULL, "modes written in octal");
+    TAP_OK(strstr(buf, "weight = name:a=2, uid:7=3/9\n") != NULL,
+           "weight rules written with their /MAX when given");
 
     expect_ok("workers = auto\ncpu-budget = 6\n", "auto with a budget");
     n = conf_format(&c, buf, sizeof(buf));
@@ -532,6 +553,9 @@ static void test_format(void)
     c2 = c;
     c2.allow_gid[0] = 2;
     TAP_OK(!conf_equal(&c, &c2), "an allowed gid differs");
+    c2 = c;
+    c2.max_weight = 2;
+    TAP_OK(!conf_equal(&c, &c2), "max-weight differs");
     c2 = c;
     c2.set |= 1u << CONF_PIXEL_CAP;
     TAP_OK(!conf_equal(&c, &c2), "a set bit differs");

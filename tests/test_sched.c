@@ -14,7 +14,13 @@
  * orphaned by a dead worker runs again at the front of its stream's queue,
  * carefully, unless its chunk was already written (then the batch is
  * published, not rerun); a careful run that dies twice on the same sample quarantines
- * exactly that sample; a detach with jobs in flight frees everything.
+ * exactly that sample; a detach with jobs in flight frees everything;
+ * the share groups' join, hold and split rules (share.c SHARING, HOLD);
+ * weights, and the cap the config puts on them (fairq.c WEIGHTS).
+ *
+ * Time is the test's own (fake_now, the scheduler's clock in its
+ * sched_ops): the timing rules are checked by moving it, never by
+ * sleeping or measuring.
  *
  * The pool, the server and the catalogue are fakes below, given to the
  * scheduler as its struct sched_ops, recording what it asked of them.  The
@@ -106,6 +112,18 @@ static const char *fake_failed_reason(const struct daemon *d, const char *name)
     return g_failed[0] ? g_failed : NULL;
 }
 
+/* The scheduler's clock (sched_ops.now): time moves only when a test says
+ * so, so the share hold's and the join wait's timing rules are checked to
+ * the nanosecond, whatever the machine's load. */
+static uint64_t g_now = 1000000000ull;
+
+static uint64_t fake_now(void)
+{
+    return g_now;
+}
+
+#define MS 1000000ull
+
 static const struct sched_ops g_ops = {
     .dispatch = fake_dispatch,
     .forget_ring = fake_forget_ring,
@@ -115,6 +133,7 @@ static const struct sched_ops g_ops = {
     .find_dataset = fake_find_dataset,
     .failed_reason = fake_failed_reason,
     .dataset_names = fake_dataset_names,
+    .now = fake_now,
 };
 
 /* ---- the pieces the test plays */
@@ -317,13 +336,13 @@ static void work_no_wake(struct client *c, struct job *j)
     atomic_store(&s->ready, ring_ready_word(m.stream_seq));
 }
 
-/* Plays the client: checks every published batch it has not consumed, in
- * order, against the sampler, and releases it. */
-static void consume(struct client *c)
+/* Plays the client: checks the published batches it has not consumed, in
+ * order, against the sampler, and releases them, `most` at most. */
+static void consume_some(struct client *c, uint64_t most)
 {
     struct ring_hdr *h = (struct ring_hdr *)c->mem;
 
-    for (;;) {
+    for (uint64_t n = 0; n < most; n++) {
         struct ring_slot *s = slot_of(c, c->consumed);
         struct sampler smp;
         uint64_t want[2048], one = 1;
@@ -345,6 +364,11 @@ static void consume(struct client *c)
         sched_released(&g_d, c->st);
         check_invariants(c);
     }
+}
+
+static void consume(struct client *c)
+{
+    consume_some(c, UINT64_MAX);
 }
 
 /* Runs the queue dry, consuming as batches appear, for `batches` batches. */
@@ -857,7 +881,7 @@ static void shared(void)
            "group within its depth (places %llu and %llu)", (unsigned long long)a.consumed,
            (unsigned long long)(c_start + c.consumed));
     sched_fill(&g_d);
-    usleep(1100 * 1000);
+    g_now += 1100 * MS; /* the tick's look, 1.1 s on */
     sched_fill(&g_d);
     client_figures(&c, &fc);
     TAP_IS_INT(fc.group, 0, "  after 1.1 s it is split off");
@@ -960,9 +984,231 @@ static void catch_up(void)
     }
 }
 
+/* Drains the queue: every job run and its batch published, nobody reads. */
+static void run_all(void)
+{
+    struct job *j;
+
+    while ((j = sched_dequeue(&g_d))) {
+        j->worker = 0;
+        work_multi(j, -1, 1);
+    }
+}
+
+static void drop_all(void)
+{
+    struct job *j;
+
+    while ((j = sched_dequeue(&g_d)))
+        sched_job_orphaned(&g_d, j);
+}
+
+/*
+ * HOLD (share.c SHARING): a member that reads one batch every 0.9 s while
+ * the other reads as fast as batches come holds the group back from the
+ * moment the group first waits on it; its releases, each letting the
+ * group plan one batch, do not restart that, so it is split off at the
+ * first look SHARE_HOLD_NS (1 s) or more after, here its second release
+ * (1.8 s), and the other reads on alone.  (The rule that timed the hold
+ * from the last release never split it: every release began it again.)
+ */
+static void hold_slow_member(void)
+{
+    struct client a, s;
+    struct client *aa[] = {&a}, *as[] = {&a, &s};
+    struct sched_client fs;
+    uint64_t t0, split_at = 0, splits0 = g_d.sched.share.share_splits;
+
+    if (attach(&a, 64, 4, 0, 1) < 0 || attach(&s, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&s, &fs);
+    TAP_IS_INT(fs.group_members, 2, "a fast and a slow reader share a group");
+    run_multi(aa, 1, 100); /* a reads its ring; s reads nothing: the group waits on s */
+    t0 = g_now;
+    for (int round = 1; round <= 30 && !split_at; round++) {
+        g_now += 900 * MS;
+        consume_some(&s, 1);   /* its one batch of the 0.9 s */
+        run_multi(aa, 1, 100); /* the batch that let the group plan; a reads it at once */
+        client_figures(&s, &fs);
+        if (fs.group == 0)
+            split_at = g_now;
+    }
+    tap_ok(split_at && split_at - t0 <= 2000 * MS,
+           "a member reading a batch every 0.9 s is split off within 2 s of holding the "
+           "group (%s %.1f s)", split_at ? "after" : "not split in",
+           (double)((split_at ? split_at : g_now) - t0) / 1e9);
+    TAP_IS_INT(g_d.sched.share.share_splits - splits0, split_at ? 1 : 0, "  one split counted");
+    {
+        uint64_t before = a.consumed;
+
+        run_multi(aa, 1, 200);
+        tap_ok(a.consumed > before + 50, "  the fast one reads on at its own pace (%llu more)",
+               (unsigned long long)(a.consumed - before));
+    }
+    run_multi(as, 2, 200);
+    TAP_IS_INT(a.bad + s.bad, 0, "  both get exactly their streams");
+    TAP_IS_INT(g_broken, 0, "  invariants held");
+    detach(&a);
+    detach(&s);
+    drop_all();
+}
+
+/*
+ * HOLD's other side: members are not split for costing the others little.
+ * (a) Two readers at one pace, a ring apart: the ahead one waits a decode
+ * (10 ms) for each batch the behind one's release lets the group plan,
+ * 10% of its time, for 10 s: the group stays whole.  (b) A member that
+ * stops for 0.8 s, five times, and then reads everything it was given:
+ * each catch-up ends its hold, so the pauses never add up to a split.
+ */
+static void hold_spares_the_pace(void)
+{
+    struct client a, b;
+    struct client *aa[] = {&a}, *ab[] = {&a, &b};
+    struct sched_client fb;
+    uint64_t splits0 = g_d.sched.share.share_splits;
+
+    if (attach(&a, 64, 4, 0, 1) < 0 || attach(&b, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    run_multi(aa, 1, 100); /* a is a ring ahead: the group waits on b */
+    for (int round = 0; round < 100; round++) {
+        consume(&a);           /* a's step done: it has read all it was given */
+        consume_some(&b, 1);   /* b's step done: one release, one batch planned */
+        g_now += 10 * MS;
+        run_all();             /* decoded 10 ms later: a's wait ends */
+        g_now += 90 * MS;
+    }
+    client_figures(&b, &fb);
+    tap_ok(fb.group_members == 2 && g_d.sched.share.share_splits == splits0,
+           "(a) equal readers a ring apart, the ahead one waiting 10%% of 10 s: still one "
+           "group (%u members, %llu splits)", fb.group_members,
+           (unsigned long long)(g_d.sched.share.share_splits - splits0));
+    consume(&a);
+    consume(&b);
+    for (int pause = 0; pause < 5; pause++) {
+        run_multi(ab, 2, 40);  /* both read */
+        run_multi(aa, 1, 100); /* b stops: a reads its ring, the group waits on b */
+        g_now += 800 * MS;
+        sched_fill(&g_d);      /* the tick's look */
+        consume(&b);           /* b reads everything it was given */
+        g_now += 10 * MS;
+    }
+    client_figures(&b, &fb);
+    tap_ok(fb.group_members == 2 && g_d.sched.share.share_splits == splits0,
+           "(b) five 0.8 s pauses, each caught up: still one group (%u members, %llu splits)",
+           fb.group_members, (unsigned long long)(g_d.sched.share.share_splits - splits0));
+    run_multi(ab, 2, 100);
+    TAP_IS_INT(a.bad + b.bad, 0, "  both exactly their streams");
+    detach(&a);
+    detach(&b);
+    drop_all();
+}
+
+/*
+ * The join rules' wait: a client asking for a place ahead of its group by
+ * less than its depth plans nothing while the group gets there, for
+ * SHARE_HOLD_NS at most: at 0.9 s it still waits, at 1.1 s it plans alone,
+ * and never waits again.
+ */
+static void join_wait_times_out(void)
+{
+    struct client a, y;
+    struct sched_client fa, fy;
+    uint32_t queued;
+    uint64_t y_start;
+
+    if (attach(&a, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&a, &fa);
+    y_start = fa.ready + fa.inflight + 2; /* two past the group's next place */
+    g_next_epoch = (uint32_t)(y_start / a.si.bpe);
+    g_next_seq = y_start % a.si.bpe;
+    queued = g_d.sched.fq.queued;
+    if (attach(&y, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    TAP_IS_INT(g_d.sched.fq.queued, queued, "a client two places ahead of the group waits");
+    g_now += 900 * MS;
+    sched_fill(&g_d);
+    TAP_IS_INT(g_d.sched.fq.queued, queued, "  still at 0.9 s");
+    g_now += 200 * MS;
+    sched_fill(&g_d);
+    client_figures(&y, &fy);
+    tap_ok(g_d.sched.fq.queued == queued + 4 && fy.group_members == 0,
+           "  at 1.1 s it plans its ring alone (%u jobs queued, group of %u)",
+           g_d.sched.fq.queued, fy.group_members);
+    detach(&a);
+    detach(&y);
+    drop_all();
+}
+
+/*
+ * WEIGHTS' cap: a client's weight= is lowered to what the config allows it
+ * (conf_weight_max), not refused, and STATS shows both.  By default
+ * (max-weight 1) a client asking for 1000 beside one asking for nothing
+ * gets weight 1, and the two get worker time 1:1; a uid rule with /MAX
+ * caps its user there; max-weight raises the cap for the others.
+ */
+static void weight_caps(void)
+{
+    struct client hog, v;
+    struct client *hv[] = {&hog, &v};
+    struct sched_client fh, fv;
+    struct rf_err err;
+    double ratio;
+
+    g_next_weight = 1000;
+    if (attach(&hog, 64, 16, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    g_next_seed = 5;
+    if (attach(&v, 64, 16, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&hog, &fh);
+    client_figures(&v, &fv);
+    tap_ok(fh.weight == 1 && fh.weight_asked == 1000 && fv.weight == 1 && fv.weight_asked == 0,
+           "by default weight=1000 is given 1 (asked %u, weight %u; the other %u, %u)",
+           fh.weight_asked, fh.weight, fv.weight_asked, fv.weight);
+    run_multi(hv, 2, 2000);
+    client_figures(&hog, &fh);
+    client_figures(&v, &fv);
+    ratio = fv.worker_ns ? (double)fh.worker_ns / (double)fv.worker_ns : 0;
+    tap_ok(ratio > 0.9 && ratio < 1.1, "  worker time 1:1 within 10%% (%.2f)", ratio);
+    detach(&hog);
+    detach(&v);
+    drop_all();
+
+    if (conf_set(&g_d.cf, "weight", "uid:0=2/4", &err) < 0 ||
+        conf_set(&g_d.cf, "max-weight", "8", &err) < 0)
+        return (void)tap_ok(0, "conf_set: %s", err.msg);
+    {
+        static const uint32_t ask[] = {0, 3, 1000};
+        static const uint32_t want[] = {2, 3, 4};
+
+        for (unsigned i = 0; i < 3; i++) {
+            g_next_weight = ask[i];
+            if (attach(&v, 64, 4, 0, 1) < 0)
+                return (void)tap_ok(0, "attach");
+            client_figures(&v, &fv);
+            tap_ok(fv.weight == want[i] && fv.weight_asked == ask[i],
+                   "rule uid:0=2/4: asking %u gives %u (got %u)", ask[i], want[i], fv.weight);
+            detach(&v);
+            drop_all();
+        }
+    }
+    g_d.cf.n_weights = 0;
+    g_next_weight = 1000;
+    if (attach(&v, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    client_figures(&v, &fv);
+    TAP_IS_INT(fv.weight, 8, "no rule, max-weight 8: asking 1000 gives 8");
+    detach(&v);
+    drop_all();
+    conf_defaults(&g_d.cf);
+    g_d.cf.memory_budget = 1ull << 30;
+}
+
 /*
  * WEIGHTS (fairq.c): two streams that always have jobs queued, weights 1
- * and 3, are handed work 1:3 (within 10%), and the worker time the pool
+ * and 3 (max-weight 3 allows them), are handed work 1:3 (within 10%), and the worker time the pool
  * reports is credited to each the same way.
  */
 static void weights(void)
@@ -972,6 +1218,7 @@ static void weights(void)
     struct sched_client fl, fh;
     double ratio;
 
+    g_d.cf.max_weight = 3;
     g_next_weight = 1;
     if (attach(&l, 64, 16, 0, 1) < 0)
         return (void)tap_ok(0, "attach");
@@ -986,6 +1233,7 @@ static void weights(void)
     ratio = fl.worker_ns ? (double)fh.worker_ns / (double)fl.worker_ns : 0;
     tap_ok(ratio > 2.7 && ratio < 3.3, "worker time 1:3 within 10%% (%.2f)", ratio);
     TAP_IS_INT(l.bad + h.bad, 0, "  each stream exactly its own");
+    g_d.cf.max_weight = 1;
     detach(&l);
     detach(&h);
     {
@@ -1027,7 +1275,11 @@ int main(void)
     fair_turns();
     shared();
     catch_up();
+    hold_slow_member();
+    hold_spares_the_pace();
+    join_wait_times_out();
     weights();
+    weight_caps();
     dataset_close(g_cat[0].ds);
     sched_close(&g_d);
     uv_run(&loop, UV_RUN_DEFAULT);

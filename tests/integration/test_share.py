@@ -11,8 +11,7 @@ dying, or a weight never changes a byte of a stream.
   - two identical readers started together: the workers decode (and count
     as written, total.samples_made) one stream's worth plus the batches the
     second decoded alone before it joined (at most a ring's depth: the
-    join place the daemon logs), not two, and time.image_decode_seconds
-    grows by ~1x a solo run's, not 2x (within 20%).  The workers are held
+    join place the daemon logs), not two.  The workers are held
     (SIGSTOP) until both readers have attached, so that the start-up skew
     of two processes on a loaded machine stays within the ring's depth the
     rule allows (a reader more than a ring behind goes alone);
@@ -21,10 +20,16 @@ dying, or a weight never changes a byte of a stream.
     workers held while the readers start, as above);
   - a client that attaches at the group's place and never reads is split
     off once its full ring has held the others for 1 s; the reader goes on;
+  - a member reading a batch every 0.9 s beside one reading as fast as it
+    can is split off (its releases do not restart the hold), and the fast
+    one gets its stream;
   - kill storms on the workers while two readers share;
   - share=0 opts out;
-  - two input-bound readers at weights 1 and 3 get worker time 1:3 (within
-    10%) while both read.
+  - two input-bound readers at weights 1 and 3 (the config's max-weight
+    allows 3) are handed samples in a ratio well above 1:1 and below 1:6:
+    the one wall-clock ratio here, with a wide margin.  The exact shares
+    and the share rules' timing are checked deterministically in
+    tests/test_sched.c, on a clock the test moves.
 """
 import json
 import os
@@ -141,36 +146,30 @@ def started_together(d, sock, epochs, extra_a, extra_b=None):
 
 
 def test_identical_readers_decode_once(photos, daemon_factory):
+    """Counted, not timed: the samples the workers made for two readers
+    are one stream's worth (and the few before the join), not two."""
     d = daemon_factory({"photos": photos}, workers=2)
     epochs, depth = 30, 4
     images = epochs * COUNT
-    solo(d.sock, 1)  # warm-up: page cache, the workers' decoders
-    tries = []
-    for _ in range(3):
-        t0, m0 = (settled(d, "time.image_decode_seconds"), settled(d, "total.samples_made"))
-        alone = solo(d.sock, epochs, ["--depth", str(depth)])
-        t1, m1 = (settled(d, "time.image_decode_seconds"), settled(d, "total.samples_made"))
-        j0, n0 = counter(d, "sharing.joins"), len(join_places(d))
-        a, b = started_together(d, d.sock, epochs, ["--depth", str(depth)])
-        ra, rb = finish(a), finish(b)
-        t2, m2 = (settled(d, "time.image_decode_seconds"), settled(d, "total.samples_made"))
-        assert ra["digest"] == alone["digest"] and rb["digest"] == alone["digest"], \
-            "a shared stream is not its solo stream"
-        assert counter(d, "sharing.joins") == j0 + 1, d.read_log()
-        joined = join_places(d)[n0:]
-        assert len(joined) == 1, d.read_log()
-        # the second reader decodes alone the batches before its join place:
-        # those the first had begun when it attached, a ring's depth at most
-        assert joined[0] <= depth, (joined, d.read_log())
-        made_alone, made_pair = m1 - m0, m2 - m1
-        # each run makes its epochs and up to a ring's depth past their end
-        assert images <= made_alone <= images + depth * BATCH, made_alone
-        assert images <= made_pair <= images + (joined[0] + depth) * BATCH, (made_pair, joined)
-        tries.append((t1 - t0, t2 - t1))
-        if t2 - t1 <= 1.2 * (t1 - t0):
-            break
-    else:
-        pytest.fail(f"decode time of two identical readers vs one, three tries: {tries}")
+    m0 = settled(d, "total.samples_made")
+    alone = solo(d.sock, epochs, ["--depth", str(depth)])
+    m1 = settled(d, "total.samples_made")
+    j0, n0 = counter(d, "sharing.joins"), len(join_places(d))
+    a, b = started_together(d, d.sock, epochs, ["--depth", str(depth)])
+    ra, rb = finish(a), finish(b)
+    m2 = settled(d, "total.samples_made")
+    assert ra["digest"] == alone["digest"] and rb["digest"] == alone["digest"], \
+        "a shared stream is not its solo stream"
+    assert counter(d, "sharing.joins") == j0 + 1, d.read_log()
+    joined = join_places(d)[n0:]
+    assert len(joined) == 1, d.read_log()
+    # the second reader decodes alone the batches before its join place:
+    # those the first had begun when it attached, a ring's depth at most
+    assert joined[0] <= depth, (joined, d.read_log())
+    made_alone, made_pair = m1 - m0, m2 - m1
+    # each run makes its epochs and up to a ring's depth past their end
+    assert images <= made_alone <= images + depth * BATCH, made_alone
+    assert images <= made_pair <= images + (joined[0] + depth) * BATCH, (made_pair, joined)
 
 
 def test_join_mid_epoch_and_member_killed(photos, daemon_factory):
@@ -234,6 +233,33 @@ def test_member_that_stops_reading_is_split_off(photos, daemon_factory):
     assert "split off" in d.read_log()
 
 
+def test_slow_member_is_split_off(photos, daemon_factory):
+    """A member that reads a batch every 0.9 s releases often, but keeps the
+    other waiting: it is split off (the hold is timed from when the group
+    first waited on it, not from its last release), and the fast reader
+    gets its solo stream.  Without the split the fast one could only go at
+    the slow one's pace; with it, splits >= 1 whatever the machine's load."""
+    d = daemon_factory({"photos": photos}, workers=2)
+    epochs, depth = 5, ["--depth", "4"]
+    want = solo(d.sock, epochs, depth)["digest"]
+    slow, fast = started_together(d, d.sock, epochs,
+                                  depth + ["--step-ms", "900", "--params", "name=slow"],
+                                  depth + ["--params", "name=fast"])
+    try:
+        wait_for(lambda: any(v.get("group_members") == "2" for v in clients(d).values())
+                 or counter(d, "sharing.splits") >= 1, "the two readers in one group",
+                 timeout=30)
+        rf = finish(fast, timeout=120)
+    finally:
+        for p in (slow, fast):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert rf["digest"] == want, "the fast reader's stream changed"
+    assert counter(d, "sharing.splits") >= 1, d.read_log()
+    assert "split off" in d.read_log()
+
+
 def test_kill_storm_while_shared(photos, daemon_factory):
     d = daemon_factory({"photos": photos}, workers=2)
     epochs = 50
@@ -280,18 +306,18 @@ def test_share_off(photos, daemon_factory):
     assert ra["digest"] == rb["digest"] == solo(d.sock, 3)["digest"]
 
 
-def test_weights_share_the_workers(photos, daemon_factory):
+def test_weights_share_the_workers(photos, daemon_factory, tmp_path):
     """Both readers must stay input-bound through the window: a deep ring
     each (a reader starved of CPU on a loaded machine would fill a shallow
-    one, leave the queue and hand its turns to the other).  The ratio is a
-    load-sensitive figure, so the test passes on the first of three tries
-    that keeps the bound, as test_fairness does; the bytes are checked on
-    every try.  The samples each was delivered in the window must be 1:3
-    too (the work the round robin handed out: same batches, same
-    transform); under AddressSanitizer only they are judged, since a
-    sanitized worker's wall time per job swings too much over the few
-    hundred jobs of the window."""
-    d = daemon_factory({"photos": photos}, workers=2)
+    one, leave the queue and hand its turns to the other).  The ratio is
+    the samples each was delivered in the window (the work the round robin
+    handed out: same batches, same transform), judged with a wide margin
+    (1.5 to 6 for weights 3:1; equal shares would be 1), on the first of
+    three tries long enough to judge; the bytes are checked on every try.
+    The config allows weight 3 (max-weight); STATS shows what each asked."""
+    conf = tmp_path / "ringfeedd.conf"
+    conf.write_text("max-weight = 3\n")
+    d = daemon_factory({"photos": photos}, workers=2, extra=["--config", str(conf)])
     # large crops (full-scale decodes): the readers stay input-bound for
     # seconds (AddressSanitizer's build decodes some 4x slower)
     epochs = 10 if d.sanitized() else 20
@@ -321,8 +347,7 @@ def test_weights_share_the_workers(photos, daemon_factory):
                 s1 = now
             assert set(s0) == {"light", "heavy"}, "a reader finished before the window"
             assert s1["light"]["weight"] == "1" and s1["heavy"]["weight"] == "3"
-            wl = float(s1["light"]["worker_s"]) - float(s0["light"]["worker_s"])
-            wh = float(s1["heavy"]["worker_s"]) - float(s0["heavy"]["worker_s"])
+            assert s1["heavy"]["weight_asked"] == "3"
             nl = int(s1["light"]["samples"]) - int(s0["light"]["samples"])
             nh = int(s1["heavy"]["samples"]) - int(s0["heavy"]["samples"])
             rl, rh = finish(light), finish(heavy)
@@ -332,10 +357,10 @@ def test_weights_share_the_workers(photos, daemon_factory):
                     p.kill()
                     p.wait()
         assert rl["digest"] == want["21"] and rh["digest"] == want["22"], "bytes changed"
-        if nl + nh < 160 or wl <= 0 or nl <= 0:  # too short to judge: try again
+        if nl + nh < 160 or nl <= 0:  # too short to judge: try again
             ratios.append(("short window", nl + nh))
             continue
-        ratios.append((round(wh / wl, 2), round(nh / nl, 2)))
-        if 2.7 <= nh / nl <= 3.3 and (d.sanitized() or 2.7 <= wh / wl <= 3.3):
-            return
-    pytest.fail(f"heavy:light (worker time, samples) over three tries {ratios}, weights 3:1")
+        ratios.append(round(nh / nl, 2))
+        assert 1.5 <= nh / nl <= 6, f"heavy:light samples {nh}:{nl}, weights 3:1"
+        return
+    pytest.fail(f"no window long enough to judge in three tries: {ratios}")
