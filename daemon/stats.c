@@ -52,6 +52,16 @@ static struct wire_counters totals(struct daemon *d)
     return c;
 }
 
+/* Jobs handed to workers whose DONE has not come back yet. */
+static uint64_t jobs_running(const struct daemon *d)
+{
+    uint64_t n = 0;
+
+    for (unsigned i = 0; i < POOL_MAX; i++)
+        n += d->pool.w[i].ninflight;
+    return n;
+}
+
 static double bad_total(struct daemon *d)
 {
     struct wire_counters c = totals(d);
@@ -103,6 +113,8 @@ static double bad_total(struct daemon *d)
       d->datasets_failed)                                                                  \
     X("requests.errors", "counter", "Requests answered with ERR", d->bad_requests)       \
     X("jobs.queued", "gauge", "Jobs waiting for a worker", d->sched.fq.queued)                    \
+    X("jobs.running", "gauge", "Jobs sent to workers, their DONE not back yet",         \
+      jobs_running(d))                                                                   \
     X("total.batches", "counter", "Batches published", d->batches)                       \
     X("total.samples", "counter", "Samples published", d->samples)                       \
     X("total.jobs", "counter", "Jobs run by workers", totals(d).jobs)                    \

@@ -818,7 +818,8 @@ def wait_stats_idle(d):
         nonlocal last
         st = d.stats()
         key = (st.get("errors.bad_samples"), st.get("total.jobs"))
-        ok = st.get("clients.attached") == "0" and st.get("jobs.queued") == "0" and key == last
+        ok = (st.get("clients.attached") == "0" and st.get("jobs.queued") == "0" and
+              st.get("jobs.running") == "0" and key == last)
         last = key
         return st if ok else None
     return wait_for(idle, "the daemon to go idle", timeout=WAIT, interval=0.2)

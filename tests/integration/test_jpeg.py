@@ -293,7 +293,7 @@ def wait_idle(d):
     for _ in range(600):
         st = d.stats()
         key = (st.get("jobs.queued"), st.get("time.busy_seconds"), st.get("total.jobs"))
-        if st.get("jobs.queued") == "0" and key == last:
+        if st.get("jobs.queued") == "0" and st.get("jobs.running") == "0" and key == last:
             return st
         last = key
         time.sleep(0.1)

@@ -120,7 +120,7 @@ def settled(d, key):
     for _ in range(200):
         st = d.stats()
         now = (st[key], st["total.jobs"])
-        if now == last and st["jobs.queued"] == "0":
+        if now == last and st["jobs.queued"] == "0" and st["jobs.running"] == "0":
             return float(st[key])
         last = now
         time.sleep(0.05)
