@@ -64,13 +64,16 @@ struct job {
 struct sched_state {
     struct stream *streams;    /* list of attached clients */
     uint32_t nstreams;
+    struct stream *making;     /* clients whose ring is being made (sched.c MAKING),
+                                * and those that left meanwhile (dead) */
+    uint32_t nmaking;          /* of them, not dead: they count under max-clients */
     uint32_t next_stream_id;
     uint64_t next_job_id;
     struct stream *active;     /* streams with queued jobs, a circular list:
                                 * the one whose turn it is, NULL when none */
     uint32_t nactive;          /* streams on that list */
     uint32_t queued;           /* jobs queued, all streams together */
-    uint64_t mem_used;         /* bytes of rings (I3) */
+    uint64_t mem_used;         /* bytes of rings (I3), those being made included */
     uint64_t mem_locked;       /* of them, mlocked */
     struct hist wait_hist;     /* clients' waits, all clients (sched.c, WAITS) */
     struct hist prod_hist;     /* batches' production times, all clients */
@@ -90,11 +93,21 @@ struct sched_state {
 void sched_init(struct daemon *d);
 void sched_close(struct daemon *d);
 
-/* uid: the client's, for the config's weight rules (conf.h weight). */
-int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, struct stream **out,
-                 struct rf_err *err);
+/*
+ * Checks an ATTACH and starts making its ring off the loop (sched.c
+ * MAKING).  uid: the client's, for the config's weight rules and
+ * memory-per-uid; conn: the server's connection, handed back to
+ * server_attach_made when the ring is made or could not be.  Returns 0
+ * with *out, a stream that is not yet attached (only sched_detach may be
+ * called on it until then), or a negative errno with err.
+ */
+int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, void *conn,
+                 struct stream **out, struct rf_err *err);
+/* Clients whose ring is being made that read catalogue entry i. */
+uint32_t sched_making_users(const struct daemon *d, uint32_t i);
 /* Ends a client's stream; the ring says why and gives code (negative errno,
- * see server.c) so the client knows whether to reconnect. */
+ * see server.c) so the client knows whether to reconnect.  On a stream
+ * whose ring is being made it cancels the making (no answer is sent). */
 void sched_detach(struct daemon *d, struct stream *st, const char *why, int code);
 /* The eventfd said the client released batches. */
 void sched_released(struct daemon *d, struct stream *st);

@@ -6,7 +6,13 @@
  *
  *     READING --line--> (handle) --reply queued--> WRITING --flushed--> READING
  *        \--too long--> SKIPPING (drop through the next LF) --> READING
+ *        \--ATTACH--> ATTACHING --ring made--> (reply sent) READING
  *     any state --EOF, error, kick--> CLOSING
+ *
+ * ATTACHING: the scheduler makes the ring off the loop (sched.c MAKING)
+ * and calls server_attach_made; meanwhile no line is parsed, but reading
+ * goes on (into the bounded input buffer), so a client that hangs up is
+ * seen and its ring's making cancelled.
  *
  * One reply is in flight per connection at a time: the next line is not
  * parsed until the previous reply is flushed.  So a client that never reads
@@ -52,7 +58,7 @@
 #define REPLY_MAX CTL_REPLY_MAX
 
 
-enum conn_state { C_READING, C_WRITING, C_SKIPPING, C_CLOSING };
+enum conn_state { C_READING, C_WRITING, C_SKIPPING, C_ATTACHING, C_CLOSING };
 
 struct conn {
     uv_pipe_t pipe;
@@ -455,34 +461,50 @@ static void do_attach(struct conn *c, const struct ctl_req *req)
         return send_err(c, CTL_E_BUSY, "this connection is already attached; open another");
     if (c->d->stopping)
         return send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
-    rc = sched_attach(c->d, &req->attach, c->uid, &st, &err);
+    rc = sched_attach(c->d, &req->attach, c->uid, c, &st, &err);
     if (rc < 0) {
         /* every refusal counts: version, dataset, transform, fit, budget */
         c->d->attach_refused++;
         log_info("ATTACH refused: %s", err.msg);
         return send_err(c, attach_code(rc), "%s", err.msg);
     }
-    rc = send_attach_reply(c, st);
     c->st = st;
+    c->state = C_ATTACHING; /* server_attach_made goes on */
+}
+
+void server_attach_made(void *conn, struct stream *st, int rc, const struct rf_err *err)
+{
+    struct conn *c = conn;
+    struct sched_info si;
+
+    if (c->state != C_ATTACHING) /* cannot be: a closed connection cancels the making */
+        return;
+    c->state = C_READING;
+    if (rc < 0) {
+        c->st = NULL;
+        c->d->attach_refused++;
+        log_info("ATTACH refused: %s", err->msg);
+        send_err(c, attach_code(rc), "%s", err->msg);
+        conn_drive(c);
+        return;
+    }
+    c->st = st;
+    rc = send_attach_reply(c, st);
     if (rc < 0) {
         conn_close(c, "could not send the ring to the client");
         return;
     }
-    {
-        struct sched_info si;
-
-        sched_info(st, &si);
-        if (uv_poll_init(c->d->loop, &c->epoll, si.efd) == 0) {
-            c->epoll.data = c;
-            c->epoll_open = true;
-            uv_poll_start(&c->epoll, UV_READABLE, on_eventfd);
-        } else {
-            conn_close(c, "cannot watch the ring's eventfd");
-            return;
-        }
+    sched_info(st, &si);
+    if (uv_poll_init(c->d->loop, &c->epoll, si.efd) != 0) {
+        conn_close(c, "cannot watch the ring's eventfd");
+        return;
     }
+    c->epoll.data = c;
+    c->epoll_open = true;
+    uv_poll_start(&c->epoll, UV_READABLE, on_eventfd);
     sched_start(c->d, st, c);
     autoscale_budget_changed(c->d); /* the default budget leaves the new client a CPU */
+    conn_drive(c); /* lines that came while the ring was made */
 }
 
 static verb_fn *const verbs[CTL_VERB_COUNT] = {

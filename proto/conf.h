@@ -108,6 +108,17 @@
  *                          wait for workers, each gets worker time in
  *                          proportion to its weight.  Not set: every
  *                          client's weight is 1.
+ *   memory-per-client = CAP  the largest ring one client may have, and
+ *   memory-per-uid = CAP     the most ring memory the clients of one user
+ *                          (SO_PEERCRED uid) may hold together: a SIZE as
+ *                          memory-budget takes it (at least 1M), or a
+ *                          share of memory-budget "P%", P in 1..100, which
+ *                          follows the budget when a reload changes it.
+ *                          An ATTACH over either is answered "ERR
+ *                          over-budget" with the figures (asked, cap, in
+ *                          use).  Defaults 25% and 50%: one client cannot
+ *                          pin the budget, and one user leaves half of it
+ *                          to the others.
  *
  * FLAGS OVER FILE
  *
@@ -145,6 +156,8 @@
 #define CONF_IDLE_SEC_MAX 86400
 #define CONF_WEIGHTS_MAX 64        /* rules in one weight list */
 #define CONF_CPU_BUDGET_MAX 256    /* as many as the pool may hold (POOL_MAX) */
+#define CONF_MEMORY_PER_CLIENT_PCT 25 /* memory-per-client's default, % of the budget */
+#define CONF_MEMORY_PER_UID_PCT 50    /* memory-per-uid's default */
 
 /* The keys, in the order conf_format writes them; bits of conf->set. */
 enum conf_key {
@@ -165,6 +178,8 @@ enum conf_key {
     CONF_MAX_CONNECTIONS,
     CONF_IDLE_SEC,
     CONF_WEIGHT,
+    CONF_MEMORY_PER_CLIENT,
+    CONF_MEMORY_PER_UID,
     CONF_KEY_COUNT
 };
 
@@ -188,6 +203,13 @@ struct conf_weight {
     uint32_t uid;
     char name[CTL_LABEL_MAX + 1];
     uint32_t weight;                 /* 1..CTL_ATTACH_WEIGHT_MAX */
+};
+
+/* A cap on ring memory (memory-per-client, memory-per-uid): bytes, or a
+ * share of memory-budget when percent is nonzero (conf_cap_bytes). */
+struct conf_cap {
+    uint64_t bytes;
+    uint32_t percent;                /* 1..100; 0: bytes holds the cap */
 };
 
 struct conf {
@@ -214,7 +236,12 @@ struct conf {
     struct conf_dataset datasets[CONF_DATASETS_MAX];
     unsigned n_weights;
     struct conf_weight weights[CONF_WEIGHTS_MAX];
+    struct conf_cap memory_per_client;
+    struct conf_cap memory_per_uid;
 };
+
+/* The cap in bytes under a memory budget of budget bytes. */
+uint64_t conf_cap_bytes(const struct conf_cap *cap, uint64_t budget);
 
 /* The weight the config gives a client called name (NULL or "": none) of
  * user uid: the first rule naming it, else the first rule of its uid, else
