@@ -5,7 +5,9 @@
  * The pages are locked, or allocated, RINGMAKE_STEP bytes at a time, and
  * cancel is looked at between steps, so a client that leaves while its
  * large ring is being made, or a daemon that stops, waits for one step at
- * most (tens of ms) rather than for the whole ring.
+ * most (tens of ms) rather than for the whole ring.  Locking and unmapping
+ * hold the process's mmap lock, which the main loop needs too (its own
+ * mmap, munmap and brk, through malloc): steps keep each hold short.
  */
 #include "ringmake.h"
 
@@ -132,8 +134,10 @@ int ring_make_run(struct ring_make *mk)
 
 void ring_make_undo(void *mem, uint64_t size, int memfd, int efd)
 {
-    if (mem)
-        munmap(mem, size);
+    /* step by step too: munmap holds the process's mmap lock, which the
+     * main loop's own mmap, munmap and brk (malloc) wait for */
+    for (uint64_t off = 0; mem && off < size; off += RINGMAKE_STEP)
+        munmap((char *)mem + off, size - off < RINGMAKE_STEP ? size - off : RINGMAKE_STEP);
     if (memfd >= 0)
         close(memfd);
     if (efd >= 0)

@@ -24,6 +24,8 @@
  *     max-connections = 1024
  *     idle-sec      = 60
  *     weight        = name:trainer=3, uid:1000=2
+ *     memory-per-client = 25%
+ *     memory-per-uid    = 8G
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
