@@ -121,6 +121,8 @@ void sched_enqueue(struct daemon *d, struct job *j, bool front);
  * owned by the caller (a worker's in-flight list) from then on; NULL when
  * nothing is queued. */
 struct job *sched_dequeue(struct daemon *d);
+/* A job's work in ns by its transform's cost_ns (the fair queue's measure). */
+int64_t sched_job_work(const struct job *j);
 /* A worker reported a job done, having spent busy_ns on it. */
 void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, uint64_t busy_ns);
 /* Fails every attached stream of a dataset, with why (catalog_fail). */
