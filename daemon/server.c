@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,7 @@ struct conn {
     bool skip_after_write;  /* the line was too long: skip once written */
     bool close_after_write; /* a refusal (denied, closing): close once written */
     bool denied;            /* the peer failed the access rule (peer_allowed) */
+    bool eof_pending;       /* ATTACHING: the peer shut its writing side only */
     char deny_msg[256];     /* its answer to whatever it asks first */
     bool reading;
     char in[INBUF];
@@ -171,11 +173,28 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = INBUF - c->inlen;
 }
 
+/* Has the peer closed both ways (not just shut its writing side down)? */
+static bool peer_gone(struct conn *c)
+{
+    struct pollfd p = { .events = POLLOUT };
+    int fd;
+
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0)
+        return true;
+    p.fd = fd;
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct conn *c = s->data;
 
     (void)buf;
+    if (n == UV_EOF && c->state == C_ATTACHING && !peer_gone(c)) {
+        /* a request then shutdown(SHUT_WR): it still reads the answer */
+        c->eof_pending = true;
+        return;
+    }
     if (n < 0) {
         conn_close(c, n == UV_EOF ? "connection closed" : uv_strerror((int)n));
         return;
@@ -484,6 +503,7 @@ void server_attach_made(void *conn, struct stream *st, int rc, const struct rf_e
         c->st = NULL;
         c->d->attach_refused++;
         log_info("ATTACH refused: %s", err->msg);
+        c->close_after_write = c->eof_pending;
         send_err(c, attach_code(rc), "%s", err->msg);
         conn_drive(c);
         return;
@@ -504,7 +524,10 @@ void server_attach_made(void *conn, struct stream *st, int rc, const struct rf_e
     uv_poll_start(&c->epoll, UV_READABLE, on_eventfd);
     sched_start(c->d, st, c);
     autoscale_budget_changed(c->d); /* the default budget leaves the new client a CPU */
-    conn_drive(c); /* lines that came while the ring was made */
+    if (c->eof_pending)
+        conn_close(c, "connection closed");
+    else
+        conn_drive(c); /* lines that came while the ring was made */
 }
 
 static verb_fn *const verbs[CTL_VERB_COUNT] = {
