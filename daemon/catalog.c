@@ -172,7 +172,7 @@ void catalog_names(const struct daemon *d, char *buf, size_t cap)
     }
 }
 
-/* Clients attached to entry i now. */
+/* Clients attached to entry i now, or attaching (their ring being made). */
 static uint32_t entry_users(const struct daemon *d, uint32_t i)
 {
     struct sched_client c;
@@ -181,7 +181,7 @@ static uint32_t entry_users(const struct daemon *d, uint32_t i)
     for (const struct stream *st = sched_client_next(d, NULL, &c); st;
          st = sched_client_next(d, st, &c))
         n += c.dataset_id == i;
-    return n;
+    return n + sched_making_users(d, i);
 }
 
 /* Turns entry i into a hole: closed, its quarantined samples forgotten.  A

@@ -66,6 +66,11 @@ static int64_t job_work(const struct job *j)
     return (int64_t)j->count * (int64_t)j->st->cost_ns;
 }
 
+int64_t sched_job_work(const struct job *j)
+{
+    return job_work(j);
+}
+
 static int64_t quantum(const struct stream *st)
 {
     return (int64_t)SCHED_QUANTUM_NS * st->fq.weight;

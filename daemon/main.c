@@ -269,6 +269,7 @@ static const struct sched_ops sched_ops = {
     .quarantine = pool_quarantine,
     .dataset_failed = catalog_fail,
     .kick = server_kick,
+    .attach_made = server_attach_made,
     .find_dataset = catalog_find,
     .failed_reason = catalog_failed_reason,
     .dataset_names = catalog_names,

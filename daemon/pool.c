@@ -7,6 +7,9 @@
  * watches its end with a uv_poll_t and sends with sendmsg(): messages are
  * small and at most WORKER_INFLIGHT jobs are outstanding per worker, so a
  * send that would block means the worker is wedged, and it is killed.
+ * Fewer when they are expensive (WORKER_AHEAD_NS): jobs wait in the
+ * streams' queues, where the fair queue (fairq.c FAIRNESS) picks the next,
+ * rather than in a worker's socket, where they run in the order sent.
  *
  * A worker's life:
  *   EMPTY --spawn--> STARTING --HELLO--> READY --shrink--> RETIRING --exit--> EMPTY
@@ -187,6 +190,16 @@ static int send_job(struct daemon *d, struct worker *w, struct job *j)
     return send_msg(w, &m, len, -1);
 }
 
+/* The work (ns, by cost_ns) of the jobs a worker holds (WORKER_AHEAD_NS). */
+static int64_t work_held(const struct worker *w)
+{
+    int64_t ns = 0;
+
+    for (unsigned i = 0; i < w->ninflight; i++)
+        ns += sched_job_work(w->inflight[i]);
+    return ns;
+}
+
 void pool_dispatch(struct daemon *d)
 {
     struct pool *p = &d->pool;
@@ -201,7 +214,8 @@ void pool_dispatch(struct daemon *d)
             struct job *j;
             int rc;
 
-            if (w->state != W_READY || w->exited || w->ninflight >= WORKER_INFLIGHT)
+            if (w->state != W_READY || w->exited || w->ninflight >= WORKER_INFLIGHT ||
+                work_held(w) >= WORKER_AHEAD_NS)
                 continue;
             j = sched_dequeue(d);
             j->worker = w->index;

@@ -19,6 +19,12 @@ struct job;
 #define WORKER_INFLIGHT 8 /* jobs sent to one worker ahead of its DONE: hides the
                             * round trip through the main loop (measured: 2 -> 8
                             * took bench/loader-fmnist from ~0.8M to ~1.5M samples/s) */
+/* ... but a worker holding this much work (by the transforms' cost_ns) is
+ * sent no more: a job queued in a worker's socket waits for every job ahead
+ * of it there, whatever the fair queue says, so a stream of expensive jobs
+ * must not fill the workers' sockets (at most two 4-sample JPEG crop jobs,
+ * while eight small raw jobs still go ahead). */
+#define WORKER_AHEAD_NS 4000000
 
 /* A pool position's worker.  The moves (pool.c, worker_to): EMPTY ->
  * STARTING (spawned) -> READY (said hello) -> RETIRING (asked to finish,

@@ -21,6 +21,8 @@
  *   cpu-budget        the controller's next decision; a pool over the
  *                     new budget is cut at once
  *   memory-budget     applies to the next ATTACH; rings in use stay
+ *   memory-per-client,
+ *   memory-per-uid    the same
  *   log-level         the main process at once, workers by the restart
  *   max-bad-samples,  reach workers with the rings they map, so the
  *   pixel-cap         workers restart
@@ -103,6 +105,11 @@ static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, s
                      "refused (over-budget) until rings are freed",
                      (unsigned long long)d->sched.mem_used, (unsigned long long)nc->memory_budget);
     }
+    if (nc->memory_per_client.bytes != old->memory_per_client.bytes ||
+        nc->memory_per_client.percent != old->memory_per_client.percent ||
+        nc->memory_per_uid.bytes != old->memory_per_uid.bytes ||
+        nc->memory_per_uid.percent != old->memory_per_uid.percent)
+        note(changes, cap, "memory-per-client/-uid");
     if (nc->watchdog_sec != old->watchdog_sec)
         note(changes, cap, "watchdog-sec");
     if (nc->max_clients != old->max_clients)

@@ -90,6 +90,10 @@ struct sched_ops {
     void (*dataset_failed)(struct daemon *d, uint32_t dataset_id, const char *why);
     /* close the client's connection, which detaches its stream */
     void (*kick)(void *conn, const char *why);
+    /* a ring made off the loop (stream.c MAKING): answer the ATTACH on conn
+     * with st attached (rc 0), or with the error (st NULL); called from the
+     * loop's work callback, never inside another scheduler call */
+    void (*attach_made)(void *conn, struct stream *st, int rc, const struct rf_err *err);
     /* the catalogue: a dataset's index by name or -ENOENT; why a failed
      * one is not served, or NULL; the names served, for messages */
     int (*find_dataset)(const struct daemon *d, const char *name);
@@ -107,11 +111,14 @@ struct sched_state {
     const struct sched_ops *ops;
     struct stream *streams;    /* list of attached clients */
     uint32_t nstreams;
+    struct stream *making;     /* clients whose ring is being made (stream.c MAKING),
+                                * and those that left meanwhile (dead) */
+    uint32_t nmaking;          /* of them, not dead: they count under max-clients */
     uint32_t next_stream_id;
     uint64_t next_job_id;
     struct fq_state fq;        /* fairq.c's: the queues and the round robin */
     struct share_state share;  /* share.c's: the groups */
-    uint64_t mem_used;         /* bytes of rings (I3) */
+    uint64_t mem_used;         /* bytes of rings (I3), those being made included */
     uint64_t mem_locked;       /* of them, mlocked */
     struct hist wait_hist;     /* clients' waits, all clients (stream.c, WAITS) */
     struct hist prod_hist;     /* batches' production times, all clients */
@@ -133,11 +140,21 @@ void sched_close(struct daemon *d);
  * the loop runs it on its next turn after a kick (tests call it). */
 void sched_run_kicks(struct daemon *d);
 
-/* uid: the client's, for the config's weight rules (conf.h weight). */
-int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, struct stream **out,
-                 struct rf_err *err);
+/*
+ * Checks an ATTACH and starts making its ring off the loop (stream.c
+ * MAKING).  uid: the client's, for the config's weight rules and
+ * memory-per-uid; conn: the server's connection, handed back to
+ * ops->attach_made when the ring is made or could not be.  Returns 0
+ * with *out, a stream that is not yet attached (only sched_detach may be
+ * called on it until then), or a negative errno with err.
+ */
+int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, void *conn,
+                 struct stream **out, struct rf_err *err);
+/* Clients whose ring is being made that read catalogue entry i. */
+uint32_t sched_making_users(const struct daemon *d, uint32_t i);
 /* Ends a client's stream; the ring says why and gives code (negative errno,
- * see server.c) so the client knows whether to reconnect. */
+ * see server.c) so the client knows whether to reconnect.  On a stream
+ * whose ring is being made it cancels the making (no answer is sent). */
 void sched_detach(struct daemon *d, struct stream *st, const char *why, int code);
 /* The eventfd said the client released batches. */
 void sched_released(struct daemon *d, struct stream *st);
@@ -151,6 +168,8 @@ void sched_enqueue(struct daemon *d, struct job *j, bool front);
  * owned by the caller (a worker's in-flight list) from then on; NULL when
  * nothing is queued. */
 struct job *sched_dequeue(struct daemon *d);
+/* A job's work in ns by its transform's cost_ns (the fair queue's measure). */
+int64_t sched_job_work(const struct job *j);
 /* A worker reported a job done, having spent busy_ns on it. */
 void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, uint64_t busy_ns);
 /* Fails every attached stream of a dataset, with why (catalog_fail). */

@@ -6,7 +6,13 @@
  *
  *     READING --line--> (handle) --reply queued--> WRITING --flushed--> READING
  *        \--too long--> SKIPPING (drop through the next LF) --> READING
+ *        \--ATTACH--> ATTACHING --ring made--> (reply sent) READING
  *     any state --EOF, error, kick--> CLOSING
+ *
+ * ATTACHING: the scheduler makes the ring off the loop (stream.c MAKING)
+ * and calls server_attach_made; meanwhile no line is parsed, but reading
+ * goes on (into the bounded input buffer), so a client that hangs up is
+ * seen and its ring's making cancelled.
  *
  * One reply is in flight per connection at a time: the next line is not
  * parsed until the previous reply is flushed.  So a client that never reads
@@ -41,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,13 +68,14 @@
 #define REPLY_MAX CTL_REPLY_MAX
 
 
-enum conn_state { C_READING, C_WRITING, C_SKIPPING, C_CLOSING };
+enum conn_state { C_READING, C_WRITING, C_SKIPPING, C_ATTACHING, C_CLOSING };
 
 struct conn {
     uv_pipe_t pipe;
     struct daemon *d;
     enum conn_state state;
     bool skip_after_write;  /* the line was too long: skip once written */
+    bool eof_pending;       /* ATTACHING: the peer shut its writing side only */
     bool reading;
     char in[INBUF];
     size_t inlen;
@@ -171,11 +179,28 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = INBUF - c->inlen;
 }
 
+/* Has the peer closed both ways (not just shut its writing side down)? */
+static bool peer_gone(struct conn *c)
+{
+    struct pollfd p = { .events = POLLOUT };
+    int fd;
+
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0)
+        return true;
+    p.fd = fd;
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct conn *c = s->data;
 
     (void)buf;
+    if (n == UV_EOF && c->state == C_ATTACHING && !peer_gone(c)) {
+        /* a request then shutdown(SHUT_WR): it still reads the answer */
+        c->eof_pending = true;
+        return;
+    }
     if (n < 0) {
         conn_close(c, n == UV_EOF ? "connection closed" : uv_strerror((int)n));
         return;
@@ -206,6 +231,10 @@ static void on_written(uv_write_t *req, int status)
         return;
     if (status < 0) {
         conn_close(c, uv_strerror(status));
+        return;
+    }
+    if (c->eof_pending) { /* the ATTACH's refusal to a peer that shut its writing side */
+        conn_close(c, "connection closed");
         return;
     }
     c->state = c->skip_after_write ? C_SKIPPING : C_READING;
@@ -457,34 +486,53 @@ static void do_attach(struct conn *c, const struct ctl_req *req)
         return send_err(c, CTL_E_BUSY, "this connection is already attached; open another");
     if (c->d->stopping)
         return send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
-    rc = sched_attach(c->d, &req->attach, c->uid, &st, &err);
+    rc = sched_attach(c->d, &req->attach, c->uid, c, &st, &err);
     if (rc < 0) {
         /* every refusal counts: version, dataset, transform, fit, budget */
         c->d->attach_refused++;
         log_info("ATTACH refused: %s", err.msg);
         return send_err(c, attach_code(rc), "%s", err.msg);
     }
-    rc = send_attach_reply(c, st);
     c->st = st;
+    c->state = C_ATTACHING; /* server_attach_made goes on */
+}
+
+void server_attach_made(void *conn, struct stream *st, int rc, const struct rf_err *err)
+{
+    struct conn *c = conn;
+    struct sched_info si;
+
+    if (c->state != C_ATTACHING) /* cannot be: a closed connection cancels the making */
+        return;
+    c->state = C_READING;
+    if (rc < 0) {
+        c->st = NULL;
+        c->d->attach_refused++;
+        log_info("ATTACH refused: %s", err->msg);
+        send_err(c, attach_code(rc), "%s", err->msg); /* on_written closes if eof_pending */
+        conn_drive(c);
+        return;
+    }
+    c->st = st;
+    rc = send_attach_reply(c, st);
     if (rc < 0) {
         conn_close(c, "could not send the ring to the client");
         return;
     }
-    {
-        struct sched_info si;
-
-        sched_info(st, &si);
-        if (uv_poll_init(c->d->loop, &c->epoll, si.efd) == 0) {
-            c->epoll.data = c;
-            c->epoll_open = true;
-            uv_poll_start(&c->epoll, UV_READABLE, on_eventfd);
-        } else {
-            conn_close(c, "cannot watch the ring's eventfd");
-            return;
-        }
+    sched_info(st, &si);
+    if (uv_poll_init(c->d->loop, &c->epoll, si.efd) != 0) {
+        conn_close(c, "cannot watch the ring's eventfd");
+        return;
     }
+    c->epoll.data = c;
+    c->epoll_open = true;
+    uv_poll_start(&c->epoll, UV_READABLE, on_eventfd);
     sched_start(c->d, st, c);
     autoscale_budget_changed(c->d); /* the default budget leaves the new client a CPU */
+    if (c->eof_pending)
+        conn_close(c, "connection closed");
+    else
+        conn_drive(c); /* lines that came while the ring was made */
 }
 
 static verb_fn *const verbs[CTL_VERB_COUNT] = {

@@ -10,6 +10,17 @@
  * the loop's next turn), or when its data is too damaged to go on (the
  * ring says RING_FAILED and why).  A detached stream's jobs still in
  * flight keep its struct alive until their DONE or their worker's death.
+ *
+ * MAKING: an ATTACH that passes the checks reserves its ring's bytes
+ * (mem_used) and its place under max-clients, and its stream waits on
+ * sched.making while libuv's thread pool makes the ring (ringmake.h); the
+ * main loop serves everyone meanwhile.  When the ring is made the stream
+ * joins sched.streams and the server answers the ATTACH (ops->attach_made).
+ * A client that leaves meanwhile (sched_detach), or a daemon that stops,
+ * cancels the making; the stream stays on sched.making, dead, until the
+ * thread returns, and its bytes stay counted until then.  A stream being
+ * made has no ring, no jobs, no group and no turn: nothing but the making
+ * and sched_detach looks at it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +37,7 @@
 #include "log.h"
 #include "plan.h"
 #include "ring.h"
+#include "ringmake.h"
 #include "stream.h"
 
 #ifndef MFD_NOEXEC_SEAL
@@ -33,6 +45,21 @@
 #endif
 
 _Static_assert(CONF_MAX_CLIENTS_MAX <= WIRE_MAX_RINGS, "a worker maps every attached ring");
+
+/* MAKING: a ring being made on the thread pool for st. */
+struct ring_job {
+    uv_work_t req;
+    struct stream *st;
+    struct ring_make mk;
+};
+
+/* A ring's end on the thread pool (unmake_ring). */
+struct ring_free {
+    uv_work_t req;
+    void *mem;
+    uint64_t size;
+    int memfd, efd;
+};
 
 uint32_t sched_ring_id(const struct stream *st)
 {
@@ -256,40 +283,10 @@ void sched_released(struct daemon *d, struct stream *st)
         d->sched.ops->dispatch(d);
 }
 
-static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
+/* The ring's header, once ring_make_run has made the memory (MAKING). */
+static void ring_header(struct daemon *d, struct stream *st)
 {
     struct ring_hdr *h;
-    int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-
-    if (fault_hit(FAULT_MEMFD))
-        return rf_err_set(err, -EMFILE, "memfd_create: %s", strerror(EMFILE));
-    st->memfd = memfd_create("ringfeed-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
-    if (st->memfd == -1 && errno == EINVAL) /* kernels before 6.3 */
-        st->memfd = memfd_create("ringfeed-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (st->memfd == -1)
-        return rf_err_set(err, -errno, "memfd_create: %s", strerror(errno));
-    if (ftruncate(st->memfd, (off_t)st->geom.total_size) == -1)
-        return rf_err_set(err, -errno, "ftruncate ring to %llu bytes: %s",
-                          (unsigned long long)st->geom.total_size, strerror(errno));
-    st->mem = fault_hit(FAULT_MMAP) ? (errno = ENOMEM, MAP_FAILED)
-                                    : mmap(NULL, st->geom.total_size, PROT_READ | PROT_WRITE,
-                                           MAP_SHARED, st->memfd, 0);
-    if (st->mem == MAP_FAILED) {
-        st->mem = NULL;
-        return rf_err_set(err, -errno, "mmap ring: %s", strerror(errno));
-    }
-    if (fcntl(st->memfd, F_ADD_SEALS, seals) == -1)
-        return rf_err_set(err, -errno, "sealing the ring: %s", strerror(errno));
-    /* Pages are allocated (and zeroed) now, before ATTACH's reply, not by
-     * the first batch's writes: mlock does it where the limit allows, and
-     * fallocate where it does not (a 154 MB ring of 224-pixel crops costs
-     * some 90 ms of allocation, which otherwise lands on the first batch). */
-    st->locked = mlock(st->mem, st->geom.total_size) == 0;
-    if (st->locked)
-        d->sched.mem_locked += st->geom.total_size;
-    else if (fallocate(st->memfd, 0, 0, (off_t)st->geom.total_size) == -1)
-        log_debug("client %u: fallocate of the ring: %s (pages come on first touch)", st->id,
-                  strerror(errno));
 
     ring_init(st->mem, &st->geom);
     h = st->mem;
@@ -303,25 +300,43 @@ static int make_ring(struct daemon *d, struct stream *st, struct rf_err *err)
     h->start_epoch = st->start_epoch;
     h->start_seq = st->start_seq;
     h->attach_id = st->id;
+}
 
-    st->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (st->efd == -1)
-        return rf_err_set(err, -errno, "eventfd: %s", strerror(errno));
-    return 0;
+static void ring_free_work(uv_work_t *req)
+{
+    struct ring_free *f = req->data;
+
+    ring_make_undo(f->mem, f->size, f->memfd, f->efd);
+}
+
+static void ring_free_done(uv_work_t *req, int status)
+{
+    (void)status;
+    free(req->data);
+}
+
+/* Unmaps and closes a ring's memory on the thread pool (a large locked
+ * ring takes hundreds of ms), or here when it cannot be queued. */
+static void ring_free(struct daemon *d, void *mem, uint64_t size, int memfd, int efd)
+{
+    struct ring_free *f = malloc(sizeof(*f));
+
+    if (f) {
+        *f = (struct ring_free){ .mem = mem, .size = size, .memfd = memfd, .efd = efd };
+        f->req.data = f;
+        if (d->loop && uv_queue_work(d->loop, &f->req, ring_free_work, ring_free_done) == 0)
+            return;
+        free(f);
+    }
+    ring_make_undo(mem, size, memfd, efd);
 }
 
 static void unmake_ring(struct daemon *d, struct stream *st)
 {
-    if (st->mem) {
-        if (st->locked)
-            d->sched.mem_locked -= st->geom.total_size;
-        munmap(st->mem, st->geom.total_size);
-        st->mem = NULL;
-    }
-    if (st->memfd >= 0)
-        close(st->memfd);
-    if (st->efd >= 0)
-        close(st->efd);
+    if (st->mem && st->locked)
+        d->sched.mem_locked -= st->geom.total_size;
+    ring_free(d, st->mem, st->geom.total_size, st->memfd, st->efd);
+    st->mem = NULL;
     st->memfd = st->efd = -1;
 }
 
@@ -368,8 +383,179 @@ static uint32_t grant_weight(const struct daemon *d, const struct ctl_attach *a,
     return max;
 }
 
-int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, struct stream **out,
-                 struct rf_err *err)
+/* Ring bytes held by uid's clients: attached, and being made (MAKING). */
+static uint64_t uid_bytes(const struct daemon *d, uint32_t uid, uint32_t *rings)
+{
+    uint64_t sum = 0;
+
+    *rings = 0;
+    for (int k = 0; k < 2; k++)
+        for (const struct stream *st = k ? d->sched.making : d->sched.streams; st; st = st->next)
+            if (st->uid == uid) {
+                sum += st->geom.total_size;
+                ++*rings;
+            }
+    return sum;
+}
+
+/* memory-per-client and memory-per-uid (conf.h) for a ring of need bytes
+ * asked by uid.  Returns 0, or -ENOMEM with the figures in err. */
+static int over_cap(const struct daemon *d, uint64_t need, uint32_t uid, struct rf_err *err)
+{
+    uint64_t cap = conf_cap_bytes(&d->cf.memory_per_client, d->cf.memory_budget), used;
+    uint32_t rings;
+
+    if (need > cap)
+        return rf_err_set(err, -ENOMEM,
+                          "attach needs %llu bytes; memory-per-client is %llu bytes, %llu in use "
+                          "by this client: lower depth or batch, or raise memory-per-client",
+                          (unsigned long long)need, (unsigned long long)cap, 0ull);
+    cap = conf_cap_bytes(&d->cf.memory_per_uid, d->cf.memory_budget);
+    used = uid_bytes(d, uid, &rings);
+    if (need > cap || used > cap - need)
+        return rf_err_set(err, -ENOMEM,
+                          "attach needs %llu bytes; memory-per-uid is %llu bytes, %llu in use by "
+                          "uid %u's %u client(s): detach one, lower depth or batch, or raise "
+                          "memory-per-uid", (unsigned long long)need, (unsigned long long)cap,
+                          (unsigned long long)used, uid, rings);
+    return 0;
+}
+
+/* Attached clients, and clients whose ring is being made, that read
+ * catalogue entry i (catalog.c keeps such an entry open). */
+uint32_t sched_making_users(const struct daemon *d, uint32_t i)
+{
+    uint32_t n = 0;
+
+    for (const struct stream *st = d->sched.making; st; st = st->next)
+        n += !st->dead && st->dataset_id == i;
+    return n;
+}
+
+static void making_unlink(struct daemon *d, struct stream *st)
+{
+    for (struct stream **pp = &d->sched.making; *pp; pp = &(*pp)->next)
+        if (*pp == st) {
+            *pp = st->next;
+            break;
+        }
+    st->next = NULL;
+}
+
+static void making_work(uv_work_t *req)
+{
+    struct ring_job *rj = req->data;
+
+    ring_make_run(&rj->mk);
+}
+
+/* The ring is made, or not (MAKING): the stream joins the others and the
+ * server answers the ATTACH, or the stream ends. */
+static void making_done(uv_work_t *req, int status)
+{
+    struct ring_job *rj = req->data;
+    struct stream *st = rj->st;
+    struct daemon *d = st->d;
+    struct ring_make *mk = &rj->mk;
+    struct rf_err err = mk->err;
+    int rc = status < 0 ? rf_err_set(&err, -ECANCELED, "the ring's making was cancelled")
+                        : mk->rc;
+
+    making_unlink(d, st);
+    st->making = NULL;
+    st->memfd = mk->memfd;
+    st->efd = mk->efd;
+    st->mem = mk->mem;
+    st->locked = mk->locked;
+    if (st->locked)
+        d->sched.mem_locked += st->geom.total_size;
+    if (!st->dead)
+        d->sched.nmaking--;
+    if (rc == 0 && !st->dead && d->cat[st->dataset_id].failed[0])
+        rc = rf_err_set(&err, -EBADMSG, "dataset %s failed while the ring was made: %s",
+                        st->a.dataset, d->cat[st->dataset_id].failed);
+    if (rc == 0 && !st->dead && st->sh.can_share && !share_group_new(d, st))
+        rc = rf_err_set(&err, -EAGAIN, "the daemon is out of memory; try again");
+    free(rj);
+    if (rc < 0 || st->dead) {
+        void *conn = st->dead ? NULL : st->conn;
+
+        d->sched.mem_used -= st->geom.total_size;
+        unmake_ring(d, st);
+        if (st->dead)
+            log_debug("client %u: its ring is released (it left while the ring was made)",
+                      st->id);
+        else
+            log_info("client %u: ATTACH failed: %s", st->id, err.msg);
+        free(st);
+        if (conn)
+            d->sched.ops->attach_made(conn, NULL, rc, &err);
+        sched_check(d);
+        return;
+    }
+    ring_header(d, st);
+    for (uint32_t i = 0; i < RING_MAX_DEPTH; i++)
+        st->slot_g[i] = STREAM_NO_BATCH;
+    st->attach_ns = sched_now(d);
+    st->starved_since = st->attach_ns; /* the client waits for its first batch from here */
+    st->next = d->sched.streams;
+    d->sched.streams = st;
+    d->sched.nstreams++;
+    d->attaches++;
+    log_info("client %u attached: dataset %s batch %u rank %u/%u depth %u weight %u, ring %llu "
+             "bytes%s", st->id, st->a.dataset, st->a.batch, st->a.rank, st->a.world,
+             st->geom.depth, st->fq.weight, (unsigned long long)st->geom.total_size,
+             st->locked ? " (locked)" : "");
+    sched_check(d);
+    d->sched.ops->attach_made(st->conn, st, 0, NULL);
+}
+
+/* Reserves st's ring bytes and queues its making (MAKING).  Returns 0, or
+ * a negative errno with err (nothing reserved). */
+static int making_start(struct daemon *d, struct stream *st, struct rf_err *err)
+{
+    struct ring_job *rj = fault_calloc(1, sizeof(*rj));
+    int rc;
+
+    if (!rj)
+        return rf_err_set(err, -EAGAIN, "the daemon is out of memory; try again");
+    rj->st = st;
+    rj->req.data = rj;
+    rj->mk.geom = st->geom;
+    rj->mk.fail_memfd = fault_hit(FAULT_MEMFD);
+    rj->mk.fail_mmap = fault_hit(FAULT_MMAP);
+    rj->mk.wait = fault_hit(FAULT_RINGWAIT);
+    atomic_init(&rj->mk.cancel, false);
+    rc = uv_queue_work(d->loop, &rj->req, making_work, making_done);
+    if (rc < 0) {
+        free(rj);
+        return rf_err_set(err, -EAGAIN, "cannot queue the ring's making: %s; try again",
+                          uv_strerror(rc));
+    }
+    st->making = rj;
+    st->next = d->sched.making;
+    d->sched.making = st;
+    d->sched.nmaking++;
+    d->sched.mem_used += st->geom.total_size;
+    return 0;
+}
+
+/* The client left while its ring was being made: the making stops at its
+ * next step, and making_done frees the stream and the bytes. */
+static void making_cancel(struct daemon *d, struct stream *st, const char *why)
+{
+    if (st->dead)
+        return;
+    log_info("client %u left while its ring was being made: %s", st->id, why);
+    atomic_store_explicit(&st->making->mk.cancel, true, memory_order_relaxed);
+    st->dead = true;
+    st->conn = NULL;
+    d->sched.nmaking--;
+    sched_check(d);
+}
+
+int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, void *conn,
+                 struct stream **out, struct rf_err *err)
 {
     struct stream *st;
     struct sampler s;
@@ -382,11 +568,11 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, str
         return rf_err_set(err, -EPROTO,
                           "client speaks ring layout version %u, this daemon versions %u to %u",
                           a->version, RING_VERSION_MIN, RING_VERSION);
-    if (d->sched.nstreams >= d->cf.max_clients)
+    if (d->sched.nstreams + d->sched.nmaking >= d->cf.max_clients)
         return rf_err_set(err, -EUSERS,
                           "%u clients attached, the daemon's max-clients; try again when one "
                           "detaches, or raise max-clients (at most %u)",
-                          d->sched.nstreams, CONF_MAX_CLIENTS_MAX);
+                          d->sched.nstreams + d->sched.nmaking, CONF_MAX_CLIENTS_MAX);
     ds = d->sched.ops->find_dataset(d, a->dataset);
     if (ds < 0 && d->sched.ops->failed_reason(d, a->dataset))
         return rf_err_set(err, -EBADMSG, "dataset %s failed and is not served until a reload: %s",
@@ -463,9 +649,13 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, str
                         (unsigned long long)st->geom.total_size, st->geom.depth,
                         (unsigned long long)st->geom.slot_stride,
                         (unsigned long long)d->cf.memory_budget,
-                        (unsigned long long)d->sched.mem_used, d->sched.nstreams);
+                        (unsigned long long)d->sched.mem_used,
+                        d->sched.nstreams + d->sched.nmaking);
         goto fail;
     }
+    rc = over_cap(d, st->geom.total_size, uid, err);
+    if (rc < 0)
+        goto fail;
     st->weight_asked = a->weight;
     fq_member_init(&st->fq, grant_weight(d, a, uid));
     st->sh.can_share = a->share &&
@@ -473,31 +663,14 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, str
                     !__builtin_add_overflow(st->sh.start_k, st->start_seq, &st->sh.start_k) &&
                     st->sh.start_k <= UINT64_MAX / 2; /* room for next_g */
     st->id = ++d->sched.next_stream_id;
-    if (st->sh.can_share && !share_group_new(d, st)) {
-        rc = rf_err_set(err, -EAGAIN, "the daemon is out of memory; try again");
-        goto fail;
-    }
-    rc = make_ring(d, st, err);
+    st->uid = uid;
+    st->conn = conn;
+    rc = making_start(d, st, err);
     if (rc < 0)
-        goto fail_ring;
-    for (uint32_t i = 0; i < RING_MAX_DEPTH; i++)
-        st->slot_g[i] = STREAM_NO_BATCH;
-    d->sched.mem_used += st->geom.total_size;
-    st->attach_ns = sched_now(d);
-    st->starved_since = st->attach_ns; /* the client waits for its first batch from here */
-    st->next = d->sched.streams;
-    d->sched.streams = st;
-    d->sched.nstreams++;
-    d->attaches++;
-    log_info("client %u attached: dataset %s batch %u rank %u/%u depth %u weight %u, ring %llu "
-             "bytes%s", st->id, a->dataset, a->batch, a->rank, a->world, st->geom.depth,
-             st->fq.weight, (unsigned long long)st->geom.total_size, st->locked ? " (locked)" : "");
+        goto fail;
     *out = st;
     return 0;
 
-fail_ring:
-    unmake_ring(d, st);
-    share_leave(d, st);
 fail:
     free(st);
     return rc;
@@ -524,6 +697,11 @@ void sched_info(const struct stream *st, struct sched_info *si)
 void sched_detach(struct daemon *d, struct stream *st, const char *why, int code)
 {
     struct ring_hdr *h = st->mem;
+
+    if (st->making) {
+        making_cancel(d, st, why);
+        return;
+    }
 
     for (struct stream **pp = &d->sched.streams; *pp; pp = &(*pp)->next) {
         if (*pp == st) {
@@ -631,6 +809,24 @@ void stream_check(const struct daemon *d)
         if (st->starved_since && st->released != st->published)         /* S1 (WAITS) */
             CHECK_FAIL("client %u counted as waiting with %llu batches ready", st->id,
                        (unsigned long long)(st->published - st->released));
+    }
+    {                                                                   /* I3, MAKING */
+        uint64_t bytes = 0;
+        uint32_t live = 0;
+
+        for (int k = 0; k < 2; k++)
+            for (const struct stream *st = k ? d->sched.making : d->sched.streams; st;
+                 st = st->next) {
+                bytes += st->geom.total_size;
+                if (k && (!st->making || st->mem))
+                    CHECK_FAIL("client %u on the making list %s", st->id,
+                               st->mem ? "has a ring" : "is not being made");
+                live += k && !st->dead;
+            }
+        if (bytes != d->sched.mem_used || live != d->sched.nmaking)
+            CHECK_FAIL("rings hold %llu bytes, mem_used says %llu; %u being made, nmaking "
+                       "says %u", (unsigned long long)bytes,
+                       (unsigned long long)d->sched.mem_used, live, d->sched.nmaking);
     }
 #undef CHECK_FAIL
 #else

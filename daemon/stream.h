@@ -68,6 +68,8 @@ struct stream {
     int memfd, efd;
     void *mem;
     bool locked;
+    struct ring_job *making;        /* MAKING: its ring is being made; NULL after */
+    uint32_t uid;                   /* the client's (memory-per-uid) */
     uint32_t version;               /* the ring layout the client speaks */
     bool want_release;              /* what the ring's want_release says (M4) */
 

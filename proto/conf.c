@@ -27,6 +27,7 @@ enum kind {
     K_GROUP,   /* char[] group name or number, 1..max bytes */
     K_WEIGHTS, /* struct conf_weight[CONF_WEIGHTS_MAX] and its unsigned count */
     K_WORKERS, /* uint32_t count in min..max, or "auto" (workers_auto, count 0) */
+    K_CAP,     /* struct conf_cap: a size in min..max, or "P%" with P in 1..100 */
 };
 
 struct keydef {
@@ -66,6 +67,10 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"weight", CONF_WEIGHT, K_WEIGHTS, FIELD(weights), offsetof(struct conf, n_weights), 1,
      CTL_ATTACH_WEIGHT_MAX},
     {"max-weight", CONF_MAX_WEIGHT, K_UINT, FIELD(max_weight), 0, 1, CTL_ATTACH_WEIGHT_MAX},
+    {"memory-per-client", CONF_MEMORY_PER_CLIENT, K_CAP, FIELD(memory_per_client), 0,
+     CONF_MEMORY_BUDGET_MIN, UINT64_MAX},
+    {"memory-per-uid", CONF_MEMORY_PER_UID, K_CAP, FIELD(memory_per_uid), 0,
+     CONF_MEMORY_BUDGET_MIN, UINT64_MAX},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
@@ -86,6 +91,17 @@ void conf_defaults(struct conf *c)
     c->max_connections = 1024;
     c->idle_sec = 60;
     c->max_weight = 1;
+    c->memory_per_client.percent = CONF_MEMORY_PER_CLIENT_PCT;
+    c->memory_per_uid.percent = CONF_MEMORY_PER_UID_PCT;
+}
+
+uint64_t conf_cap_bytes(const struct conf_cap *cap, uint64_t budget)
+{
+    if (!cap->percent)
+        return cap->bytes;
+    /* budget / 100 * percent would lose up to 99 bytes a percent */
+    return budget > UINT64_MAX / 100 ? budget / 100 * cap->percent
+                                     : budget * cap->percent / 100;
 }
 
 const char *conf_log_level_name(enum conf_log_level l)
@@ -156,6 +172,11 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         return;
     case K_SIZE:
         snprintf(buf, cap, "a size of at least %lluM: digits with an optional K, M, G or T",
+                 (unsigned long long)(k->min >> 20));
+        return;
+    case K_CAP:
+        snprintf(buf, cap, "a size of at least %lluM (digits with an optional K, M, G or T) "
+                 "or a share of memory-budget P%% with P in 1..100",
                  (unsigned long long)(k->min >> 20));
         return;
     case K_LEVEL:
@@ -418,6 +439,22 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
             return bad_value(k, key, v, err);
         *(uint64_t *)field = u;
         return 0;
+    case K_CAP: {
+        struct conf_cap *cp = (struct conf_cap *)field;
+
+        if (vlen > 1 && v[vlen - 1] == '%') {
+            if (strnum_u64(v, vlen - 1, &u) < 0 || u < 1 || u > 100)
+                return bad_value(k, key, v, err);
+            cp->bytes = 0;
+            cp->percent = (uint32_t)u;
+            return 0;
+        }
+        if (conf_parse_size(v, &u) < 0 || u < k->min || u > k->max)
+            return bad_value(k, key, v, err);
+        cp->bytes = u;
+        cp->percent = 0;
+        return 0;
+    }
     case K_WORKERS:
         if (strcmp(v, "auto") == 0) {
             c->workers = 0;
@@ -653,6 +690,17 @@ int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
     return 0;
 }
 
+/* A size as conf_parse_size reads it, in the largest unit that is exact. */
+static void format_size(uint64_t b, char *v, size_t cap)
+{
+    static const char units[] = "KMGT";
+    int u = -1;
+
+    while (u < 3 && b != 0 && b % 1024 == 0)
+        b /= 1024, u++;
+    snprintf(v, cap, "%llu%.*s", (unsigned long long)b, u >= 0 ? 1 : 0, u >= 0 ? &units[u] : "");
+}
+
 /* Writes "name = value" for row k; -ENOSPC. */
 static int format_key(const struct keydef *k, const struct conf *c, char *buf, size_t cap,
                       size_t *used)
@@ -682,15 +730,17 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
                  k->width == sizeof(uint32_t) ? (unsigned long long)*(const uint32_t *)field
                                               : (unsigned long long)*(const uint64_t *)field);
         break;
-    case K_SIZE: {
-        static const char units[] = "KMGT";
-        uint64_t b = *(const uint64_t *)field;
-        int u = -1;
+    case K_SIZE:
+        format_size(*(const uint64_t *)field, v, sizeof(v));
+        break;
+    case K_CAP: {
+        const struct conf_cap *cp = (const struct conf_cap *)field;
 
-        while (u < 3 && b != 0 && b % 1024 == 0)
-            b /= 1024, u++;
-        snprintf(v, sizeof(v), "%llu%.*s", (unsigned long long)b, u >= 0 ? 1 : 0,
-                 u >= 0 ? &units[u] : "");
+        if (cp->percent) {
+            snprintf(v, sizeof(v), "%u%%", cp->percent);
+            break;
+        }
+        format_size(cp->bytes, v, sizeof(v));
         break;
     }
     case K_LEVEL:
@@ -762,7 +812,11 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         a->max_connections != b->max_connections || a->idle_sec != b->idle_sec ||
         a->n_allow_uid != b->n_allow_uid ||
         a->n_allow_gid != b->n_allow_gid || a->n_datasets != b->n_datasets ||
-        a->n_weights != b->n_weights || a->max_weight != b->max_weight)
+        a->n_weights != b->n_weights || a->max_weight != b->max_weight ||
+        a->memory_per_client.bytes != b->memory_per_client.bytes ||
+        a->memory_per_client.percent != b->memory_per_client.percent ||
+        a->memory_per_uid.bytes != b->memory_per_uid.bytes ||
+        a->memory_per_uid.percent != b->memory_per_uid.percent)
         return false;
     for (unsigned i = 0; i < a->n_weights; i++)
         if (a->weights[i].by_uid != b->weights[i].by_uid ||
@@ -809,6 +863,8 @@ int conf_check_table(struct rf_err *err)
             return rf_err_set(err, -EINVAL, "config key %s: list field size", k->name);
         if (k->kind == K_IDS && k->width != CONF_ALLOW_MAX * sizeof(uint32_t))
             return rf_err_set(err, -EINVAL, "config key %s: list field size", k->name);
+        if (k->kind == K_CAP && k->width != sizeof(struct conf_cap))
+            return rf_err_set(err, -EINVAL, "config key %s: cap field size", k->name);
         for (int j = 0; j < i; j++)
             if (strcmp(keys[j].name, k->name) == 0)
                 return rf_err_set(err, -EINVAL, "config key %s appears twice", k->name);
@@ -820,7 +876,7 @@ int conf_check_table(struct rf_err *err)
     def.set = 1u << CONF_SOCKET | 1u << CONF_LOG_LEVEL | 1u << CONF_WATCHDOG_SEC |
               1u << CONF_MAX_BAD_SAMPLES | 1u << CONF_PIXEL_CAP | 1u << CONF_SOCKET_MODE |
               1u << CONF_MAX_CLIENTS | 1u << CONF_MAX_CONNECTIONS | 1u << CONF_IDLE_SEC |
-              1u << CONF_MAX_WEIGHT;
+              1u << CONF_MAX_WEIGHT | 1u << CONF_MEMORY_PER_CLIENT | 1u << CONF_MEMORY_PER_UID;
     if (conf_format(&def, text, sizeof(text)) < 0)
         return rf_err_set(err, -EINVAL, "config defaults do not format");
     if (conf_parse(text, strlen(text), &back, err) < 0) {

@@ -25,6 +25,8 @@
  *     idle-sec      = 60
  *     weight        = name:trainer=3, uid:1000=2/8
  *     max-weight    = 1
+ *     memory-per-client = 25%
+ *     memory-per-uid    = 8G
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -117,6 +119,17 @@
  *                          given N (not refused; STATS shows weight_asked
  *                          beside weight).  Default 1: clients cannot raise
  *                          their own share unless the operator allows it.
+ *   memory-per-client = CAP  the largest ring one client may have, and
+ *   memory-per-uid = CAP     the most ring memory the clients of one user
+ *                          (SO_PEERCRED uid) may hold together: a SIZE as
+ *                          memory-budget takes it (at least 1M), or a
+ *                          share of memory-budget "P%", P in 1..100, which
+ *                          follows the budget when a reload changes it.
+ *                          An ATTACH over either is answered "ERR
+ *                          over-budget" with the figures (asked, cap, in
+ *                          use).  Defaults 25% and 50%: one client cannot
+ *                          pin the budget, and one user leaves half of it
+ *                          to the others.
  *
  * FLAGS OVER FILE
  *
@@ -154,6 +167,8 @@
 #define CONF_IDLE_SEC_MAX 86400
 #define CONF_WEIGHTS_MAX 64        /* rules in one weight list */
 #define CONF_CPU_BUDGET_MAX 256    /* as many as the pool may hold (POOL_MAX) */
+#define CONF_MEMORY_PER_CLIENT_PCT 25 /* memory-per-client's default, % of the budget */
+#define CONF_MEMORY_PER_UID_PCT 50    /* memory-per-uid's default */
 
 /* The keys, in the order conf_format writes them; bits of conf->set. */
 enum conf_key {
@@ -175,6 +190,8 @@ enum conf_key {
     CONF_IDLE_SEC,
     CONF_WEIGHT,
     CONF_MAX_WEIGHT,
+    CONF_MEMORY_PER_CLIENT,
+    CONF_MEMORY_PER_UID,
     CONF_KEY_COUNT
 };
 
@@ -202,6 +219,13 @@ struct conf_weight {
                                       * (the larger of weight and max-weight) */
 };
 
+/* A cap on ring memory (memory-per-client, memory-per-uid): bytes, or a
+ * share of memory-budget when percent is nonzero (conf_cap_bytes). */
+struct conf_cap {
+    uint64_t bytes;
+    uint32_t percent;                /* 1..100; 0: bytes holds the cap */
+};
+
 struct conf {
     uint32_t set;                    /* 1u << enum conf_key, once given */
     char socket[CONF_SOCKET_MAX + 1];
@@ -227,7 +251,12 @@ struct conf {
     unsigned n_weights;
     struct conf_weight weights[CONF_WEIGHTS_MAX];
     uint32_t max_weight;             /* the most a client no rule covers may ask for */
+    struct conf_cap memory_per_client;
+    struct conf_cap memory_per_uid;
 };
+
+/* The cap in bytes under a memory budget of budget bytes. */
+uint64_t conf_cap_bytes(const struct conf_cap *cap, uint64_t budget);
 
 /* The weight the config gives a client called name (NULL or "": none) of
  * user uid: the first rule naming it, else the first rule of its uid, else
@@ -235,7 +264,7 @@ struct conf {
 uint32_t conf_weight_for(const struct conf *c, const char *name, uint32_t uid);
 /* The most weight the same client may have, by the same rule: its /MAX,
  * else the larger of its weight and max-weight; with no rule, max-weight.
- * An ATTACH weight= above it is lowered to it (sched.c, WEIGHTS). */
+ * An ATTACH weight= above it is lowered to it (stream.c and fairq.c, WEIGHTS). */
 uint32_t conf_weight_max(const struct conf *c, const char *name, uint32_t uid);
 
 /* Fills c with the defaults above, nothing set. */

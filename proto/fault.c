@@ -17,6 +17,7 @@ static const char *const names[FAULT_POINTS] = {
     [FAULT_MMAP] = "mmap",
     [FAULT_SEND] = "send",
     [FAULT_ACCEPT] = "accept",
+    [FAULT_RINGWAIT] = "ringwait",
 };
 
 const char *fault_point_name(enum fault_point p)

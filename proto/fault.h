@@ -9,7 +9,7 @@
  *     RINGFEED_FAULT = RULE[,RULE...]
  *     RULE           = POINT:N          the Nth call at POINT fails, once
  *                    | POINT:every-N    every Nth call at POINT fails
- *     POINT          = read | alloc | memfd | mmap | send | accept
+ *     POINT          = read | alloc | memfd | mmap | send | accept | ringwait
  *
  *   read    a worker's record read comes back with EIO (daemon/worker)
  *   alloc   the main process's allocations for a connection, a stream and
@@ -20,6 +20,9 @@
  *           (daemon/server.c)
  *   accept  accepting a control connection fails with EMFILE: the peer is
  *           dropped (daemon/server.c)
+ *   ringwait making a ring (off the main loop) waits until its client
+ *           leaves or the daemon stops, then fails with ECANCELED: the
+ *           control socket must answer meanwhile (daemon/ringmake.c)
  *
  * Counts are per process: each worker counts its own reads.  In other
  * builds fault_hit() is a constant false and the variable is ignored (the
@@ -43,6 +46,7 @@ enum fault_point {
     FAULT_MMAP,
     FAULT_SEND,
     FAULT_ACCEPT,
+    FAULT_RINGWAIT,
     FAULT_POINTS,
 };
 

@@ -110,7 +110,9 @@ static void test_example(void)
         "max-connections = 1024\n"
         "idle-sec      = 60\n"
         "weight        = name:trainer=3, uid:1000=2/8\n"
-        "max-weight    = 1\n";
+        "max-weight    = 1\n"
+        "memory-per-client = 25%\n"
+        "memory-per-uid    = 8G\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_IS_INT(c.n_weights, 2, "two weight rules");
@@ -137,6 +139,68 @@ static void test_example(void)
     TAP_OK(c.n_allow_gid == 1 && c.allow_gid[0] == 2000, "allow-gid list");
     TAP_IS_INT(c.socket_mode, 0660, "socket-mode");
     TAP_IS_STR(c.socket_group, "ringfeed", "socket-group");
+    TAP_OK(c.memory_per_client.percent == 25 && c.memory_per_uid.percent == 0 &&
+           c.memory_per_uid.bytes == 8ull << 30, "memory-per-client 25%, memory-per-uid 8G");
+}
+
+/* memory-per-client, memory-per-uid: a size or a share of memory-budget */
+static void test_caps(void)
+{
+    expect_ok("", "caps: defaults");
+    TAP_OK(c.memory_per_client.percent == CONF_MEMORY_PER_CLIENT_PCT &&
+           c.memory_per_uid.percent == CONF_MEMORY_PER_UID_PCT &&
+           CONF_MEMORY_PER_CLIENT_PCT == 25 && CONF_MEMORY_PER_UID_PCT == 50,
+           "caps: default memory-per-client 25%%, memory-per-uid 50%% of the budget");
+    TAP_IS_INT(conf_cap_bytes(&c.memory_per_client, 4ull << 30), 1ull << 30,
+               "caps: 25% of a 4G budget is 1G");
+    TAP_IS_INT(conf_cap_bytes(&c.memory_per_uid, 4ull << 30), 2ull << 30,
+               "caps: 50% of a 4G budget is 2G");
+    TAP_IS_INT(conf_cap_bytes(&(struct conf_cap){ .percent = 100 }, UINT64_MAX),
+               UINT64_MAX / 100 * 100, "caps: a share of a huge budget does not overflow");
+    TAP_IS_INT(conf_cap_bytes(&(struct conf_cap){ .bytes = 5 << 20 }, 1ull << 30), 5 << 20,
+               "caps: a size is itself, whatever the budget");
+    one("memory-per-client", "1%", 1);
+    TAP_OK(c.memory_per_client.percent == 1 && c.memory_per_client.bytes == 0, "caps: 1%");
+    one("memory-per-client", "100%", 1);
+    one("memory-per-client", "512M", 1);
+    TAP_OK(c.memory_per_client.percent == 0 && c.memory_per_client.bytes == 512ull << 20,
+           "caps: 512M");
+    one("memory-per-uid", "1M", 1);
+    one("memory-per-uid", "2T", 1);
+    one("memory-per-client", "0%", 0);
+    one("memory-per-client", "101%", 0);
+    one("memory-per-client", "%", 0);
+    one("memory-per-client", "50 %", 0);
+    one("memory-per-client", "-5%", 0);
+    one("memory-per-client", "1.5%", 0);
+    one("memory-per-uid", "1023K", 0);
+    one("memory-per-uid", "lots", 0);
+    one("memory-per-uid", "", 0);
+    expect_bad("memory-per-uid = 200%\n", "caps: a bad cap names the forms",
+               "memory-per-uid", "at least 1M", "P% with P in 1..100", NULL);
+    expect_ok("memory-per-client = 30%\nmemory-per-uid = 3G\n", "caps: both set");
+    {
+        char buf[4096];
+        int n = conf_format(&c, buf, sizeof(buf));
+
+        TAP_IS_STR(n > 0 ? buf : "", "memory-per-client = 30%\nmemory-per-uid = 3G\n",
+                   "caps: written as a share and as a size");
+        TAP_OK(n > 0 && conf_parse(buf, (size_t)n, &c2, &e) == 0 && conf_equal(&c, &c2),
+               "caps: and read back the same");
+        c2 = c;
+        c2.memory_per_client.percent = 31;
+        TAP_OK(!conf_equal(&c, &c2), "caps: shares differ");
+        c2 = c;
+        c2.memory_per_uid.bytes++;
+        TAP_OK(!conf_equal(&c, &c2), "caps: sizes differ");
+    }
+    conf_defaults(&c3);
+    TAP_IS_INT(conf_set(&c3, "memory-per-uid", "10%", &e), 0, "caps: a flag");
+    expect_ok("memory-per-uid = 3G\n", "caps: the file");
+    TAP_IS_INT(conf_merge(&c, &c3, &e), 0, "caps: flags over file");
+    TAP_OK(c.memory_per_uid.percent == 10 && c.memory_per_uid.bytes == 0 &&
+           c.memory_per_client.percent == CONF_MEMORY_PER_CLIENT_PCT,
+           "caps: the flag's share replaces the file's size; the other keeps its default");
 }
 
 static void test_keys(void)
@@ -576,5 +640,6 @@ int main(void)
     test_size();
     test_flags_merge();
     test_format();
+    test_caps();
     return tap_done();
 }

@@ -27,7 +27,8 @@
  * scheduler runs on a loop of its own here (its tick stopped), which the
  * test turns when a kick is due: the server watches each stream's eventfd
  * and calls sched_released, and a kick reaches the server only on the
- * loop's next turn.  sched_check() aborts on a broken invariant
+ * loop's next turn.  The loop also lets libuv's thread pool make and
+ * free rings (stream.c MAKING).  sched_check() aborts on a broken invariant
  * in builds with RINGFEED_CHECKS (the ASan build), and this test checks the
  * same figures itself in every build.
  */
@@ -99,6 +100,21 @@ static void fake_dataset_names(const struct daemon *d, char *buf, size_t cap)
 
 static char g_failed[256]; /* what the dataset_failed op was told last */
 
+/* what the scheduler told the server when a ring was made, or not */
+static unsigned g_made_calls;
+static struct stream *g_made;
+static int g_made_rc;
+static char g_made_msg[512];
+
+static void fake_attach_made(void *conn, struct stream *st, int rc, const struct rf_err *err)
+{
+    (void)conn;
+    g_made_calls++;
+    g_made = st;
+    g_made_rc = rc;
+    snprintf(g_made_msg, sizeof(g_made_msg), "%s", rc < 0 ? err->msg : "");
+}
+
 static void fake_dataset_failed(struct daemon *d, uint32_t i, const char *why)
 {
     snprintf(g_failed, sizeof(g_failed), "%s", why);
@@ -130,6 +146,7 @@ static const struct sched_ops g_ops = {
     .quarantine = fake_quarantine,
     .dataset_failed = fake_dataset_failed,
     .kick = fake_kick,
+    .attach_made = fake_attach_made,
     .find_dataset = fake_find_dataset,
     .failed_reason = fake_failed_reason,
     .dataset_names = fake_dataset_names,
@@ -148,6 +165,7 @@ struct client {
 };
 
 static struct daemon g_d;
+static uv_loop_t g_loop;
 static struct catalog_entry g_cat[1];
 static struct client *g_clients[16]; /* attached, by the ring ids of their streams */
 static unsigned g_nclients;
@@ -205,6 +223,7 @@ static void sampler_of(const struct client *c, uint64_t epoch, struct sampler *s
 
 static uint32_t g_next_weight, g_next_epoch, g_next_seq, g_next_seed = 77;
 static bool g_next_noshare;
+static uint32_t g_next_uid;
 
 static int attach(struct client *c, uint32_t batch, uint32_t depth, uint32_t rank,
                   uint32_t world)
@@ -227,8 +246,15 @@ static int attach(struct client *c, uint32_t batch, uint32_t depth, uint32_t ran
     g_next_seq = 0;
     g_next_seed = 77;
     g_next_noshare = false;
-    if (sched_attach(&g_d, &c->a, 0, &c->st, &err) < 0) {
+    if (sched_attach(&g_d, &c->a, g_next_uid, c, &c->st, &err) < 0) {
         tap_diag("attach: %s", err.msg);
+        return -1;
+    }
+    /* the ring is made on the thread pool: the loop hands it back */
+    g_made_calls = 0;
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+    if (g_made_calls != 1 || g_made != c->st) {
+        tap_diag("attach: the ring was not made: %s", g_made_msg);
         return -1;
     }
     sched_info(c->st, &c->si);
@@ -398,6 +424,7 @@ static void detach(struct client *c)
     forget(c);
     sched_detach(&g_d, c->st, "test done", 0);
     munmap(c->mem, c->si.size);
+    uv_run(&g_loop, UV_RUN_DEFAULT); /* the ring's end, on the thread pool */
 }
 
 static void straight(void)
@@ -420,7 +447,7 @@ static void ranks_and_chunks(void)
 {
     struct client c;
 
-    /* raw jobs hold >= 500 us of work at 0.9 us a sample (sched.c
+    /* raw jobs hold >= 500 us of work at 0.9 us a sample (plan.c
      * JOB_WORK_NS): 555, 555 and 390 samples for a batch of 1500; rank 1 of 3 */
     if (attach(&c, 1500, 3, 1, 3) < 0)
         return (void)tap_ok(0, "attach");
@@ -1244,11 +1271,114 @@ static void weights(void)
     }
 }
 
+/*
+ * MAKING (stream.c): ATTACH returns before the ring exists; the stream is
+ * attached only when the loop hands the made ring back, and a client that
+ * leaves meanwhile is never answered and leaves nothing behind.
+ */
+static void making(void)
+{
+    struct ctl_attach a;
+    struct stream *st;
+    struct rf_err err;
+    struct sched_info si;
+    int rc;
+
+    ctl_attach_defaults(&a);
+    strcpy(a.dataset, "t");
+    a.batch = 64;
+    a.depth = 4;
+    g_made_calls = 0;
+    rc = sched_attach(&g_d, &a, 0, NULL, &st, &err);
+    TAP_IS_INT(rc, 0, "making: ATTACH accepted");
+    if (rc < 0)
+        return;
+    sched_info(st, &si);
+    tap_ok(si.memfd == -1 && g_made_calls == 0 && g_d.sched.nstreams == 0,
+           "making: sched_attach returns before the ring is made (no memfd, not attached)");
+    TAP_IS_INT(g_d.sched.nmaking, 1, "making: one ring being made");
+    tap_ok(g_d.sched.mem_used == si.size, "making: its bytes are reserved at once");
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+    tap_ok(g_made_calls == 1 && g_made == st && g_made_rc == 0,
+           "making: the loop hands the made ring to the server");
+    sched_info(st, &si);
+    tap_ok(si.memfd >= 0 && g_d.sched.nstreams == 1 && g_d.sched.nmaking == 0,
+           "making: then the stream is attached with its ring");
+    sched_detach(&g_d, st, "test done", 0);
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+
+    /* a client that leaves while its ring is made */
+    g_made_calls = 0;
+    rc = sched_attach(&g_d, &a, 0, NULL, &st, &err);
+    TAP_IS_INT(rc, 0, "making: a second ATTACH accepted");
+    if (rc < 0)
+        return;
+    sched_detach(&g_d, st, "client left", -ECONNRESET);
+    TAP_IS_INT(g_d.sched.nmaking, 0, "making: left at once: no longer counted as attaching");
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+    tap_ok(g_made_calls == 0, "making: a client that left is never answered");
+    tap_ok(g_d.sched.mem_used == 0 && g_d.sched.nstreams == 0 && !g_d.sched.making,
+           "making: and its bytes and stream are gone once the thread returns");
+}
+
+/* memory-per-client and memory-per-uid (conf.h): refused with the figures;
+ * rings being made count. */
+static void caps(void)
+{
+    struct ctl_attach a;
+    struct stream *st[3];
+    struct rf_err err;
+    char want[256];
+    uint64_t ring;
+    struct sched_info si;
+    int rc;
+
+    ctl_attach_defaults(&a);
+    strcpy(a.dataset, "t");
+    a.batch = 64;
+    a.depth = 4;
+    if (sched_attach(&g_d, &a, 7, NULL, &st[0], &err) < 0)
+        return (void)tap_ok(0, "caps: attach: %s", err.msg);
+    sched_info(st[0], &si);
+    ring = si.size;
+    sched_detach(&g_d, st[0], "test done", 0);
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+    g_d.cf.memory_per_client = (struct conf_cap){ .bytes = ring - 1 };
+    rc = sched_attach(&g_d, &a, 7, NULL, &st[0], &err);
+    TAP_IS_INT(rc, -ENOMEM, "caps: a ring over memory-per-client is refused");
+    snprintf(want, sizeof(want), "attach needs %llu bytes; memory-per-client is %llu bytes, 0 in "
+             "use", (unsigned long long)ring, (unsigned long long)ring - 1);
+    tap_ok(rc < 0 && strstr(err.msg, want), "caps:   naming asked, cap and in use: %s",
+           rc < 0 ? err.msg : "");
+    g_d.cf.memory_per_client = (struct conf_cap){ .percent = 100 };
+    g_d.cf.memory_per_uid = (struct conf_cap){ .bytes = 2 * ring };
+    g_made_calls = 0;
+    tap_ok(sched_attach(&g_d, &a, 7, NULL, &st[0], &err) == 0 &&
+           sched_attach(&g_d, &a, 7, NULL, &st[1], &err) == 0,
+           "caps: two rings of uid 7 fit its memory-per-uid");
+    rc = sched_attach(&g_d, &a, 7, NULL, &st[2], &err);
+    TAP_IS_INT(rc, -ENOMEM, "caps: a third, while the two are still being made, is refused");
+    snprintf(want, sizeof(want), "attach needs %llu bytes; memory-per-uid is %llu bytes, %llu in "
+             "use by uid 7's 2 client(s)", (unsigned long long)ring,
+             (unsigned long long)2 * ring, (unsigned long long)2 * ring);
+    tap_ok(rc < 0 && strstr(err.msg, want), "caps:   naming asked, cap and in use: %s",
+           rc < 0 ? err.msg : "");
+    rc = sched_attach(&g_d, &a, 8, NULL, &st[2], &err);
+    TAP_IS_INT(rc, 0, "caps: another uid's ring fits");
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+    TAP_IS_INT(g_made_calls, 3, "caps: the three rings are made");
+    for (int i = 0; i < 3; i++)
+        sched_detach(&g_d, st[i], "test done", 0);
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+    TAP_IS_INT(g_d.sched.mem_used, 0, "caps: every ring's bytes are given back");
+    conf_defaults(&g_d.cf);
+    g_d.cf.memory_budget = 1ull << 30;
+}
+
 int main(void)
 {
     char dir[] = "/tmp/rf-test-sched-XXXXXX", path[64];
     struct rf_err err;
-    uv_loop_t loop;
 
     if (!mkdtemp(dir))
         tap_bail("cannot create a temporary folder");
@@ -1256,16 +1386,18 @@ int main(void)
     if (make_dataset(path) < 0 || dataset_open(path, &g_cat[0].ds, &err) < 0)
         tap_bail("cannot make the test dataset in %s", path);
     strcpy(g_cat[0].name, "t");
-    if (uv_loop_init(&loop) != 0)
+    if (uv_loop_init(&g_loop) != 0)
         tap_bail("uv_loop_init failed");
-    loop.data = &g_d;
-    g_d.loop = &loop;
+    g_loop.data = &g_d;
+    g_d.loop = &g_loop;
     sched_init(&g_d, &g_ops);
     uv_timer_stop(&g_d.sched.tick); /* the test plans when it says so */
     conf_defaults(&g_d.cf);
     g_d.cf.memory_budget = 1ull << 30; /* the daemon derives it from RAM at start */
     g_d.cat = g_cat;
     g_d.ncat = 1;
+    making();
+    caps();
     straight();
     ranks_and_chunks();
     crashes();
@@ -1282,8 +1414,8 @@ int main(void)
     weight_caps();
     dataset_close(g_cat[0].ds);
     sched_close(&g_d);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    if (uv_loop_close(&loop) != 0)
+    uv_run(&g_loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&g_loop) != 0)
         tap_diag("the loop still holds handles");
     {
         char cmd[128];

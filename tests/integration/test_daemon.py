@@ -22,7 +22,9 @@ Scenarios (Fashion-MNIST packed with zstd by conftest's packed_fmnist):
   7. a hostile client: sealed memfd, garbage in the ring header and in the
      release counter; the daemon kicks it and serves the others unchanged;
   8. refusals: over the memory budget, unknown dataset, ring version,
-     transform; raw and through ringfeed-read.
+     transform; raw and through ringfeed-read; over memory-per-client and
+     memory-per-uid; and ATTACH is answered off the main loop (a ring
+     being made holds nobody else up).
 
 Regressions held here: the kill storm runs one-chunk batches in a two-slot
 ring because that is where a job re-run after its worker's death used to
@@ -754,6 +756,83 @@ def test_refusals(daemons, packed_fmnist):
         for w in words:
             assert w in p.stderr, (w, p.stderr)
     assert raw_request(d.sock, b"PING\n") == b"OK pong\n"
+
+
+def test_memory_caps(daemons, packed_fmnist, tmp_path):
+    """memory-per-client and memory-per-uid: an ATTACH over either is
+    refused (over-budget) with the bytes asked, the cap and the bytes in use;
+    a ring under both is served."""
+    conf = tmp_path / "caps.conf"
+    conf.write_text("memory-budget = 64M\nmemory-per-client = 4M\nmemory-per-uid = 6M\n")
+    d = daemons({"test": packed_fmnist["test"]}, workers=1, extra=["--config", str(conf)])
+    uid = os.getuid()
+    big = ring_bytes(8, 1000, 784)
+    r = raw_request(d.sock, b"ATTACH dataset=test batch=1000 depth=8\n")
+    assert error_code(r) == "over-budget", r
+    assert (b"attach needs %d bytes; memory-per-client is %d bytes, 0 in use" %
+            (big, 4 << 20)) in r, r
+    one = ring_bytes(4, 1000, 784)
+    held = RawClient(d, b"ATTACH dataset=test batch=1000 depth=4\n")
+    try:
+        assert held.size == one
+        r = raw_request(d.sock, b"ATTACH dataset=test batch=1000 depth=4\n")
+        assert error_code(r) == "over-budget", r
+        assert (b"attach needs %d bytes; memory-per-uid is %d bytes, %d in use by uid %d's "
+                b"1 client(s)" % (one, 6 << 20, one, uid)) in r, r
+        # a ring that fits beside it is served
+        out, _ = run_read(d.sock, "test", batch=100, epochs=1, extra=["--depth", "4"])
+        assert out["samples"] == N["test"], out
+    finally:
+        held.close()
+    st = wait_for(lambda: (lambda s: s if int(s["clients.attached"]) == 0 else None)(d.stats()),
+                  "the held client to detach")
+    assert int(st["clients.refused"]) == 2, st
+    assert int(st["memory.rings_bytes"]) == 0, st
+
+
+def faults_built():
+    build = os.environ.get("RINGFEED_BUILD_DIR", "build")
+    with open(os.path.join(build, "config.h")) as f:
+        return "#define RINGFEED_FAULTS 1" in f.read()
+
+
+@pytest.mark.skipif(not faults_built(), reason="fault injection is built in debug and "
+                    "sanitizer builds only")
+def test_attach_answers_while_ring_made(daemons, packed_fmnist):
+    """A ring is made off the main loop: with its making held (the ringwait
+    fault point holds it until the client leaves), the daemon answers PING
+    and STATS and serves another client a whole epoch; the held client that
+    hangs up gives its bytes back; a daemon stopped during a making exits 0."""
+    fault = {"RINGFEED_FAULT": "ringwait:1"}
+    d = daemons({"test": packed_fmnist["test"]}, workers=1, env=fault)
+    need = ring_bytes(2, 16, 784)
+    held = connect_unix(d.sock, WAIT)
+    try:
+        held.sendall(b"ATTACH dataset=test batch=16 depth=2\n")
+        st = wait_for(lambda: (lambda s: s if int(s["memory.rings_bytes"]) == need else None)(
+            d.stats()), "the held ring's bytes to be reserved")
+        assert int(st["clients.attached"]) == 0, st
+        assert raw_request(d.sock, b"PING\n") == b"OK pong\n"
+        out, _ = run_read(d.sock, "test", batch=256, epochs=1)
+        assert out["samples"] == N["test"], out
+        assert int(d.stats()["memory.rings_bytes"]) == need
+    finally:
+        held.close()
+    wait_for(lambda: int(d.stats()["memory.rings_bytes"]) == 0,
+             "the held ring's bytes to come back")
+    assert "left while its ring was being made" in d.read_log()
+
+    d2 = daemons({"test": packed_fmnist["test"]}, workers=1, env=fault)
+    held = connect_unix(d2.sock, WAIT)
+    try:
+        held.sendall(b"ATTACH dataset=test batch=16 depth=2\n")
+        wait_for(lambda: int(d2.stats()["memory.rings_bytes"]) == need,
+                 "the held ring's bytes to be reserved")
+        d2.proc.send_signal(signal.SIGTERM)
+        assert d2.proc.wait(WAIT) == 0, d2.read_log()[-3000:]
+        d2.killed = True
+    finally:
+        held.close()
 
 
 # ---- bad samples in the log (issues 7 and 8) -------------------------------
