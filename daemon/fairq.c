@@ -10,8 +10,7 @@
  * one that re-attaches queues it again each time.  So every stream has its
  * own queue, and the streams with queued jobs stand on a circular list
  * (d->sched.fq.active points at the one whose turn it is).  A job's work is
- * count * cost_ns, the transform's measured cost per sample, the measure
- * that sizes jobs (JOB_WORK_NS).  sched_dequeue:
+ * count * the stream's cost per sample (MEASURED below).  sched_dequeue:
  *
  *   - hands out the first job of the stream whose turn it is while that
  *     stream's deficit is above 0, and charges it the job's work (so the
@@ -51,9 +50,26 @@
  *       holds nqueued jobs, all its own, none with a worker;
  *   Q2. a stream is on the active list iff it has queued jobs; nactive
  *       counts the list; a failed or detached stream has none;
- *   Q3. -WIRE_JOB_MAX * cost_ns < deficit <= quantum (SCHED_QUANTUM_NS *
- *       weight), and deficit <= 0 off the list.
+ *   Q3. -max_work < deficit <= quantum (SCHED_QUANTUM_NS * weight), where
+ *       max_work is the largest job's work charged to the stream, and
+ *       deficit <= 0 off the list.
+ *
+ * MEASURED: a job's work is what the stream's jobs really cost.  A
+ * transform's cost_ns is a figure for a typical sample (a 224-pixel crop of
+ * an ImageNet-sized photo); a dataset of 20-megapixel photos costs many
+ * times that, and charged by the figure its stream would be handed many
+ * times its share of the workers' time (a cheap stream beside it fell to a
+ * tenth of its solo rate).  So each DONE reports the worker's CPU time in
+ * the job (pool.c) and fq_measured moves the stream's cost per sample a
+ * quarter of the way (FQ_COST_EWMA) to what the job took, bounded to
+ * FQ_COST_SPAN times either side of the transform's figure.  The round
+ * robin then charges by it, and pool.c holds back a worker's next job
+ * while the jobs it holds are worth WORKER_AHEAD_NS by it.  Jobs are still
+ * cut by the transform's figure (plan.c), so a batch's jobs, and what they
+ * make, do not depend on timing.
  */
+#define FQ_COST_EWMA 4
+#define FQ_COST_SPAN 4096
 #include <stdlib.h>
 
 #include "config.h"
@@ -63,7 +79,7 @@
 
 static int64_t job_work(const struct job *j)
 {
-    return (int64_t)j->count * (int64_t)j->st->cost_ns;
+    return (int64_t)j->count * (int64_t)j->st->fq.cost_ns;
 }
 
 int64_t sched_job_work(const struct job *j)
@@ -156,6 +172,8 @@ struct job *sched_dequeue(struct daemon *d)
         st->fq.q_tail = NULL;
     j->next = NULL;
     st->fq.deficit -= job_work(j);
+    if (job_work(j) > st->fq.max_work)
+        st->fq.max_work = job_work(j);
     st->fq.nqueued--;
     d->sched.fq.queued--;
     if (st->fq.nqueued == 0)
@@ -166,9 +184,25 @@ struct job *sched_dequeue(struct daemon *d)
     return j;
 }
 
-void fq_member_init(struct fq_member *m, uint32_t weight)
+void fq_member_init(struct fq_member *m, uint32_t weight, uint64_t cost_ns)
 {
-    *m = (struct fq_member){ .weight = weight, .worker_share = -1, .weight_share = -1 };
+    *m = (struct fq_member){ .weight = weight, .cost_ns = cost_ns ? cost_ns : 1,
+                             .worker_share = -1, .weight_share = -1 };
+}
+
+void fq_measured(struct stream *st, uint64_t busy_ns, uint32_t count)
+{
+    uint64_t per, lo = st->cost_ns / FQ_COST_SPAN, hi = st->cost_ns * FQ_COST_SPAN;
+
+    if (!busy_ns || !count)
+        return;
+    per = busy_ns / count;
+    per = per < lo ? lo : per > hi ? hi : per;
+    if (per < 1)
+        per = 1;
+    st->fq.cost_ns = (st->fq.cost_ns * (FQ_COST_EWMA - 1) + per) / FQ_COST_EWMA;
+    if (st->fq.cost_ns < 1)
+        st->fq.cost_ns = 1;
 }
 
 struct job *fq_first(const struct stream *st)
@@ -238,7 +272,6 @@ void fq_check(const struct daemon *d)
 #define CHECK_FAIL(...) do { log_error("sched_check: " __VA_ARGS__); abort(); } while (0)
     for (const struct stream *st = d->sched.streams; st; st = st->next) {
         const struct job *last = NULL;
-        int64_t debt_max = (int64_t)WIRE_JOB_MAX * (int64_t)st->cost_ns;
         uint32_t n = 0;
 
         for (const struct job *j = st->fq.q_head; j; j = j->next) {   /* Q1 */
@@ -259,7 +292,7 @@ void fq_check(const struct daemon *d)
         if ((st->fq.rr_next != NULL) != (n > 0))                      /* Q2 */
             CHECK_FAIL("client %u has %u jobs queued and is %s the active list", st->id, n,
                        st->fq.rr_next ? "on" : "off");
-        if (st->fq.deficit <= -debt_max ||                            /* Q3 */
+        if ((st->fq.deficit < 0 && st->fq.deficit <= -st->fq.max_work) ||  /* Q3 */
             st->fq.deficit > (st->fq.rr_next ? quantum(st) : 0))
             CHECK_FAIL("client %u's deficit %lld is out of bounds (%s the active list)",
                        st->id, (long long)st->fq.deficit, st->fq.rr_next ? "on" : "off");

@@ -24,6 +24,10 @@ struct fq_member {
     uint32_t nqueued;
     struct stream *rr_prev, *rr_next; /* on the active list; NULL when off it */
     int64_t deficit;                /* work (ns) it may still be handed */
+    uint64_t cost_ns;               /* a sample's work: the worker time its jobs
+                                     * took per sample, measured (fq_measured);
+                                     * the transform's figure until one reports */
+    int64_t max_work;               /* the largest job's work charged (Q3) */
     /* WEIGHTS */
     uint32_t weight;                /* 1..CTL_ATTACH_WEIGHT_MAX */
     uint64_t worker_ns;             /* worker time of the jobs it was home of */
@@ -41,8 +45,15 @@ struct fq_state {
     uint64_t win_start_ns;     /* the share window's start (WEIGHTS) */
 };
 
-/* A new stream's member: weight 1.. (WEIGHTS), no share figures yet. */
-void fq_member_init(struct fq_member *m, uint32_t weight);
+/* A new stream's member: weight 1.. (WEIGHTS), a sample's work cost_ns
+ * (the transform's figure) until its jobs are measured, no share figures
+ * yet. */
+void fq_member_init(struct fq_member *m, uint32_t weight, uint64_t cost_ns);
+
+/* A job of st's made count samples in busy_ns of worker time: the round
+ * robin charges st's next jobs by what its jobs really cost (MEASURED in
+ * fairq.c).  A report of no time or no sample changes nothing. */
+void fq_measured(struct stream *st, uint64_t busy_ns, uint32_t count);
 
 /* The first job of st's queue, and the one after j in its queue (NULL at
  * the end): for reading and for changing a job's targets in place. */

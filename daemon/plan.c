@@ -398,6 +398,7 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, 
     bool dataset_failed = false;
 
     j->st->fq.worker_ns += busy_ns; /* the home pays (WEIGHTS) */
+    fq_measured(j->st, busy_ns, j->count);
     for (uint32_t i = 0; i < j->ntargets; i++) {
         struct stream *st = j->t[i].st;
 

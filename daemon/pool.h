@@ -19,7 +19,8 @@ struct job;
 #define WORKER_INFLIGHT 8 /* jobs sent to one worker ahead of its DONE: hides the
                             * round trip through the main loop (measured: 2 -> 8
                             * took bench/loader-fmnist from ~0.8M to ~1.5M samples/s) */
-/* ... but a worker holding this much work (by the transforms' cost_ns) is
+/* ... but a worker holding this much work (by its streams' measured cost per
+ * sample, fairq.c MEASURED) is
  * sent no more: a job queued in a worker's socket waits for every job ahead
  * of it there, whatever the fair queue says, so a stream of expensive jobs
  * must not fill the workers' sockets (at most two 4-sample JPEG crop jobs,

@@ -65,7 +65,7 @@ struct job {
 
 
 /*
- * The work, in ns by the transform's cost_ns, one turn of the round robin
+ * The work, in ns of a job's work (fairq.c), one turn of the round robin
  * adds to a stream's deficit (fairq.c): one job of the size plan_batch
  * aims for (JOB_WORK_NS), so streams of well-sized jobs take turns job by
  * job and a stream of small jobs takes several in its turn.
@@ -168,7 +168,8 @@ void sched_enqueue(struct daemon *d, struct job *j, bool front);
  * owned by the caller (a worker's in-flight list) from then on; NULL when
  * nothing is queued. */
 struct job *sched_dequeue(struct daemon *d);
-/* A job's work in ns by its transform's cost_ns (the fair queue's measure). */
+/* A job's work in ns by its stream's measured cost per sample (fairq.c
+ * MEASURED: the fair queue's measure). */
 int64_t sched_job_work(const struct job *j);
 /* A worker reported a job done, having spent busy_ns on it. */
 void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, uint64_t busy_ns);

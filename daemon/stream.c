@@ -657,7 +657,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     if (rc < 0)
         goto fail;
     st->weight_asked = a->weight;
-    fq_member_init(&st->fq, grant_weight(d, a, uid));
+    fq_member_init(&st->fq, grant_weight(d, a, uid), st->cost_ns);
     st->sh.can_share = a->share &&
                     !__builtin_mul_overflow(st->start_epoch, st->bpe, &st->sh.start_k) &&
                     !__builtin_add_overflow(st->sh.start_k, st->start_seq, &st->sh.start_k) &&

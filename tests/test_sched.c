@@ -766,6 +766,11 @@ static void fair_turns(void)
  * writes the chunk into each ring whose client is still attached, or only
  * into target `only` when it is >= 0; sets each chunk bit and publishes
  * the slots it completes.  With report, tells the scheduler it is done. */
+/* The ring whose jobs report g_cost_factor times the worker time of the
+ * others (MEASURED in fairq.c); 0: none. */
+static uint32_t g_cost_ring;
+static uint64_t g_cost_factor = 1;
+
 static void work_multi(struct job *j, int only, int report)
 {
     struct wire_job m;
@@ -799,7 +804,8 @@ static void work_multi(struct job *j, int only, int report)
     }
     done.job_id = m.job_id;
     if (report)
-        sched_job_done(&g_d, j, &done, (uint64_t)m.count * 1000);
+        sched_job_done(&g_d, j, &done, (uint64_t)m.count * 1000 *
+                                       (m.ring_id == g_cost_ring ? g_cost_factor : 1));
 }
 
 /* Runs jobs, consuming the clients in cs[] (the others do not read), until
@@ -1272,6 +1278,48 @@ static void weights(void)
 }
 
 /*
+ * MEASURED (fairq.c): two streams of the same transform whose samples
+ * cost 1 us and 50 us of worker time (a dataset of photos far larger than
+ * the transform's figure assumes) share the workers' time evenly: the
+ * costly one is charged what its jobs really took.  Charged by the
+ * transform's figure alone, each would be handed as many jobs, and the
+ * costly one would take 50 times the other's worker time.
+ */
+static void measured_cost(void)
+{
+    struct client a, b;
+    struct client *ab[] = {&a, &b};
+    struct sched_client fa, fb;
+    double ratio;
+
+    if (attach(&a, 64, 16, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    g_next_seed = 9;
+    if (attach(&b, 64, 16, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    g_cost_ring = b.si.id;
+    g_cost_factor = 50;
+    run_multi(ab, 2, 3000);
+    g_cost_ring = 0;
+    g_cost_factor = 1;
+    client_figures(&a, &fa);
+    client_figures(&b, &fb);
+    ratio = fa.worker_ns ? (double)fb.worker_ns / (double)fa.worker_ns : 0;
+    tap_ok(ratio > 0.7 && ratio < 1.4,
+           "a stream whose samples cost 50x the other's gets the same worker time, not 50x "
+           "(%.2f)", ratio);
+    TAP_IS_INT(a.bad + b.bad, 0, "  each stream exactly its own");
+    detach(&a);
+    detach(&b);
+    {
+        struct job *j;
+
+        while ((j = sched_dequeue(&g_d)))
+            sched_job_orphaned(&g_d, j);
+    }
+}
+
+/*
  * MAKING (stream.c): ATTACH returns before the ring exists; the stream is
  * attached only when the loop hands the made ring back, and a client that
  * leaves meanwhile is never answered and leaves nothing behind.
@@ -1412,6 +1460,7 @@ int main(void)
     join_wait_times_out();
     weights();
     weight_caps();
+    measured_cost();
     dataset_close(g_cat[0].ds);
     sched_close(&g_d);
     uv_run(&g_loop, UV_RUN_DEFAULT);
