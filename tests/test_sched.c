@@ -410,6 +410,16 @@ static void run(struct client *c, uint64_t batches)
     }
 }
 
+/* Ends the queued jobs of streams already detached: sched_job_orphaned
+ * frees a job no live ring is left for. */
+static void drop_all(void)
+{
+    struct job *j;
+
+    while ((j = sched_dequeue(&g_d)))
+        sched_job_orphaned(&g_d, j);
+}
+
 static void forget(struct client *c)
 {
     for (unsigned i = 0; i < g_nclients; i++)
@@ -1009,12 +1019,7 @@ static void catch_up(void)
     tap_ok(fb.shared_batches + 4 >= b.consumed, "  every batch after the first 4 shared");
     detach(&a);
     detach(&b);
-    {
-        struct job *j;
-
-        while ((j = sched_dequeue(&g_d)))
-            sched_job_orphaned(&g_d, j);
-    }
+    drop_all();
 }
 
 /* Drains the queue: every job run and its batch published, nobody reads. */
@@ -1026,14 +1031,6 @@ static void run_all(void)
         j->worker = 0;
         work_multi(j, -1, 1);
     }
-}
-
-static void drop_all(void)
-{
-    struct job *j;
-
-    while ((j = sched_dequeue(&g_d)))
-        sched_job_orphaned(&g_d, j);
 }
 
 /*
@@ -1269,12 +1266,7 @@ static void weights(void)
     g_d.cf.max_weight = 1;
     detach(&l);
     detach(&h);
-    {
-        struct job *j;
-
-        while ((j = sched_dequeue(&g_d)))
-            sched_job_orphaned(&g_d, j);
-    }
+    drop_all();
 }
 
 /*
@@ -1311,12 +1303,7 @@ static void measured_cost(void)
     TAP_IS_INT(a.bad + b.bad, 0, "  each stream exactly its own");
     detach(&a);
     detach(&b);
-    {
-        struct job *j;
-
-        while ((j = sched_dequeue(&g_d)))
-            sched_job_orphaned(&g_d, j);
-    }
+    drop_all();
 }
 
 /*
