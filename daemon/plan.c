@@ -237,8 +237,12 @@ void plan_failed(struct daemon *d, struct stream *const *m, uint32_t n, int rc)
         struct stream *st = m[i];
 
         if (rc == -EOVERFLOW) {
-            /* never wrap to epoch 0's stream: end with a reason instead */
-            if (st->published == st->next_g)
+            /* never wrap to epoch 0's stream: end with a reason instead,
+             * once the client has released every batch there is (failing
+             * when the last one is published, not released, reached a
+             * client that attached at the last batch before its ATTACH's
+             * check of the ring, which refused it) */
+            if (st->released == st->next_g)
                 stream_fail(d, st, -EOVERFLOW, "the stream reached epoch 4294967296: epochs "
                             "are numbered 0..4294967295 (the sampler's key)");
         } else if (rc == -ENOMEM) {

@@ -437,6 +437,36 @@ static void detach(struct client *c)
     uv_run(&g_loop, UV_RUN_DEFAULT); /* the ring's end, on the thread pool */
 }
 
+/* The last epoch there is (the sampler keys epochs by 32 bits): a stream
+ * started at its last batch gets that batch, and the ring stays live until
+ * the client has released it; only then does the stream end, by name.  It
+ * used to fail as soon as the batch was published: a client that attached
+ * there could find its new ring failed before it had read anything. */
+static void last_epoch(void)
+{
+    struct client c;
+    struct ring_hdr *h;
+    struct job *j;
+
+    g_next_epoch = UINT32_MAX;
+    g_next_seq = 62; /* 4000 samples in batches of 64: its last batch */
+    if (attach(&c, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    h = (struct ring_hdr *)c.mem;
+    TAP_IS_INT(g_d.sched.fq.queued, 1, "the last epoch's last batch: one batch planned, no more");
+    while ((j = sched_dequeue(&g_d))) {
+        j->worker = 0;
+        work(&c, j, 1);
+    }
+    sched_fill(&g_d); /* as another client's start, or the tick, plans for every stream */
+    TAP_IS_INT(atomic_load(&h->state), RING_LIVE, "  published, not yet read: the ring is live");
+    consume(&c);
+    TAP_IS_INT(c.consumed, 1, "  the client reads it");
+    TAP_IS_INT(atomic_load(&h->state), RING_FAILED, "  once it is released the stream ends");
+    tap_ok(strstr(h->reason, "epoch 4294967296") != NULL, "  saying why (%s)", h->reason);
+    detach(&c);
+}
+
 static void straight(void)
 {
     struct client c;
@@ -1448,6 +1478,7 @@ int main(void)
     weights();
     weight_caps();
     measured_cost();
+    last_epoch();
     dataset_close(g_cat[0].ds);
     sched_close(&g_d);
     uv_run(&g_loop, UV_RUN_DEFAULT);
