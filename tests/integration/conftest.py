@@ -132,6 +132,22 @@ def ctl(sock, *args, check=True, json_out=False):
     return json.loads(r.stdout) if json_out and r.returncode == 0 else r
 
 
+def unix_listening(path):
+    """Is an AF_UNIX socket bound at path and listening?  (/proc/net/unix:
+    the file appears at bind(), before listen(); a connect in between is
+    refused.)"""
+    try:
+        with open("/proc/net/unix") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 8 and fields[7] == path and int(fields[3], 16) & 0x10000:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
 def connect_unix(path, timeout):
     """A connected AF_UNIX stream socket with timeout set.  A connect that
     finds the daemon's listen backlog full (EAGAIN: a socket with a timeout

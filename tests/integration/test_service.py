@@ -47,7 +47,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, attach_held, ctl, pid_children, proc_alive, wait_for, ctl_tool, raw_request, read_tool, ringfeedd, run_read
+from conftest import BUILD, attach_held, ctl, pid_children, proc_alive, wait_for, ctl_tool, raw_request, read_tool, ringfeedd, run_read, unix_listening
 
 WAIT = 120.0
 READ_TIMEOUT = 600
@@ -275,7 +275,8 @@ def test_socket_activation(svc, packed_fmnist):
     sock = os.path.join(d, "activated.sock")
     a = svc.start([activate, "-l", sock, ringfeedd(), "--workers", "2",
                    "--dataset", f"fmnist={packed_fmnist['test']}"], d)
-    wait_for(lambda: os.path.exists(sock), "systemd-socket-activate's socket")
+    # the file appears at bind(), before listen(): a connect in between is refused
+    wait_for(lambda: unix_listening(sock), "systemd-socket-activate's socket listening")
     # the first connection starts the daemon, which takes the socket on fd 3
     assert raw_request(sock, b"PING\n", timeout=WAIT).startswith(b"OK pong")
     a.wait_up(sock, workers=2)

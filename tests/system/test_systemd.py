@@ -488,6 +488,22 @@ print(out.decode(errors="replace"))
 """
 
 
+def unix_listening(path):
+    """Is an AF_UNIX socket bound at path and listening?  (/proc/net/unix:
+    the file appears at bind(), before listen(); a connect in between is
+    refused.)"""
+    try:
+        with open("/proc/net/unix") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 8 and fields[7] == path and int(fields[3], 16) & 0x10000:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
 def exposure(text):
     m = re.search(r"Overall exposure level for ringfeedd\.service: ([0-9.]+) (\S+)", text)
     return (m.group(1), m.group(2)) if m else None
@@ -558,7 +574,7 @@ def main(build):
                                  "--dataset", f"fmnist={root + data_in}"],
                                 stdout=bare_log, stderr=bare_log, start_new_session=True)
         cleanup.append(lambda: (bare.poll() is None and bare.kill(), bare.wait()))
-        wait_for(lambda: os.path.exists(bare_sock), "the bare daemon's socket")
+        wait_for(lambda: unix_listening(bare_sock), "the bare daemon's socket listening")
         digest_one = read_once(read_tool, bare_sock, "256", "1")["digest"]
         digest_long = read_once(read_tool, bare_sock, *LONG)["digest"]
         bare.send_signal(signal.SIGTERM)
