@@ -37,12 +37,27 @@
  * and normalize + forward + backward + SGD (GPU times from events, read
  * after synchronizing).  bound is "input" when a step waited longer for
  * data than it computed, else "compute".  Then the peak memory (device, or
- * host), the verdict over the whole run, and last the line
+ * host), the verdict over the whole run, the way every batch (training and
+ * evaluation, the job's: summed over the ranks) reached the backend,
+ *
+ *   ringfeed-train: batches in: N DMA from the registered ring, N DMA from
+ *   pageable memory, N plain copies, N read in place
+ *
+ * (one line; a CUDA run whose ring registration or rf_cuda_copy_release
+ * failed shows it here), and last the line
  *
  *   test accuracy: 0.xxxx
  *
  * With --json, only one JSON object on one line (the same figures, losses
- * with every digit, and the final weights' sum and L2 norm).
+ * with every digit, and the final weights' sum and L2 norm).  Of its keys,
+ * "pinned" and "pinned_train" (the same) and "pinned_eval" say whether
+ * this rank's train and eval rings are registered with cudaHostRegister at
+ * the end, "pin_note" is the train ring's rf_stats.pin_note, and
+ * "copy_path" is {"dma_pinned": N, "dma_pageable": N, "plain_copy": N,
+ * "in_place": N}, the counts of the line above: summed over the ranks, as
+ * epochs[].batches are, so with one rank they add up to the epochs'
+ * batches plus epochs x "eval_batches_per_epoch" (a rank's, as
+ * "batches_per_epoch" is).
  * --max-steps N stops after N SGD updates (the lr schedule is still the
  * full run's), for tests that compare runs over a few steps.
  * --copy-batches makes the CPU twin take the CUDA path (double-buffered
@@ -370,7 +385,7 @@ static void print_row(const struct tr_epoch *e)
 }
 
 static void print_summary(const struct tr_loop *L, const struct kn_mem *mem, long rss_kib,
-                          const struct totals *t, double acc)
+                          const struct totals *t, const struct tr_paths *paths, double acc)
 {
     double w = t->timed ? t->wait / (double)t->timed : 0.0;
     double h = t->timed ? t->h2d / (double)t->timed : 0.0;
@@ -403,21 +418,26 @@ static void print_summary(const struct tr_loop *L, const struct kn_mem *mem, lon
                "computed %.3f ms (copy %.3f ms); the loader keeps up, more workers would "
                "not help\n",
                w, share, c, h);
+    printf("%s: batches in: %" PRIu64 " DMA from the registered ring, %" PRIu64
+           " DMA from pageable memory, %" PRIu64 " plain copies, %" PRIu64 " read in place\n",
+           prog, paths->dma_pinned, paths->dma_pageable, paths->plain_copy, paths->in_place);
     printf("test accuracy: %.4f\n", acc);
 }
 
 static void print_json(const struct opts *o, const struct tr_comm *comm,
                        const struct tr_loop *L, const struct tr_epoch *ep, size_t n,
                        const struct kn_mem *mem, long rss_kib, const struct totals *t,
-                       double wsum, double wl2, uint64_t total, const uint64_t *sums)
+                       const struct tr_paths *paths, double wsum, double wl2, uint64_t total,
+                       const uint64_t *sums)
 {
     double w = t->timed ? t->wait / (double)t->timed : 0.0;
     double h = t->timed ? t->h2d / (double)t->timed : 0.0;
     double c = t->timed ? t->compute / (double)t->timed : 0.0;
     double a = t->timed ? t->ar / (double)t->timed : 0.0;
-    struct rf_stats st;
+    struct rf_stats st, est;
 
     rf_get_stats(L->train, &st);
+    rf_get_stats(L->eval, &est);
     printf("{\"backend\":");
     json_str(kn_backend_name(L->st.ctx));
     printf(",\"backend_note\":");
@@ -433,9 +453,11 @@ static void print_json(const struct opts *o, const struct tr_comm *comm,
     printf("]");
     printf(",\"pinned\":%s,\"precision\":\"%s\",\"batch\":%u,\"accum\":%u,\"lr\":%.9g,"
            "\"seed\":%" PRIu64 ",\"epochs_planned\":%" PRIu64 ",\"updates_planned\":%" PRIu64
-           ",\"updates\":%" PRIu64 ",\"batches_per_epoch\":%" PRIu64 ",\"epochs\":[",
+           ",\"updates\":%" PRIu64 ",\"batches_per_epoch\":%" PRIu64
+           ",\"eval_batches_per_epoch\":%" PRIu64 ",\"epochs\":[",
            st.pinned ? "true" : "false", o->precision == KN_BF16 ? "bf16" : "fp32", o->batch,
-           o->accum, (double)o->lr, o->seed, o->epochs, total, L->st.step, L->bpe);
+           o->accum, (double)o->lr, o->seed, o->epochs, total, L->st.step, L->bpe,
+           L->eval_bpe);
     for (size_t i = 0; i < n; i++) {
         const struct tr_epoch *e = &ep[i];
 
@@ -451,7 +473,13 @@ static void print_json(const struct opts *o, const struct tr_comm *comm,
                e->compute_ms, e->allreduce_ms, e->timed,
                bound(e->wait_ms, e->compute_ms, e->allreduce_ms));
     }
-    printf("],\"peak_bytes\":%zu,\"device_used_peak_bytes\":%zu,\"device_total_bytes\":%zu,"
+    printf("],\"pinned_train\":%s,\"pinned_eval\":%s,\"pin_note\":",
+           st.pinned ? "true" : "false", est.pinned ? "true" : "false");
+    json_str(st.pin_note);
+    printf(",\"copy_path\":{\"dma_pinned\":%" PRIu64 ",\"dma_pageable\":%" PRIu64
+           ",\"plain_copy\":%" PRIu64 ",\"in_place\":%" PRIu64 "}",
+           paths->dma_pinned, paths->dma_pageable, paths->plain_copy, paths->in_place);
+    printf(",\"peak_bytes\":%zu,\"device_used_peak_bytes\":%zu,\"device_total_bytes\":%zu,"
            "\"peak_rss_bytes\":%lld,\"wait_ms\":%.6f,\"h2d_ms\":%.6f,\"compute_ms\":%.6f,"
            "\"allreduce_ms\":%.6f,\"verdict\":\"%s\",\"weights_sum\":%.17g,"
            "\"weights_l2\":%.17g,\"test_accuracy\":%.17g}\n",
@@ -497,6 +525,7 @@ int main(int argc, char **argv)
     struct rf_stats st;
     struct kn_mem mem;
     struct totals tot = {0};
+    struct tr_paths paths;
     struct rusage ru;
     struct opts o;
     double wsum = 0.0, wl2 = 0.0;
@@ -590,6 +619,7 @@ int main(int argc, char **argv)
         goto out;
     }
     tr_comm_gather_u64(&comm, sum, sums);
+    tr_loop_paths(&L, &paths);
     if (o.print_checksum) {
         printf("%s: rank %d of %d: parameter checksum %016" PRIx64 " (FNV-1a 64 of %zu fp32 "
                "parameters after %" PRIu64 " updates)\n", prog, comm.rank, comm.world, sum,
@@ -598,9 +628,10 @@ int main(int argc, char **argv)
     }
     if (speak) {
         if (o.json)
-            print_json(&o, &comm, &L, ep, n, &mem, ru.ru_maxrss, &tot, wsum, wl2, total, sums);
+            print_json(&o, &comm, &L, ep, n, &mem, ru.ru_maxrss, &tot, &paths, wsum, wl2,
+                       total, sums);
         else
-            print_summary(&L, &mem, ru.ru_maxrss, &tot, n ? ep[n - 1].test_acc : 0.0);
+            print_summary(&L, &mem, ru.ru_maxrss, &tot, &paths, n ? ep[n - 1].test_acc : 0.0);
     }
     status = 0;
 out:

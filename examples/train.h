@@ -157,6 +157,19 @@ struct tr_timing {
     double ar_ms;              /* all-reduce time inside the step */
 };
 
+/* Which way batches (training and evaluation) reached the backend, one
+ * count per batch handed back.  A checker reads them to tell a GPU run fed
+ * by DMA from the registered ring from one that fell back. */
+struct tr_paths {
+    uint64_t dma_pinned;       /* rf_cuda_copy_release, its ring registered
+                                  (rf_stats.pinned just after the call) */
+    uint64_t dma_pageable;     /* rf_cuda_copy_release, the ring not registered */
+    uint64_t plain_copy;       /* kn_copy, sync, rf_release: the fallback when
+                                  rf_cuda_copy_release failed, and
+                                  --copy-batches on the CPU */
+    uint64_t in_place;         /* the CPU twin normalized from the slot */
+};
+
 struct tr_loop {
     struct tr_step st;
     struct rf_client *train, *eval;
@@ -180,6 +193,7 @@ struct tr_loop {
     double first_wait;
     int fallback;              /* rf_cuda_copy_release failed: plain copies */
     char note[256];            /* how batches reach the backend */
+    struct tr_paths paths;     /* this rank's batches, by the way they came */
     FILE *dump;                /* "epoch seq index" per training sample, or NULL */
     int no_overlap;            /* finish each all-reduce before the next batch */
     char err[768];
@@ -205,5 +219,11 @@ int tr_loop_epoch(struct tr_loop *L, uint64_t max_updates, struct tr_epoch *e);
 
 /* One pass over the eval ring's next epoch; fills test_* of *e. */
 int tr_loop_eval(struct tr_loop *L, struct tr_epoch *e);
+
+/* The job's L->paths into *job: summed over the ranks, as the epochs'
+ * batches are (a collective: every rank calls it, at the same point);
+ * with one rank, this rank's.  Returns 0 or tr_comm_sum's negative errno
+ * (then *job holds this rank's). */
+int tr_loop_paths(struct tr_loop *L, struct tr_paths *job);
 
 #endif

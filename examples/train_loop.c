@@ -35,6 +35,14 @@
  * shuffling, so every pass sees the same order) through the same way in.
  * Padding samples (RF_SAMPLE_PADDING, when ranks > 1 pad their share) get
  * label -1, which kn_eval counts apart, so each sample is scored once.
+ *
+ * Every batch, training or evaluation, is counted in L->paths by the way
+ * it went, once it is handed back: DMA by rf_cuda_copy_release from a
+ * registered ring or from pageable memory (rf_stats.pinned read right
+ * after the call, which registers the ring the first time), a plain copy
+ * (the fallback when rf_cuda_copy_release fails, and --copy-batches on the
+ * CPU), or read in place.  A failed registration only slows the copies
+ * down; these counts are what lets a checker see it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -240,9 +248,18 @@ static int cuda_in(struct tr_loop *L, struct rf_client *c, const struct rf_batch
         rc = -ENODEV;
         if (kn_backend_kind(ctx) == KN_BACKEND_CUDA)
             rc = rf_cuda_copy_release(c, b, L->raw[k], kn_stream_native(ctx, L->copy));
-        if (rc < 0 && kn_backend_kind(ctx) != KN_BACKEND_CUDA) {
+        if (rc == 0) {
+            struct rf_stats st;
+
+            /* the live ring is b's: rf_cuda_copy_release maps none */
+            rf_get_stats(c, &st);
+            if (st.pinned)
+                L->paths.dma_pinned++;
+            else
+                L->paths.dma_pageable++;
+        } else if (kn_backend_kind(ctx) != KN_BACKEND_CUDA) {
             L->fallback = 1; /* --copy-batches on the CPU: kn_copy is memcpy */
-        } else if (rc < 0) {
+        } else {
             L->fallback = 1;
             snprintf(L->note, sizeof(L->note),
                      "rf_cuda_copy_release failed (%s): plain copies, slot released after each",
@@ -257,6 +274,7 @@ static int cuda_in(struct tr_loop *L, struct rf_client *c, const struct rf_batch
             return kn_fail(L, rc, "copying a batch");
         if ((rc = rf_release(c, b)) < 0)
             return rf_fail(L, c, rc, "rf_release");
+        L->paths.plain_copy++;
     }
     if ((rc = kn_event_record(L->copied[k], L->copy)) < 0 ||
         (tm && (rc = kn_event_record(tm->c1, L->copy)) < 0) ||
@@ -325,6 +343,7 @@ static int train_one(struct tr_loop *L, const struct rf_batch *b, double wait_s,
             return step_fail(L, rc);
         if ((rc = rf_release(L->train, b)) < 0) /* read: the slot goes back */
             return rf_fail(L, L->train, rc, "rf_release");
+        L->paths.in_place++;
         if ((rc = tr_step_learn(&L->st, L->lab[k], n, apply)) < 0)
             return step_fail(L, rc);
     }
@@ -487,6 +506,7 @@ int tr_loop_eval(struct tr_loop *L, struct tr_epoch *e)
                 return step_fail(L, rc);
             if ((rc = rf_release(L->eval, &b)) < 0)
                 return rf_fail(L, L->eval, rc, "rf_release(eval)");
+            L->paths.in_place++;
             if ((rc = tr_step_score(&L->st, L->lab[k], b.count)) < 0)
                 return step_fail(L, rc);
         }
@@ -505,5 +525,22 @@ int tr_loop_eval(struct tr_loop *L, struct tr_epoch *e)
     e->test_samples = scored;
     e->test_loss = scored ? met.loss_sum / (double)scored : 0.0;
     e->test_acc = scored ? (double)met.correct / (double)scored : 0.0;
+    return 0;
+}
+
+int tr_loop_paths(struct tr_loop *L, struct tr_paths *job)
+{
+    double v[4] = {(double)L->paths.dma_pinned, (double)L->paths.dma_pageable,
+                   (double)L->paths.plain_copy, (double)L->paths.in_place};
+    int rc;
+
+    *job = L->paths;
+    if (world(L) == 1)
+        return 0;
+    rc = tr_comm_sum(L->st.cfg.comm, v, 4); /* exact: counts stay below 2^53 */
+    if (rc < 0)
+        return rc;
+    job->dma_pinned = (uint64_t)v[0], job->dma_pageable = (uint64_t)v[1];
+    job->plain_copy = (uint64_t)v[2], job->in_place = (uint64_t)v[3];
     return 0;
 }

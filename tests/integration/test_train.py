@@ -11,6 +11,10 @@ CPU twin (or CUDA where a device answers: the assertions hold on both).
   in-place CPU path trains;
 - ranks from the environment: a rank's share of each epoch, and padding
   left out of the evaluation;
+- every batch, training and evaluation, is counted once by the way it
+  reached the backend (JSON copy_path, the text's "batches in:" line): in
+  place on the CPU twin, plain copies with --copy-batches, DMA from the
+  registered ring on a GPU;
 - bad usage exits 2; --json is one object.
 
 No timing is asserted: timings only have to be present and sane.
@@ -45,6 +49,39 @@ def run_json(sock, *args, env=None):
     return json.loads(lines[0])
 
 
+PATHS = ("dma_pinned", "dma_pageable", "plain_copy", "in_place")
+
+
+def batches_taken(out):
+    """The batches a one-rank run took, by its JSON: each epoch's training
+    batches (fewer than batches_per_epoch where --max-steps stopped it) and
+    one evaluation pass after each epoch."""
+    return (sum(e["batches"] for e in out["epochs"])
+            + len(out["epochs"]) * out["eval_batches_per_epoch"])
+
+
+def check_copy_path(out, way):
+    """copy_path counts every batch of the run once, all of them under
+    `way` (the others 0); the rings' registration agrees with it."""
+    assert out["world"] == 1
+    paths = out["copy_path"]
+    assert sorted(paths) == sorted(PATHS), paths
+    total = batches_taken(out)
+    assert total > 0
+    assert paths == {k: total if k == way else 0 for k in PATHS}, (paths, total)
+    pinned = way == "dma_pinned"
+    assert out["pinned_train"] is pinned and out["pinned_eval"] is pinned, out
+    assert out["pinned"] is out["pinned_train"]
+    assert isinstance(out["pin_note"], str) and out["pin_note"], out
+    if out["backend"] == "cpu":   # no CUDA call was made
+        assert out["pin_note"].startswith("not registered"), out["pin_note"]
+
+
+def plain_way(out):
+    """How a run without --copy-batches takes its batches on its backend."""
+    return "in_place" if out["backend"] == "cpu" else "dma_pinned"
+
+
 @pytest.fixture
 def fm_daemon(daemon_factory, packed_fmnist):
     def make(workers=2):
@@ -70,6 +107,19 @@ def test_two_epochs_pass_80_percent(fm_daemon):
         assert f[10] in ("input", "compute"), row
     assert re.search(r"^peak memory: (host|device): ", out, re.M), out
     assert re.search(r"^verdict: (input|compute)-bound: ", out, re.M), out
+    # every batch of both epochs, training and evaluation, counted once
+    m = re.search(r"^ringfeed-train: train fmnist-train, (\d+) batches of 128 an epoch; "
+                  r"eval fmnist-test, (\d+) batches of 1000$", out, re.M)
+    assert m, out
+    bpe, eval_bpe = int(m.group(1)), int(m.group(2))
+    assert (bpe, eval_bpe) == (469, 10)   # 60000 / 128 rounded up, 10000 / 1000
+    m = re.search(r"^ringfeed-train: batches in: (\d+) DMA from the registered ring, "
+                  r"(\d+) DMA from pageable memory, (\d+) plain copies, (\d+) read in place$",
+                  out, re.M)
+    assert m, out
+    counts = dict(zip(PATHS, map(int, m.groups())))
+    way = "in_place" if out.startswith("ringfeed-train: backend cpu ") else "dma_pinned"
+    assert counts == {k: 2 * (bpe + eval_bpe) if k == way else 0 for k in PATHS}, counts
     last = out.strip().splitlines()[-1]
     m = re.fullmatch(r"test accuracy: (0\.\d{4})", last)
     assert m, last
@@ -110,6 +160,27 @@ def test_copy_path_trains_the_same(fm_daemon):
         assert ep["loss"] == ec["loss"] and ep["test_acc"] == ec["test_acc"]
         assert ep["h2d_ms"] == 0 and ec["h2d_ms"] > 0
     assert plain["weights_l2"] == copied["weights_l2"]
+    # each run's every batch by its way in: 2 x (79 train + 10 eval)
+    for out in (plain, copied):
+        assert out["batches_per_epoch"] == 79 and out["eval_batches_per_epoch"] == 10
+        assert [e["batches"] for e in out["epochs"]] == [79, 79]
+        assert batches_taken(out) == 2 * (79 + 10)
+    check_copy_path(plain, "in_place")
+    check_copy_path(copied, "plain_copy")
+
+
+def test_copy_path_counts_a_run_cut_short(fm_daemon):
+    """--max-steps stops inside the first epoch: only the batches taken
+    count (30 trained, then the evaluation pass), in place or copied."""
+    d = fm_daemon()
+    for copy in (False, True):
+        out = run_json(d.sock, "--train", "fmnist-test", "--epochs", 2, "--max-steps", 30,
+                       *(["--copy-batches"] if copy else []))
+        assert [e["batches"] for e in out["epochs"]] == [30]
+        assert out["eval_batches_per_epoch"] == 10 and batches_taken(out) == 30 + 10
+        # --copy-batches changes nothing on CUDA
+        check_copy_path(out, "plain_copy" if copy and out["backend"] == "cpu"
+                        else plain_way(out))
 
 
 def test_accum_matches_the_bigger_batch(fm_daemon):
@@ -155,6 +226,11 @@ def test_ranks_from_the_environment(fm_daemon):
     assert e["samples"] == 3334          # ceil(10000 / 3), one of them padding
     assert e["test_samples"] == 3333     # the padding sample is not scored
     assert 0 < e["test_acc"] <= 1
+    # this rank's batches: 27 of 128 (the last of 6 samples), 4 of 1000
+    # (the last of 334)
+    assert out["batches_per_epoch"] == e["batches"] == 27
+    assert out["eval_batches_per_epoch"] == 4
+    check_copy_path(out, plain_way(out))
 
 
 def test_json_figures(fm_daemon):
@@ -174,6 +250,8 @@ def test_json_figures(fm_daemon):
         assert "in place" in out["input"]
     else:
         assert e["h2d_ms"] > 0
+    assert out["batches_per_epoch"] == 469 and out["eval_batches_per_epoch"] == 10
+    check_copy_path(out, plain_way(out))
 
 
 def test_bad_usage(fm_daemon):

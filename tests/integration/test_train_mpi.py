@@ -10,7 +10,10 @@ MPI all-reduce over host memory), fed by real ringfeedd daemons:
    check);
 3. over an epoch the two ranks' indices cover the dataset once, plus the
    one padding sample an odd count needs; the job's figures are printed
-   once (rank 0), with the all-reduce column and the job's accuracy;
+   once (rank 0), with the all-reduce column and the job's accuracy, and
+   the job's batches (both ranks', training and evaluation) counted once
+   each in the "batches in:" line (JSON copy_path: summed over the ranks
+   as the epochs' batches are);
 4. a rank whose daemon is SIGKILLed and restarted mid-epoch resumes, and
    the job ends with identical parameters on both ranks, the same as a run
    without the restart;
@@ -143,6 +146,15 @@ def test_ranks_end_bit_identical(daemon_factory, small_set, tmp_path):
         assert out["param_checksums"] == [sums[0], sums[1]]
         assert out["updates"] == 12   # into the second epoch, with or without accum
         assert out["allreduce"].startswith("mpi (host memory)"), out["allreduce"]
+        # copy_path is the job's: epochs[].batches (summed over the ranks)
+        # plus both ranks' evaluation passes (eval_batches_per_epoch is a
+        # rank's: 1001 samples in 2 batches of 1000)
+        assert out["eval_batches_per_epoch"] == 2
+        job = (sum(e["batches"] for e in out["epochs"])
+               + len(out["epochs"]) * 2 * out["eval_batches_per_epoch"])
+        assert out["copy_path"] == {"dma_pinned": 0, "dma_pageable": 0, "plain_copy": 0,
+                                    "in_place": job}, (out["copy_path"], job)
+        assert out["pinned_train"] is False and out["pinned_eval"] is False
 
 
 def test_two_ranks_at_b_match_one_rank_at_2b(daemon_factory, small_set, tmp_path):
@@ -207,6 +219,10 @@ def test_epoch_is_covered_once_and_printed_once(daemon_factory, small_set, tmp_p
     assert re.search(r"^verdict: (input|compute|communication)-bound: ", out, re.M), out
     acc = float(re.search(r"^test accuracy: (0\.\d{4})$", out, re.M).group(1))
     assert acc > 0.5, out
+    # the job's batches, once: 2 ranks x (16 of 64 + 2 of 1000) of 1001 samples
+    lines = re.findall(r"^ringfeed-train: batches in: .*$", out, re.M)
+    assert lines == ["ringfeed-train: batches in: 0 DMA from the registered ring, "
+                     "0 DMA from pageable memory, 0 plain copies, 36 read in place"], out
 
     ranks = [dump_rows(tmp_path / f"ix.{k}") for k in (0, 1)]
     flat = [[i for s in sorted(rk[0]) for i in rk[0][s]] for rk in ranks]
