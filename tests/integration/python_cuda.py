@@ -8,14 +8,21 @@ equal what a host loader with the same options reads (byte for byte, and
 labels), the ring was pinned (cudaHostRegister), every batch went through
 rf_cuda_copy_release, and no copy is left pending.
 
-    python_cuda.py [--socket PATH --dataset NAME]
+    python_cuda.py [--socket PATH --dataset NAME] [--host-only]
 
 Without --socket it packs the test split and starts its own daemon.  Exit
 77 when torch has no CUDA device (Debian's torch is CPU-only): nothing to
 check here.  Run by scripts/gpu-check and by meson as `python_cuda`.
+
+--host-only reads one epoch on the host through the extension alone (no
+torch, no numpy: its arrays through memoryview) and checks that every
+sample index comes exactly once with a label of the dataset's classes:
+scripts/gpu-check's proof that the extension it built imports and reads,
+on any interpreter.
 """
 import argparse
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -27,7 +34,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket")
     ap.add_argument("--dataset", default="fmnist-test")
+    ap.add_argument("--host-only", action="store_true")
     args = ap.parse_args()
+    if args.host_only:
+        return host_only(args)
     try:
         import torch
     except ImportError:
@@ -70,6 +80,45 @@ def main():
     finally:
         if daemon:
             daemon.cleanup()
+
+
+def host_only(args):
+    """One epoch through ringfeed._ringfeed.Client on the host."""
+    try:
+        import torch  # noqa: F401  (a CUDA torch loads the CUDA runtime first)
+    except ImportError:
+        pass
+    import ringfeed
+    from ringfeed import _ringfeed
+
+    if args.socket is None:
+        sys.exit("python_cuda: --host-only needs --socket")
+    c = _ringfeed.Client(args.dataset, batch=500, seed=9, socket=args.socket, dlpack=False)
+    try:
+        info = c.info()
+        n, bpe = info["dataset_samples"], info["batches_per_epoch"]
+        seen = bytearray(n)
+        classes = set()
+        for k in range(bpe):
+            img, lab, recs, epoch, seq = c.next(copy=True)[:5]
+            count = len(recs) // 16
+            labels = memoryview(lab).cast("B").cast("q")
+            assert (epoch, seq) == (0, k), f"batch {k} arrived as epoch {epoch} batch {seq}"
+            assert memoryview(img).nbytes == count * info["sample_bytes"], "image bytes"
+            for i in range(count):
+                index, label, flags = struct.unpack_from("<QiI", recs, 16 * i)
+                assert label == labels[i], f"batch {k} sample {i}: labels disagree"
+                assert not flags, f"batch {k} sample {i}: flags {flags}"
+                assert seen[index] == 0, f"sample {index} came twice"
+                seen[index] = 1
+                classes.add(label)
+        assert all(seen), f"{n - sum(seen)} samples never came"
+        assert classes == set(range(10)), f"labels {sorted(classes)}"
+    finally:
+        c.close()
+    print(f"python_cuda: ringfeed {ringfeed.__file__}: one epoch of {args.dataset} on the "
+          f"host, {n} samples in {bpe} batches, each once, labels 0..9")
+    return 0
 
 
 if __name__ == "__main__":
