@@ -156,3 +156,16 @@ def test_wrappers_give_libraries_to_their_binary_only(tmp_path):
     assert "LD_LIBRARY_PATH=/bundle/lib:/cuda/lib64" in lines
     assert "OPAL_PREFIX=/bundle/mpi" in lines
     assert "/bundle/lib" not in os.environ.get("LD_LIBRARY_PATH", "")
+
+
+def test_a_missing_library_is_a_skip_that_names_it(tmp_path):
+    report = gc.Report(str(tmp_path / "out"), budget=60)
+    run = gc.Run(report, str(tmp_path / "t"))
+    run.missing = {"ringfeed-train": ["libcublas.so.13"]}
+    run.cuda_dirs = ["/usr/local/cuda/lib64"]
+    st = run.step("train_fp32", "the trainer", 30, [sys.executable, "-c", "print('ran')"],
+                  needs="ringfeed-train")
+    assert st == "SKIP"
+    s = json.load(open(tmp_path / "out" / "gpu-check.json"))["steps"][-1]
+    assert "libcublas.so.13" in s["why"] and "/usr/local/cuda/lib64" in s["why"]
+    assert not report.failed
