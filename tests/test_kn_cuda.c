@@ -6,6 +6,16 @@
  * an event, event timing, device memory figures).  Skips (exit 77) unless
  * kn_open finds a usable CUDA device.
  *
+ * The cross-stream ordering check (check_overlap) can fail: the H2D copy
+ * is made to land late (a host function, cudaLaunchHostFunc, holds the
+ * copy stream for 200 ms ahead of it, and the device buffer holds 0xAB
+ * until then), and a negative control runs the same sequence without
+ * kn_stream_wait_event, whose result must differ from the CPU's ("the
+ * ordering check cannot tell" otherwise).  Only then must the run with
+ * the wait equal the CPU's bit for bit.  Both streams are non-blocking,
+ * the legacy default stream is not used, host buffers are pinned, and both
+ * streams are synchronized between the two runs.
+ *
  * Tolerances (relative to the largest magnitude in each tensor):
  *  - normalize: identical bits (both round each operation in fp32 and bf16
  *    by round-to-nearest-even).
@@ -24,6 +34,7 @@
  * Initial weights must be identical (made on the host from the seed).
  */
 #include <errno.h>
+#include <time.h>
 
 #include "config.h"
 #include "kn_util.h"
@@ -245,44 +256,151 @@ static void check_model(struct kn_ctx *g, struct kn_ctx *c,
     free(lc);
 }
 
-/* A copy stream feeds a compute stream through an event, on a caller's
- * wrapped cudaStream_t: the trainer's overlap pattern. */
+#if RINGFEED_HAVE_CUDA
+#define SLOW_PRODUCER_MS 200 /* how long the copy stream is held before its copy */
+#define STALE 0xAB           /* what dsrc holds before the copy lands */
+
+/* The slow producer: a host function enqueued on the copy stream ahead of
+ * the H2D copy, so the copy starts SLOW_PRODUCER_MS after the stream
+ * reaches it.  It runs on the runtime's own thread and must not call CUDA. */
+static void CUDART_CB slow_producer(void *arg)
+{
+    struct timespec ts = { .tv_sec = 0, .tv_nsec = SLOW_PRODUCER_MS * 1000000L };
+
+    (void)arg;
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+/* The overlap pattern's parts: the copy stream cp feeds the compute stream
+ * comp (both non-blocking) through `ready`; hsrc and hout are pinned host
+ * buffers of cnt bytes and cnt floats, dsrc and dout their device twins. */
+struct overlap {
+    struct kn_ctx *g;
+    struct kn_stream *cp, *comp;
+    struct kn_event *ready;
+    const struct kn_norm *p;
+    const uint8_t *hsrc;
+    float *hout;
+    void *dsrc, *dout;
+    size_t cnt;
+};
+
+/* A check on a CUDA runtime call; clears the runtime's error on failure. */
+static int cu_ok(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 1;
+    tap_ok(0, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    (void)cudaGetLastError();
+    return 0;
+}
+
+/* A check on a kn_ call. */
+static int kn_ok(struct overlap *o, int rc, const char *what)
+{
+    if (rc == 0)
+        return 1;
+    tap_ok(0, "%s: %s", what, kn_errmsg(o->g));
+    return 0;
+}
+
+/*
+ * One run of the pattern with a slow producer.  First dsrc is set to STALE,
+ * dout and hout to 0, and the copy stream synchronized.  Then the copy
+ * stream sleeps (slow_producer), copies hsrc to dsrc and records ready; the
+ * compute stream waits for ready when `wait` is set, normalizes dsrc into
+ * dout and copies it to hout.  Both streams are synchronized before it
+ * returns, whatever failed, so nothing of this run is in flight after it.
+ * Returns 1 when every call succeeded (hout holds the result), else 0
+ * after a failed check naming the call.
+ */
+static int overlap_run(struct overlap *o, int wait)
+{
+    cudaStream_t cps = (cudaStream_t)kn_stream_native(o->g, o->cp);
+    size_t ob = o->cnt * sizeof(float);
+    int ok;
+
+    memset(o->hout, 0, ob);
+    ok = cu_ok(cudaMemsetAsync(o->dsrc, STALE, o->cnt, cps), "cudaMemsetAsync dsrc") &&
+         cu_ok(cudaMemsetAsync(o->dout, 0, ob, cps), "cudaMemsetAsync dout") &&
+         kn_ok(o, kn_stream_sync(o->cp), "sync the copy stream before the run") &&
+         cu_ok(cudaLaunchHostFunc(cps, slow_producer, NULL), "cudaLaunchHostFunc") &&
+         kn_ok(o, kn_copy(o->g, o->cp, o->dsrc, o->hsrc, o->cnt, KN_H2D), "H2D on the copy "
+               "stream") &&
+         kn_ok(o, kn_event_record(o->ready, o->cp), "record ready on the copy stream") &&
+         (!wait || kn_ok(o, kn_stream_wait_event(o->comp, o->ready), "compute waits for it")) &&
+         kn_ok(o, kn_normalize(o->g, o->comp, o->p, o->dsrc, o->dout), "normalize on the "
+               "wrapped stream") &&
+         kn_ok(o, kn_copy(o->g, o->comp, o->hout, o->dout, ob, KN_D2H), "D2H");
+    /* both, even after a failure: the next run starts from idle streams */
+    ok &= kn_ok(o, kn_stream_sync(o->comp), "sync the compute stream");
+    ok &= kn_ok(o, kn_stream_sync(o->cp), "sync the copy stream");
+    return ok;
+}
+
+/*
+ * A copy stream feeds a compute stream through an event, on a caller's
+ * wrapped cudaStream_t: the trainer's overlap pattern.  The copy is made
+ * late on purpose (a host function holds the copy stream for
+ * SLOW_PRODUCER_MS first), so a compute stream that did not wait would
+ * read dsrc's stale bytes.  A negative control runs the same sequence
+ * without kn_stream_wait_event and must get a result that differs from the
+ * CPU's (else the check cannot tell ordered from unordered); then the real
+ * run, with the wait, must equal the CPU's bit for bit.  Both streams are
+ * non-blocking (kn_stream_create's, and the caller's made so here), and
+ * nothing runs on the legacy default stream, so no implicit
+ * synchronization between them can hide a missing wait; host buffers are
+ * pinned so the copies are asynchronous (a pageable H2D copy may block the
+ * host until it is done).
+ */
 static void check_overlap(struct kn_ctx *g, struct kn_ctx *c)
 {
-#if RINGFEED_HAVE_CUDA
     struct kn_norm p = { .n = 64, .c = 1, .h = 28, .w = 28, .layout = KN_HWC,
                          .out = KN_F32, .mean = { 0.286f }, .std = { 0.353f } };
-    size_t cnt = (size_t)64 * 784;
-    uint8_t *src = ku_alloc(cnt);
-    float *og = ku_alloc(cnt * 4), *oc = ku_alloc(cnt * 4);
-    struct kn_stream *cp = NULL, *comp = NULL;
-    struct kn_event *ready = NULL;
-    cudaStream_t mine;
-    void *dsrc = NULL, *dout = NULL;
+    size_t cnt = (size_t)64 * 784, ob = cnt * sizeof(float), diff = 0;
+    float *oc = ku_alloc(ob);
+    struct overlap o = { .g = g, .p = &p, .cnt = cnt };
+    uint8_t *hsrc = NULL;
+    cudaStream_t mine = NULL;
     struct kn_mem mem;
+    int ok;
 
+    ok = cu_ok(cudaMallocHost((void **)&hsrc, cnt), "cudaMallocHost src") &&
+         cu_ok(cudaMallocHost((void **)&o.hout, ob), "cudaMallocHost out") &&
+         cu_ok(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking),
+               "cudaStreamCreateWithFlags");
+    if (!ok)
+        goto out;
     for (size_t i = 0; i < cnt; i++)
-        src[i] = (uint8_t)(ku_mix(i) >> 40);
-    TAP_IS_INT(cudaStreamCreate(&mine), 0, "cudaStreamCreate");
-    TAP_IS_INT(kn_stream_wrap(g, mine, &comp), 0, "wrap a caller's stream");
-    TAP_OK(kn_stream_native(g, comp) == (void *)mine,
+        hsrc[i] = (uint8_t)(ku_mix(i) >> 40);
+    o.hsrc = hsrc;
+    TAP_IS_INT(kn_stream_wrap(g, mine, &o.comp), 0, "wrap a caller's stream");
+    TAP_OK(kn_stream_native(g, o.comp) == (void *)mine,
            "kn_stream_native gives the wrapped cudaStream_t back");
-    TAP_IS_INT(kn_stream_create(g, &cp), 0, "copy stream");
-    TAP_OK(kn_stream_native(g, cp) != NULL, "  and a created stream's");
-    kn_event_create(g, &ready);
-    kn_buf_alloc(g, cnt, &dsrc);
-    kn_buf_alloc(g, cnt * 4, &dout);
-    TAP_IS_INT(kn_copy(g, cp, dsrc, src, cnt, KN_H2D), 0, "H2D on the copy "
-               "stream");
-    kn_event_record(ready, cp);
-    TAP_IS_INT(kn_stream_wait_event(comp, ready), 0, "compute waits for it");
-    TAP_IS_INT(kn_normalize(g, comp, &p, dsrc, dout), 0, "normalize on the "
-               "wrapped stream");
-    TAP_IS_INT(kn_copy(g, comp, og, dout, cnt * 4, KN_D2H), 0, "D2H");
-    TAP_IS_INT(kn_stream_sync(comp), 0, "sync the wrapped stream");
-    kn_normalize(c, NULL, &p, src, oc);
-    TAP_OK(memcmp(og, oc, cnt * 4) == 0, "the result after the cross-stream "
-           "wait is the cpu's");
+    TAP_IS_INT(kn_stream_create(g, &o.cp), 0, "copy stream");
+    TAP_OK(kn_stream_native(g, o.cp) != NULL, "  and a created stream's");
+    TAP_IS_INT(kn_event_create(g, &o.ready), 0, "an event");
+    TAP_IS_INT(kn_buf_alloc(g, cnt, &o.dsrc), 0, "dsrc");
+    TAP_IS_INT(kn_buf_alloc(g, ob, &o.dout), 0, "dout");
+    if (!o.comp || !o.cp || !o.ready || !o.dsrc || !o.dout)
+        goto out;
+    TAP_IS_INT(kn_normalize(c, NULL, &p, hsrc, oc), 0, "cpu normalize");
+
+    /* the negative control: no wait, so normalize reads the stale bytes */
+    if (overlap_run(&o, 0)) {
+        for (size_t i = 0; i < cnt; i++)
+            diff += memcmp(&o.hout[i], &oc[i], sizeof(float)) != 0;
+        if (!tap_ok(diff > 0, "control: without the wait the result differs from the cpu's "
+                    "(%zu of %zu values)", diff, cnt))
+            tap_diag("the ordering check cannot tell: without the wait the result is still "
+                     "right");
+    }
+    /* the real run */
+    if (overlap_run(&o, 1))
+        TAP_OK(memcmp(o.hout, oc, ob) == 0, "the result after the cross-stream wait is the "
+               "cpu's, bit for bit, though the copy landed late");
+
     TAP_IS_INT(kn_mem_stats(g, &mem), 0, "memory figures");
     TAP_OK(mem.dev_total > 0 && mem.dev_used > 0 &&
            mem.dev_used_peak >= mem.dev_used && mem.bytes >= cnt * 5,
@@ -290,20 +408,21 @@ static void check_overlap(struct kn_ctx *g, struct kn_ctx *c)
     tap_diag("device memory: %zu used (peak %zu) of %zu; ours %zu, peak %zu",
              mem.dev_used, mem.dev_used_peak, mem.dev_total, mem.bytes,
              mem.peak);
-    kn_buf_free(g, dsrc);
-    kn_buf_free(g, dout);
-    kn_event_destroy(ready);
-    kn_stream_destroy(cp);
-    kn_stream_destroy(comp);
-    cudaStreamDestroy(mine);
-    free(src);
-    free(og);
+out:
+    kn_buf_free(g, o.dsrc);
+    kn_buf_free(g, o.dout);
+    kn_event_destroy(o.ready);
+    kn_stream_destroy(o.cp);
+    kn_stream_destroy(o.comp);
+    if (mine)
+        cudaStreamDestroy(mine);
+    if (o.hout)
+        cudaFreeHost(o.hout);
+    if (hsrc)
+        cudaFreeHost(hsrc);
     free(oc);
-#else
-    (void)g;
-    (void)c;
-#endif
 }
+#endif
 
 int main(void)
 {
@@ -325,7 +444,9 @@ int main(void)
         check_model(g, c, &cfgs[i], KN_F32);
         check_model(g, c, &cfgs[i], KN_BF16);
     }
+#if RINGFEED_HAVE_CUDA
     check_overlap(g, c);
+#endif
     kn_close(g);
     kn_close(c);
     return tap_done();
