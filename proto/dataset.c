@@ -315,6 +315,7 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
         .max_side = ds->m.max_side,
         .max_side_quality = ds->m.max_side_quality,
         .jpeg_restart = ds->m.jpeg_restart,
+        .raw_images = ds->m.raw_images,
         .shards = ds->m.nshards,
     };
     memcpy(ds->info.shape, ds->m.dims, sizeof(ds->info.shape));

@@ -68,6 +68,8 @@ struct dataset_info {
     uint32_t max_side_quality;       /* the re-encoding quality; 0 without */
     enum dataset_jpeg_restart jpeg_restart;  /* jpeg: how records were
                                         written (dataset_types.h) */
+    uint64_t raw_images;             /* jpeg: records that are RFPX pixels
+                                        (pixels.h), not JPEG; 0: none */
     uint32_t shards;
 };
 

@@ -504,6 +504,17 @@ int dataset_writer_add(struct dataset_writer *w, const void *data,
     return 0;
 }
 
+int dataset_writer_set_raw_images(struct dataset_writer *w, uint64_t n,
+                                  struct rf_err *err)
+{
+    if (n && w->m.kind != DATASET_JPEG)
+        return rf_err_set(err, -EINVAL, "raw_images %" PRIu64 ": RFPX records "
+                          "are for jpeg datasets only, this is %s", n,
+                          dataset_kind_name(w->m.kind));
+    w->m.raw_images = n;
+    return 0;
+}
+
 void dataset_writer_get_stats(const struct dataset_writer *w,
                               struct dataset_writer_stats *st)
 {
@@ -545,6 +556,11 @@ int dataset_writer_finish(struct dataset_writer *w,
             goto fail;
     }
     w->m.samples = w->st.records;
+    if (w->m.raw_images > w->m.samples) {
+        r = rf_err_set(err, -EINVAL, "raw_images %" PRIu64 " but only %" PRIu64
+                       " records added", w->m.raw_images, w->m.samples);
+        goto fail;
+    }
     r = manifest_check(&w->m, err);
     if (r < 0) {
         rf_err_prefix(err, "internal error: manifest about to be written");

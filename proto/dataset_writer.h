@@ -8,6 +8,8 @@
  *                              trains a zstd dictionary on sample records
  *   dataset_writer_add         encodes one record and appends it; shards
  *                              roll over at opts.shard_bytes
+ *   dataset_writer_set_raw_images  (jpeg only, optional, before finish)
+ *                              how many records are RFPX pixels
  *   dataset_writer_finish      writes the last index and header, the
  *                              MANIFEST, fsyncs everything, and renames the
  *                              temporary folder to the destination
@@ -97,6 +99,17 @@ int dataset_writer_train_dict(struct dataset_writer *w, const void *samples,
  */
 int dataset_writer_add(struct dataset_writer *w, const void *data,
                        size_t len, uint32_t label, struct rf_err *err);
+
+/*
+ * For a jpeg dataset: n of its records are RFPX pixel records (pixels.h)
+ * rather than JPEG, written to the MANIFEST as raw_images (manifest.h;
+ * none when n is 0, the default).  Call it any time before finish, as often
+ * as wanted: the last value counts.  The writer does not look at the
+ * records; the caller counts what it added.  Returns 0, or -EINVAL with err
+ * set for n > 0 on another kind (finish refuses n over the records added).
+ */
+int dataset_writer_set_raw_images(struct dataset_writer *w, uint64_t n,
+                                  struct rf_err *err);
 
 /* Figures so far (for progress lines and the summary). */
 void dataset_writer_get_stats(const struct dataset_writer *w,

@@ -29,6 +29,7 @@ struct mparse {
     uint32_t seen;            /* bit per keys[] row already seen */
     uint32_t classes_filled;
     uint32_t shards_filled;
+    int have_samples, have_kind;  /* those lines came already */
     size_t input_len;
     int ended;
 };
@@ -181,6 +182,7 @@ static int key_samples(struct mparse *ps, struct field *f, struct rf_err *err)
     if (parse_num(&f[0], UINT64_MAX, &ps->m->samples) < 0)
         return LINE_FAIL(ps, "samples \"%.*s\" is not a number", (int)f[0].n,
                          f[0].s);
+    ps->have_samples = 1;
     return 0;
 }
 
@@ -192,6 +194,7 @@ static int key_kind(struct mparse *ps, struct field *f, struct rf_err *err)
         return LINE_FAIL(ps, "unknown kind \"%.*s\" (jpeg, tensor, bytes)",
                          (int)f[0].n, f[0].s);
     ps->m->kind = (enum dataset_kind)k;
+    ps->have_kind = 1;
     return 0;
 }
 
@@ -343,6 +346,30 @@ static int key_jpeg_restart(struct mparse *ps, struct field *f,
                      "upgrade)", (int)(f[0].n > 64 ? 64 : f[0].n), f[0].s);
 }
 
+/* raw_images N: 1..samples records are RFPX pixel records (pixels.h).
+ * Refused here, naming the line, when the samples or kind line came
+ * before it (as a writer puts them) and disagrees; manifest_check applies
+ * the same rules whatever the order. */
+static int key_raw_images(struct mparse *ps, struct field *f,
+                          struct rf_err *err)
+{
+    struct manifest *m = ps->m;
+    uint64_t v;
+
+    if (parse_num(&f[0], UINT64_MAX, &v) < 0 || v == 0)
+        return LINE_FAIL(ps, "raw_images \"%.*s\" is not a number from 1 "
+                         "(a dataset without RFPX records has no raw_images "
+                         "line)", (int)(f[0].n > 64 ? 64 : f[0].n), f[0].s);
+    if (ps->have_samples && v > m->samples)
+        return LINE_FAIL(ps, "raw_images %" PRIu64 " but samples %" PRIu64
+                         ": more RFPX records than records", v, m->samples);
+    if (ps->have_kind && m->kind != DATASET_JPEG)
+        return LINE_FAIL(ps, "raw_images is for kind jpeg only, this is "
+                         "kind %s", dataset_kind_name(m->kind));
+    m->raw_images = v;
+    return 0;
+}
+
 static int key_classes(struct mparse *ps, struct field *f, struct rf_err *err)
 {
     void *arr = NULL;
@@ -471,6 +498,7 @@ static const struct key_def {
     {"max_side", 1, ONCE, 0, key_max_side},
     {"max_side_quality", 1, ONCE, 0, key_max_side_quality},
     {"jpeg_restart", 1, ONCE, 0, key_jpeg_restart},
+    {"raw_images", 1, ONCE, 0, key_raw_images},
     {"classes", 1, ONCE, 1, key_classes},
     {"class", 2, REPEAT | REST, 0, key_class},
     {"dict", 3, ONCE, 0, key_dict},
@@ -755,6 +783,13 @@ int manifest_check(const struct manifest *m, struct rf_err *err)
     if (m->jpeg_restart != DATASET_JPEG_AS_IS && m->kind != DATASET_JPEG)
         return rf_err_set(err, -EBADMSG, "jpeg_restart is for kind jpeg "
                           "only, this is kind %s", dataset_kind_name(m->kind));
+    if (m->raw_images && m->kind != DATASET_JPEG)
+        return rf_err_set(err, -EBADMSG, "raw_images is for kind jpeg only, "
+                          "this is kind %s", dataset_kind_name(m->kind));
+    if (m->raw_images > m->samples)
+        return rf_err_set(err, -EBADMSG, "raw_images %" PRIu64 " but samples "
+                          "%" PRIu64 ": more RFPX records than records",
+                          m->raw_images, m->samples);
     if (m->has_dict && m->codec != DATASET_CODEC_ZSTD)
         return rf_err_set(err, -EBADMSG, "a dict is for codec zstd only");
     if (m->has_dict && (m->dict_size == 0 || m->dict_size > DATASET_DICT_MAX))
@@ -815,6 +850,8 @@ char *manifest_format(const struct manifest *m, size_t *len)
     if ((unsigned)m->jpeg_restart < DATASET_JPEG_RESTART_COUNT &&
         jpeg_restart_words[m->jpeg_restart])
         fprintf(f, "jpeg_restart %s\n", jpeg_restart_words[m->jpeg_restart]);
+    if (m->raw_images)
+        fprintf(f, "raw_images %" PRIu64 "\n", m->raw_images);
     fprintf(f, "classes %" PRIu32 "\n", m->nclasses);
     for (uint32_t i = 0; i < m->nclasses; i++)
         fprintf(f, "class %" PRIu32 " %s\n", i, manifest_class_name(m, i));

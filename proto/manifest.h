@@ -22,6 +22,8 @@
  *                                  re-encoded at quality 90), see below
  *     jpeg_restart lossless        jpeg only, optional: the images were
  *                                  re-encoded with restart markers, see below
+ *     raw_images 12                jpeg only, optional: that many records
+ *                                  are RFPX pixels, not JPEG, see below
  *     classes 10                   then exactly that many class lines:
  *     class 0 T-shirt/top          number, then the name: the rest of the
  *     class 1 Trouser              line (spaces and '/' allowed, no control
@@ -53,6 +55,19 @@
  * records are as they were; another value is refused, naming the key and
  * the value, as is the key on another kind.  A reader older than the key
  * refuses a manifest that has it, as it refuses any key it does not know.
+ *
+ * raw_images N, for kind jpeg only, N from 1 to samples: N of the records
+ * are RFPX records (pixels.h: an image kept as its decoded RGB pixels,
+ * what ringfeed-pack imagefolder writes for PNG, WebP, BMP, TIFF and PPM
+ * files), the others JPEG as ever; a record tells which it is by its first
+ * bytes (px_is).  Without the key (every manifest written before it
+ * existed) there are none; "raw_images 0" is refused, as are a value over
+ * samples and the key on another kind, naming the line.  That is the key's
+ * point: a reader older than it refuses the manifest as an unknown key,
+ * rather than serve the RFPX records as bad JPEGs.  RFPX records are
+ * stored with the dataset's codec like any other (zstd, usually, with the
+ * records zstd cannot shrink stored as none); ringfeed-pack verify counts
+ * them and checks the count against N.
  *
  * The parser is a pure function of a buffer.  Names are kept as offsets into
  * one text block that the struct owns.  Every count it allocates for is
@@ -98,6 +113,7 @@ struct manifest {
     uint32_t max_side;                 /* 0: images stored as they were */
     uint32_t max_side_quality;         /* 1..100 with max_side, else 0 */
     enum dataset_jpeg_restart jpeg_restart; /* DATASET_JPEG_AS_IS: no key */
+    uint64_t raw_images;               /* jpeg: RFPX records; 0: none, no key */
     uint32_t nclasses;
     uint32_t *classes;                 /* nclasses offsets into text */
     int has_dict;
@@ -144,7 +160,8 @@ int manifest_set_dict(struct manifest *m, const char *file, uint32_t size,
  * tensor fields agree, shard records sum to samples, maxima within limits
  * and equal to the tensor size, dict only with zstd, max_side and its
  * quality together, in range, for kind jpeg only, jpeg_restart known and
- * for kind jpeg only.  Returns 0 or -EBADMSG.
+ * for kind jpeg only, raw_images for kind jpeg only and at most samples.
+ * Returns 0 or -EBADMSG.
  */
 int manifest_check(const struct manifest *m, struct rf_err *err);
 

@@ -5,7 +5,10 @@
  * max_side and max_side_quality (--max-side packs) read, write and are
  * checked, and a manifest without them still reads; so does jpeg_restart
  * (the lossless re-encoding with restart markers), alone and with
- * max_side, and an unknown value of it is refused naming key and value.
+ * max_side, and an unknown value of it is refused naming key and value;
+ * raw_images (RFPX pixel records in a jpeg dataset) reads, writes back, is
+ * optional, and is refused as 0, over samples, twice, malformed or on
+ * another kind, naming the line.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -415,6 +418,97 @@ static void check_jpeg_restart(void)
     free(with);
 }
 
+/* raw_images N: read, written back, optional, checked. */
+static void check_raw_images(void)
+{
+    static const struct bad_case cases[] = {
+        {"raw_images 2", "raw_images 0", -EBADMSG,
+         "line 7 (byte 83): raw_images \"0\" is not a number from 1"},
+        {"raw_images 2", "raw_images 4", -EBADMSG,
+         "line 7 (byte 83): raw_images 4 but samples 3"},
+        {"raw_images 2", "raw_images 02", -EBADMSG, "line 7 "},
+        {"raw_images 2", "raw_images -1", -EBADMSG, "raw_images \"-1\""},
+        {"raw_images 2", "raw_images 18446744073709551616", -EBADMSG,
+         "is not a number"},
+        {"raw_images 2", "raw_images", -EBADMSG, "1 field"},
+        {"raw_images 2", "raw_images 2 2", -EBADMSG, "1 field"},
+        {"raw_images 2\n", "raw_images 2\nraw_images 2\n", -EBADMSG,
+         "line 8 (byte 96): key \"raw_images\" given twice"},
+        {"kind jpeg", "kind bytes", -EBADMSG,
+         "line 7 (byte 84): raw_images is for kind jpeg only, this is kind "
+         "bytes"},
+        {"kind jpeg", "kind tensor\ndtype u8\nshape 3000", -EBADMSG,
+         "raw_images is for kind jpeg only, this is kind tensor"},
+        /* before the lines it depends on: manifest_check still refuses */
+        {"samples 3\n", "raw_images 4\nsamples 3\n", -EBADMSG,
+         "raw_images 4 but samples 3"},
+        {"kind jpeg\n", "raw_images 1\nkind bytes\n", -EBADMSG,
+         "raw_images is for kind jpeg only, this is kind bytes"},
+    };
+    /* cases[] edit `with`, the last two the manifest without the key */
+    const size_t late = 2;
+    char *without = edit_in(jpeg_max_side, "max_side 512\nmax_side_quality 90\n", "");
+    char *with = edit_in(without, "max_decoded 9000\n", "max_decoded 9000\nraw_images 2\n");
+    struct manifest m, p;
+    struct rf_err e = {{0}};
+    char *text, *t;
+    size_t len = 0;
+
+    TAP_IS_INT(manifest_parse(with, strlen(with), &m, &e), 0,
+               "a jpeg manifest with raw_images 2 parses");
+    if (e.msg[0])
+        tap_diag("%s", e.msg);
+    TAP_IS_INT(m.raw_images, 2, "raw_images 2");
+    text = manifest_format(&m, &len);
+    TAP_OK(text && strstr(text, "\nmax_decoded 9000\nraw_images 2\n"
+                          "classes 1\n"), "formatted with the key");
+    TAP_IS_INT(manifest_parse(text, len, &p, &e), 0, "and parses back");
+    TAP_IS_INT(p.raw_images, 2, "the same");
+    free(text);
+    manifest_free(&p);
+    m.raw_images = 3;
+    TAP_IS_INT(manifest_check(&m, &e), 0, "manifest_check: every record RFPX");
+    m.raw_images = 4;
+    TAP_IS_INT(manifest_check(&m, &e), -EBADMSG,
+               "manifest_check: more RFPX records than samples refused");
+    m.raw_images = 0;
+    text = manifest_format(&m, &len);
+    TAP_OK(text && !strstr(text, "raw_images"),
+           "0: formatted without the key (as packs made before it)");
+    free(text);
+    manifest_free(&m);
+    TAP_IS_INT(manifest_parse(jpeg_max_side, strlen(jpeg_max_side), &m, &e), 0,
+               "a manifest without raw_images (an older pack) parses");
+    TAP_IS_INT(m.raw_images, 0, "no RFPX records");
+    manifest_free(&m);
+    t = edit_in(with, "raw_images 2\n",
+                "max_side 512\nmax_side_quality 90\njpeg_restart lossless\n"
+                "raw_images 3\n");
+    TAP_IS_INT(manifest_parse(t, strlen(t), &m, &e), 0,
+               "with max_side and jpeg_restart too");
+    TAP_OK(m.raw_images == 3 && m.max_side == 512 &&
+           m.jpeg_restart == DATASET_JPEG_RESTART_LOSSLESS, "all read");
+    manifest_free(&m);
+    free(t);
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bad_case *c = &cases[i];
+        int r;
+
+        t = edit_in(i + late >= sizeof(cases) / sizeof(cases[0]) ? without : with,
+                    c->from, c->to);
+        r = manifest_parse(t, strlen(t), &m, &e);
+        if (!tap_ok(r == c->code && strstr(e.msg, c->msg),
+                    "refused: \"%s\" -> \"%s\"", oneline(c->from, 0),
+                    oneline(c->to, 1)))
+            tap_diag("  got %d \"%s\", want %d and \"%s\"", r, e.msg, c->code,
+                     c->msg);
+        free(t);
+    }
+    free(with);
+    free(without);
+}
+
 static void check_nul_and_empty(void)
 {
     struct manifest m;
@@ -437,6 +531,7 @@ int main(void)
     check_bad();
     check_max_side();
     check_jpeg_restart();
+    check_raw_images();
     check_nul_and_empty();
     return tap_done();
 }
