@@ -9,14 +9,20 @@
  *     ratios, uniform positions, flips near half;
  *   - eval's resize and center-crop numbers (torchvision's rounding);
  *   - apply(): deterministic per stream, CHW the transpose of HWC, bad
- *     inputs counted under the right reason.
+ *     inputs counted under the right reason;
+ *   - RFPX pixel records (proto/pixels.h): one made of a JPEG's own pixels,
+ *     decoded at full scale, gives the JPEG's bytes exactly when the JPEG
+ *     path is held at scale 8/8, train and eval, many sizes, both layouts;
+ *     bad ones are bad samples, decode or too_large.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "jpeg.h"
 #include "jpeg_make.h"
+#include "pixels.h"
 #include "ring.h"
 #include "tap.h"
 #include "xform_image.h"
@@ -360,6 +366,158 @@ static void apply_checks(void)
     free(jpg);
 }
 
+/* The RFPX record of a JPEG's pixels decoded at full scale (the worker's
+ * decoder, whole image), or NULL. */
+static uint8_t *pixels_of(const uint8_t *jpg, size_t len, size_t *rec_len)
+{
+    struct jpg_dec *d = jpg_new();
+    struct jpg_limits lim = { 0 };
+    struct jpg_header hdr;
+    struct jpg_roi roi;
+    struct rf_err err;
+    uint32_t w, h;
+    uint8_t *rec = NULL;
+
+    if (!d || jpg_open(d, jpg, len, &lim, &hdr, &err) < 0 || jpg_start(d, 8, &w, &h, &err) < 0 ||
+        jpg_read(d, 0, w, 0, h, &roi, &err) < 0 || roi.x0 != 0 || roi.y0 != 0 || roi.w < w ||
+        roi.h != h || !(*rec_len = px_record_size(w, h)) || !(rec = malloc(*rec_len)))
+        goto out;
+    px_write_header(rec, w, h);
+    for (uint32_t y = 0; y < h; y++)
+        memcpy(rec + PX_HEADER_SIZE + (size_t)y * w * 3, roi.pix + y * roi.stride, (size_t)w * 3);
+out:
+    jpg_free(d);
+    return rec;
+}
+
+static void pixel_records(void)
+{
+    static const uint32_t sizes[][2] = {
+        { 300, 200 }, { 200, 300 }, { 64, 64 }, { 17, 31 }, { 1, 1 }, { 3, 500 },
+        { 500, 3 }, { 641, 479 }, { 73, 1024 }, { 40, 30 },
+    };
+    const struct xform_def *train = xform_get((uint32_t)xform_find("train"));
+    const struct xform_def *eval = xform_get((uint32_t)xform_find("eval"));
+    struct wire_xform p = { .size = 56, .layout = RING_HWC, .scale_lo = 0.08, .scale_hi = 1,
+                            .ratio_lo = 0.75, .ratio_hi = 4.0 / 3, .flip = 0.5, .crop = 0.875,
+                            .pixel_cap = 1 << 20 };
+    struct xform_out out = { .sample_bytes = 3 * 56 * 56 };
+    struct xform_ctx jctx = { .force_scale = 8 }, pctx = { 0 };
+    static uint8_t a[3 * 56 * 56], b[3 * 56 * 56];
+    struct rng_stream g;
+    struct rf_err err;
+    enum wire_bad why;
+    int same = 1, runs = 0, rc;
+    uint64_t decode_ns;
+
+    for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        size_t jlen, plen;
+        uint8_t *jpg = photo(sizes[s][0], sizes[s][1], &jlen);
+        uint8_t *pix = jpg ? pixels_of(jpg, jlen, &plen) : NULL;
+
+        if (!pix) {
+            tap_diag("%ux%u: no JPEG or no pixels", sizes[s][0], sizes[s][1]);
+            same = 0;
+            free(jpg);
+            continue;
+        }
+        for (unsigned k = 0; k < 2 * 8 + 2; k++) {
+            const struct xform_def *xf = k < 16 ? train : eval;
+            struct rng_stream g2;
+            int ra, rb;
+
+            p.layout = k % 2 ? RING_CHW : RING_HWC;
+            rng_stream_init(&g, 11, s, k / 2);
+            g2 = g;
+            ra = xf->apply(NULL, &p, jpg, jlen, &g, &jctx, a, &out, &why, &err);
+            rb = xf->apply(NULL, &p, pix, plen, &g2, &pctx, b, &out, &why, &err);
+            runs++;
+            if (ra != 0 || rb != 0 || jctx.last_scale != 8 || memcmp(a, b, sizeof(a)) != 0 ||
+                g.block != g2.block || g.used != g2.used) {
+                if (same)
+                    tap_diag("%ux%u %s %s index %u: rc %d %d (%s)", sizes[s][0], sizes[s][1],
+                             xf->name, p.layout == RING_CHW ? "chw" : "hwc", k / 2, ra, rb,
+                             err.msg);
+                same = 0;
+            }
+        }
+        free(pix);
+        free(jpg);
+    }
+    tap_ok(same, "RFPX of a JPEG's pixels: %d train and eval outputs byte-identical to the "
+                 "JPEG's at scale 8/8, the same draws taken", runs);
+    tap_ok(pctx.decode_ns == 0 && pctx.resize_ns > 0 && pctx.last_scale == 8,
+           "an RFPX record's time is resize (no decode)");
+
+    /* bad records */
+    {
+        size_t plen = px_record_size(40, 30);
+        uint8_t *pix = calloc(1, plen + 1);
+        static const struct {
+            const char *what;
+            long len;          /* bytes given: 0 the record's, -1 one more */
+            int at;            /* header byte changed, -1 none */
+            uint8_t byte;
+            const char *msg;
+        } bad[] = {
+            { "short: a header only", PX_HEADER_SIZE, -1, 0, "is 16 bytes, not 3616" },
+            { "short: 8 bytes", 8, -1, 0, "not an RFPX pixel record (8 bytes)" },
+            { "short: a row missing", 3616 - 120, -1, 0, "is 3496 bytes, not 3616" },
+            { "one byte long", -1, -1, 0, "is 3617 bytes, not 3616" },
+            { "bad version", 0, 4, 2, "RFPX version 2" },
+            { "4 channels", 0, 5, 4, "4 channels" },
+            { "reserved byte set", 0, 7, 1, "reserved" },
+            { "width 0", 0, 8, 0, "RFPX 0x30: each side must be" },
+            { "a side over 65535", 0, 14, 1, "RFPX 40x65566: each side must be" },
+            { "a wide side (65320), short body", 0, 9, 0xff, "RFPX 65320x30 is 3616" },
+            { "bad magic (so a JPEG, a bad one)", 0, 0, 'X', "not a JPEG" },
+        };
+
+        for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            size_t len = bad[i].len < 0 ? plen + 1 : bad[i].len ? (size_t)bad[i].len : plen;
+
+            memset(pix, 0, plen + 1);
+            px_write_header(pix, 40, 30);
+            if (bad[i].at >= 0)
+                pix[bad[i].at] = bad[i].byte;
+            why = BAD_READ;
+            err.msg[0] = 0;
+            rc = (i % 2 ? train : eval)->apply(NULL, &p, pix, len, &g, &pctx, a, &out, &why,
+                                               &err);
+            tap_ok(rc < 0 && why == BAD_DECODE && strstr(err.msg, bad[i].msg),
+                   "RFPX %s: bad, decode (%s)", bad[i].what, err.msg);
+        }
+        memset(pix, 0, plen);
+        px_write_header(pix, 40, 30);
+        p.pixel_cap = 40 * 30 - 1;
+        why = BAD_READ;
+        decode_ns = pctx.decode_ns;
+        rc = train->apply(NULL, &p, pix, plen, &g, &pctx, a, &out, &why, &err);
+        tap_ok(rc < 0 && why == BAD_TOO_LARGE && strstr(err.msg, "over the pixel cap"),
+               "RFPX over the pixel cap: bad, too_large (%s)", err.msg);
+        p.pixel_cap = 1 << 20;
+        {
+            size_t blen = px_record_size(2000, 1500);
+            uint8_t *big = calloc(1, blen);
+
+            px_write_header(big, 2000, 1500);
+            why = BAD_READ;
+            rc = eval->apply(NULL, &p, big, blen, &g, &pctx, a, &out, &why, &err);
+            tap_ok(rc < 0 && why == BAD_TOO_LARGE && strstr(err.msg, "2000x1500"),
+                   "a valid 2000x1500 RFPX over a 2^20 pixel cap: bad, too_large (%s)",
+                   err.msg);
+            free(big);
+        }
+        p.pixel_cap = 40 * 30;
+        rc = eval->apply(NULL, &p, pix, plen, &g, &pctx, a, &out, &why, &err);
+        TAP_IS_INT(rc, 0, "RFPX at the pixel cap applies");
+        tap_ok(pctx.decode_ns == decode_ns, "and never counts decode time");
+        free(pix);
+    }
+    xform_ctx_clear(&jctx);
+    xform_ctx_clear(&pctx);
+}
+
 int main(void)
 {
     against_port();
@@ -367,5 +525,6 @@ int main(void)
     distribution();
     eval_cases();
     apply_checks();
+    pixel_records();
     return tap_done();
 }

@@ -1,7 +1,8 @@
 /*
  * xform_run.c - runs one image transform of the workers' table on JPEG
- * files outside the daemon: the integration tests compare its `train`
- * output with Pillow given the crop it reports, and it times the stages.
+ * files, or RFPX pixel records (proto/pixels.h), outside the daemon: the
+ * integration tests compare its `train` output with Pillow given the crop
+ * it reports, and it times the stages.
  *
  *   xform_run train|eval SIZE SEED INDEX OUT FILE... [options]
  *       --crop F         eval's crop fraction (default 0.875)
@@ -21,6 +22,7 @@
  *                                                 (eval: the resized size and
  *                                                 the crop's top, left), and
  *                                                 the DCT scale s/8 decoded at
+ *                                                 (8 for an RFPX record)
  *   bad <file> <why> <message>
  * and appends its size x size x 3 output to OUT (zeros when bad).
  * Last, per stage: "stages decode_us resize_us write_us per image".
@@ -32,6 +34,7 @@
 #include <string.h>
 
 #include "jpeg.h"
+#include "pixels.h"
 #include "ring.h"
 #include "transform.h"
 #include "xform_image.h"
@@ -65,6 +68,24 @@ static uint8_t *slurp(const char *path, size_t *len)
     fclose(f);
     *len = n;
     return buf ? buf : malloc(1);
+}
+
+/* The image's sides, from an RFPX record's header or a JPEG's. */
+static int sides(struct jpg_dec *dec, const uint8_t *buf, size_t len,
+                 const struct jpg_limits *lim, struct jpg_header *hdr, struct rf_err *err)
+{
+    struct px_header px;
+    int rc;
+
+    if (px_is(buf, len)) {
+        rc = px_parse(buf, len, &px, err);
+        hdr->width = px.width;
+        hdr->height = px.height;
+        return rc;
+    }
+    rc = jpg_open(dec, buf, len, lim, hdr, err);
+    jpg_abort(dec);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -150,10 +171,9 @@ int main(int argc, char **argv)
             if (rc < 0) {
                 printf("bad %s %s %s\n", files[f], bad_names[why], err.msg);
                 memset(dst, 0, out.sample_bytes);
-            } else if (jpg_open(dec, buf, len, &lim, &hdr, &err) == 0) {
+            } else if (sides(dec, buf, len, &lim, &hdr, &err) == 0) {
                 struct xfi_plan pl;
 
-                jpg_abort(dec);
                 if (strcmp(xf->name, "train") == 0) {
                     struct xfi_crop c;
 

@@ -3,7 +3,8 @@
  * shape, samples and shards, codec and dictionary, for a jpeg dataset
  * whether it was packed with --max-side (the MANIFEST's max_side and
  * max_side_quality) and how its JPEGs were written (jpeg_restart: re-encoded
- * losslessly with restart markers, or as they were), bytes stored against
+ * losslessly with restart markers, or as they were) and how many of its
+ * records are RFPX pixels rather than JPEG (raw_images), bytes stored against
  * bytes decoded, and the sample count of every class by name.  Reads the
  * manifest and the index entries (not the records: that is verify's job).
  */
@@ -20,7 +21,8 @@ static const char usage_text[] =
     "\n"
     "Describes the dataset at DIR: kind, shape, samples, shards, codec,\n"
     "the largest side it was packed with and how its JPEGs were written\n"
-    "(jpeg), bytes stored and decoded, and the samples of each class by name.\n"
+    "(jpeg), how many records are decoded pixels (RFPX) rather than JPEG,\n"
+    "bytes stored and decoded, and the samples of each class by name.\n"
     "\n"
     "  --help   this text\n";
 
@@ -111,6 +113,13 @@ int pack_info_main(int argc, char **argv)
         printf("\nmax side  none (no image shrunk)");
     if (info->kind == DATASET_JPEG)
         printf("\nlayout    %s", layout_line(info));
+    if (info->kind == DATASET_JPEG && info->raw_images)
+        printf("\npixels    %" PRIu64 " record%s RFPX (decoded RGB pixels, "
+               "from PNG, WebP, BMP, TIFF or PPM files), %" PRIu64 " JPEG",
+               info->raw_images, info->raw_images == 1 ? "" : "s",
+               info->samples - info->raw_images);
+    else if (info->kind == DATASET_JPEG)
+        printf("\npixels    none (every record JPEG)");
     printf("\nstored    %" PRIu64 " bytes of records, %" PRIu64 " bytes on "
            "disk with headers, indexes and dictionary\n", stored, on_disk);
     printf("decoded   %" PRIu64 " bytes\n", decoded);

@@ -3,7 +3,9 @@
  * dataset and checks it: the index entry (bounds, entry checksum), the
  * record's CRC-32C, that it decodes (zstd frames, with their own content
  * checksums) to exactly its decoded length, and for jpeg datasets that the
- * JPEG header parses.
+ * JPEG header parses, or for a record that starts with RFPX's magic that
+ * it parses as one (pixels.h); the RFPX records are counted and the count
+ * must be the MANIFEST's raw_images (0 without the key).
  *
  * The dataset is opened tolerantly (DATASET_OPEN_TOLERANT), so one damaged
  * shard does not hide the state of the others: a shard whose header or size
@@ -22,13 +24,15 @@
 #include "dataset.h"
 #include "jpeg_probe.h"
 #include "pack.h"
+#include "pixels.h"
 
 static const char usage_text[] =
     "usage: ringfeed-pack verify DIR\n"
     "\n"
     "Checks every record of the dataset at DIR: index entries, checksums,\n"
-    "that zstd records decode to their exact length, and that JPEG headers\n"
-    "parse.  Prints one line per problem (shard file, record, byte offset,\n"
+    "that zstd records decode to their exact length, that JPEG headers\n"
+    "parse, that pixel (RFPX) records parse and that there are as many as\n"
+    "the MANIFEST's raw_images says.  Prints one line per problem (shard file, record, byte offset,\n"
     "reason) and a summary; exits 0 when the dataset is clean, 1 otherwise.\n"
     "\n"
     "  --help   this text\n";
@@ -41,6 +45,7 @@ int pack_verify_main(int argc, char **argv)
     struct progress prog;
     struct rf_err err;
     uint64_t bad = 0, good = 0, unchecked = 0, bytes = 0, done = 0;
+    uint64_t pixels = 0;      /* records that start with RFPX's magic */
     uint8_t *out = NULL;
     double t0 = pack_now();
     const char *dir;
@@ -89,7 +94,19 @@ int pack_verify_main(int argc, char **argv)
             int n = dataset_read(ds, si.first_sample + r, out,
                                  info->max_decoded, ctx, &loc, &err);
 
-            if (n >= 0 && info->kind == DATASET_JPEG) {
+            if (n >= 0 && info->kind == DATASET_JPEG &&
+                px_is(out, (size_t)n)) {
+                struct px_header ph;
+                struct rf_err why;
+
+                pixels++;
+                if (px_parse(out, (size_t)n, &ph, &why) < 0) {
+                    rf_err_set(&err, -EBADMSG, "%s: record %" PRIu64 " at "
+                               "byte %" PRIu64 ": %s", loc.shard_path,
+                               loc.record, loc.offset, why.msg);
+                    n = -EBADMSG;
+                }
+            } else if (n >= 0 && info->kind == DATASET_JPEG) {
                 unsigned w, h;
                 char why_buf[256];
                 const char *why;
@@ -118,6 +135,15 @@ int pack_verify_main(int argc, char **argv)
         pack_warn("interrupted by signal %d", (int)pack_stop);
         rc = 128 + pack_stop;
         goto done;
+    }
+    if (info->kind == DATASET_JPEG && pixels != info->raw_images) {
+        /* with shards unreadable the count is short: say so, still a problem */
+        printf("%s: %" PRIu64 " RFPX pixel record%s found%s, the MANIFEST's "
+               "raw_images says %" PRIu64 "\n", dir, pixels,
+               pixels == 1 ? "" : "s",
+               unchecked ? " in the records that could be read" : "",
+               info->raw_images);
+        bad++;
     }
     printf("verify: %s: %" PRIu64 " records in %u shard%s: %" PRIu64
            " good, %" PRIu64 " problem%s%s, %" PRIu64 " bytes decoded, "

@@ -16,6 +16,14 @@
  * Scaled coordinates: at scale s/8 scaled pixel m covers original pixels
  * [8m/s, 8(m+1)/s), so a box maps by multiplying by s/8 and the input
  * limits widen to the scaled pixels they touch.
+ *
+ * An RFPX record (proto/pixels.h: the image as its decoded RGB pixels, in
+ * a dataset whose MANIFEST has raw_images) skips the decoder: px_parse
+ * instead of jpg_open (a bad record is BAD_DECODE, one over the pixel cap
+ * BAD_TOO_LARGE, as for a JPEG), the same plan over its width x height
+ * (the same draws), and the same tables and resampler at scale 1 with the
+ * record's pixels as the region, so its output is the output of a JPEG
+ * that decodes to those pixels at scale 8/8.  All its time is resize.
  */
 #include "xform_image.h"
 
@@ -27,6 +35,7 @@
 
 #include "clock.h"
 #include "jpeg.h"
+#include "pixels.h"
 #include "resize.h"
 #include "ring.h"
 
@@ -223,6 +232,31 @@ static struct xform_image_ctx *image_ctx(struct xform_ctx *ctx)
     return ic;
 }
 
+/* The two tables for the plan's box at scale k of an sw x sh image: the
+ * input limits are the plan's, scaled, widened to the pixels they touch
+ * and clipped to the image, returned in *lx0, *ly0 (the tables count from
+ * them); scratch grown to fit.  Returns 0, or -ENOMEM with err set. */
+static int plan_tables(struct xform_image_ctx *ic, const struct xfi_plan *pl, double k,
+                       uint32_t sw, uint32_t sh, uint32_t size, int32_t *lx0, int32_t *ly0,
+                       const struct rs_axis **ax, const struct rs_axis **ay, struct rf_err *err)
+{
+    int32_t lx1, ly1;
+
+    *lx0 = (int32_t)floor(pl->lx0 * k);
+    *ly0 = (int32_t)floor(pl->ly0 * k);
+    lx1 = (int32_t)fmin(ceil(pl->lx1 * k), sw);
+    ly1 = (int32_t)fmin(ceil(pl->ly1 * k), sh);
+    /* tables relative to (lx0, ly0) */
+    if (rs_cache_plan(&ic->tables, RS_HORIZONTAL, size, pl->x0 * k, pl->x1 * k, *lx0, lx1,
+                      pl->flip, ax) < 0 ||
+        rs_cache_plan(&ic->tables, RS_VERTICAL, size, pl->y0 * k, pl->y1 * k, *ly0, ly1, false,
+                      ay) < 0 ||
+        !grow_aligned(&ic->scratch, &ic->scratch_cap, rs_scratch_bytes(*ax, *ay)))
+        return rf_err_set(err, -ENOMEM, "cannot plan a %ux%u resize of %ux%u", size, size, sw,
+                          sh);
+    return 0;
+}
+
 /* Decodes the plan's box at the smallest sufficient DCT scale and resamples
  * it to size x size RGB at dst, in layout (train or eval picks the scale
  * rule, jpeg.h).  Adds to the decode and resize clocks (the tables' lookup
@@ -240,7 +274,7 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
     const struct rs_axis *ax, *ay;
     const uint8_t *src;
     uint64_t t0 = clock_mono_ns(), t1, t2;
-    int32_t lx0, lx1, ly0, ly1;
+    int32_t lx0, ly0;
     int rc;
 
     ctx->last_scale = s;
@@ -251,20 +285,11 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
     ctx->decode_ns += t1 - t0;
     if (rc < 0)
         return rc;
-    lx0 = (int32_t)floor(pl->lx0 * k);
-    ly0 = (int32_t)floor(pl->ly0 * k);
-    lx1 = (int32_t)fmin(ceil(pl->lx1 * k), sw);
-    ly1 = (int32_t)fmin(ceil(pl->ly1 * k), sh);
-    /* tables relative to (lx0, ly0) */
-    if (rs_cache_plan(&ic->tables, RS_HORIZONTAL, size, pl->x0 * k, pl->x1 * k, lx0, lx1,
-                      pl->flip, &ax) < 0 ||
-        rs_cache_plan(&ic->tables, RS_VERTICAL, size, pl->y0 * k, pl->y1 * k, ly0, ly1, false,
-                      &ay) < 0 ||
-        !grow_aligned(&ic->scratch, &ic->scratch_cap, rs_scratch_bytes(ax, ay))) {
+    rc = plan_tables(ic, pl, k, sw, sh, size, &lx0, &ly0, &ax, &ay, err);
+    if (rc < 0) {
         jpg_abort(ic->dec);
         ctx->resize_ns += clock_mono_ns() - t1;
-        return rf_err_set(err, -ENOMEM, "cannot plan a %ux%u resize of %ux%u", size, size, sw,
-                          sh);
+        return rc;
     }
     t2 = clock_mono_ns();
     ctx->resize_ns += t2 - t1;
@@ -282,6 +307,52 @@ static int render(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_
     return 0;
 }
 
+/* As render, for an RFPX record's pixels (width x height, rows of
+ * width * 3 bytes): no decode, scale 1, the whole image the region.  All
+ * resize time. */
+static int render_pixels(struct xform_image_ctx *ic, const struct xfi_plan *pl, uint32_t size,
+                         const struct px_header *px, enum rs_layout layout, uint8_t *dst,
+                         struct xform_ctx *ctx, struct rf_err *err)
+{
+    const struct rs_axis *ax, *ay;
+    size_t stride = (size_t)px->width * PX_CHANNELS;
+    uint64_t t0 = clock_mono_ns();
+    int32_t lx0, ly0;
+    int rc;
+
+    ctx->last_scale = 8;
+    rc = plan_tables(ic, pl, 1.0, px->width, px->height, size, &lx0, &ly0, &ax, &ay, err);
+    if (rc == 0)
+        rs_resize(px->pixels + (size_t)(ly0 + ay->lo) * stride + (size_t)(lx0 + ax->lo) * 3,
+                  stride, ax, ay, layout, ic->scratch, dst);
+    ctx->resize_ns += clock_mono_ns() - t0;
+    return rc;
+}
+
+/* Checks an RFPX record and its size against the cap: 0, or a negative
+ * errno with *why and err set. */
+static int open_pixels(const void *rec, size_t rec_len, uint64_t pixel_cap,
+                       struct px_header *px, enum wire_bad *why, struct rf_err *err)
+{
+    struct rf_err perr;
+    uint64_t n;
+
+    if (px_parse(rec, rec_len, px, &perr) < 0) {
+        *why = BAD_DECODE;
+        return rf_err_set(err, -EBADMSG, "bad pixel record: %s", perr.msg);
+    }
+    n = (uint64_t)px->width * px->height;
+    if (pixel_cap && n > pixel_cap) {
+        *why = BAD_TOO_LARGE;
+        return rf_err_set(err, -E2BIG,
+                          "RFPX image of %ux%u = %llu pixels is over the pixel cap of %llu "
+                          "(pixel-cap in ringfeedd.conf)",
+                          px->width, px->height, (unsigned long long)n,
+                          (unsigned long long)pixel_cap);
+    }
+    return 0;
+}
+
 static int image_apply(bool train, const struct wire_xform *p, const void *rec, size_t rec_len,
                        struct rng_stream *rng, struct xform_ctx *ctx, uint8_t *dst,
                        enum wire_bad *why, struct rf_err *err)
@@ -289,7 +360,9 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
     struct jpg_limits lim = { .pixel_cap = p->pixel_cap, .scan_cap = JPG_SCAN_CAP };
     struct xform_image_ctx *ic = image_ctx(ctx);
     struct jpg_header hdr;
+    struct px_header px = { 0 };
     struct xfi_plan pl;
+    enum rs_layout layout;
     uint64_t t0 = clock_mono_ns();
     int rc;
 
@@ -297,12 +370,21 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
         *why = BAD_TOO_LARGE;
         return rf_err_set(err, -ENOMEM, "out of memory for the image transforms");
     }
-    jpg_set_tiles(ic->dec, !ctx->no_tiles);
-    rc = jpg_open(ic->dec, rec, rec_len, &lim, &hdr, err);
-    ctx->decode_ns += clock_mono_ns() - t0;
-    if (rc < 0) {
-        *why = why_of(rc);
-        return rc;
+    if (px_is(rec, rec_len)) {
+        rc = open_pixels(rec, rec_len, p->pixel_cap, &px, why, err);
+        ctx->resize_ns += clock_mono_ns() - t0;
+        if (rc < 0)
+            return rc;
+        hdr.width = px.width;
+        hdr.height = px.height;
+    } else {
+        jpg_set_tiles(ic->dec, !ctx->no_tiles);
+        rc = jpg_open(ic->dec, rec, rec_len, &lim, &hdr, err);
+        ctx->decode_ns += clock_mono_ns() - t0;
+        if (rc < 0) {
+            *why = why_of(rc);
+            return rc;
+        }
     }
     if (train) {
         xfi_train_plan(hdr.width, hdr.height, p, rng, &pl, NULL);
@@ -313,7 +395,9 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
     }
     /* the resampler's vertical pass stores straight into the slot, in
      * either layout: its time counts as resize */
-    rc = render(ic, &pl, p->size, train, p->layout == RING_CHW ? RS_CHW : RS_HWC, dst, ctx, err);
+    layout = p->layout == RING_CHW ? RS_CHW : RS_HWC;
+    rc = px.pixels ? render_pixels(ic, &pl, p->size, &px, layout, dst, ctx, err)
+                   : render(ic, &pl, p->size, train, layout, dst, ctx, err);
     if (rc < 0) {
         *why = why_of(rc);
         return rc;
