@@ -4,11 +4,14 @@
  * integration tests get damaged and foreign files into a dataset, which
  * `ringfeed-pack imagefolder` rightly refuses to do.
  *
- *   pack_bytes OUT_DIR CLASSES FILE:LABEL...
+ *   pack_bytes [--zstd] [--raw-images N] OUT_DIR CLASSES FILE:LABEL...
  *
- * Records are stored with codec none and a correct checksum: the damage is
- * in the image, where the workers' decoder must find it.  Exit 0, or 1
- * with the reason on stderr.
+ * Records are stored with codec none (--zstd: zstd, each record that it
+ * shrinks) and a correct checksum: the damage is in the image, where the
+ * workers' decoder must find it.  --raw-images N writes raw_images N in the
+ * MANIFEST (manifest.h: N of the files are RFPX pixel records), whatever the
+ * files hold, so a test can also write a wrong count.  Exit 0, or 1 with
+ * the reason on stderr.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,9 +50,25 @@ int main(int argc, char **argv)
     struct rf_err err;
     char names[64][16];
     const char *name_ptrs[64];
+    unsigned long long raw_images = 0;
 
+    while (argc > 1 && strncmp(argv[1], "--", 2) == 0) {
+        if (strcmp(argv[1], "--zstd") == 0) {
+            o.codec = DATASET_CODEC_ZSTD;
+        } else if (strcmp(argv[1], "--raw-images") == 0 && argc > 2) {
+            raw_images = strtoull(argv[2], NULL, 10);
+            argv++;
+            argc--;
+        } else {
+            argc = 0; /* usage */
+            break;
+        }
+        argv++;
+        argc--;
+    }
     if (argc < 4 || atoi(argv[2]) < 1 || atoi(argv[2]) > 64) {
-        fprintf(stderr, "usage: pack_bytes OUT_DIR CLASSES(1..64) FILE:LABEL...\n");
+        fprintf(stderr, "usage: pack_bytes [--zstd] [--raw-images N] OUT_DIR "
+                "CLASSES(1..64) FILE:LABEL...\n");
         return 1;
     }
     o.classes = (uint32_t)atoi(argv[2]);
@@ -88,7 +107,8 @@ int main(int argc, char **argv)
         }
         free(buf);
     }
-    if (dataset_writer_finish(w, NULL, &err) < 0) {
+    if (dataset_writer_set_raw_images(w, raw_images, &err) < 0 ||
+        dataset_writer_finish(w, NULL, &err) < 0) {
         fprintf(stderr, "pack_bytes: %s\n", err.msg);
         return 1;
     }

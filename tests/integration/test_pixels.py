@@ -1,0 +1,224 @@
+"""test_pixels.py - RFPX pixel records (proto/pixels.h) in a jpeg dataset,
+served end to end.
+
+Images are made here with numpy (smooth gradients with a pattern and some
+noise, sizes from 1x1 to a 3-pixel strip to 641x479), written as RFPX
+records beside two JPEGs (Pillow) and packed with tests/pack_bytes
+(--zstd --raw-images N: ringfeed-pack imagefolder does not write them on
+this branch), then served by a real daemon:
+
+  1. ringfeed-pack info shows raw_images; verify passes, and fails naming
+     both numbers when the MANIFEST's count is wrong;
+  2. eval against Pillow on the same pixels: Resize(int(size / crop)) with
+     BILINEAR, then CenterCrop with torchvision's rounding, as
+     test_jpeg.py does for JPEGs, with its bound: mean absolute difference
+     per pixel at most 3 of 255 for every image (the figures are printed:
+     pytest -s);
+  3. train: the daemon's sample is byte for byte tests/xform_run's for the
+     same (seed, epoch, index), and within the same bound of Pillow's crop
+     + resize + flip of the crop xform_run reports;
+  4. a damaged RFPX record is a bad sample (decode), substituted, and
+     verify names it.
+No test asserts a duration.
+"""
+import json
+import os
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import binary, pack_tool
+
+SIZE = 224
+FLAG_SUBSTITUTED = 2
+SIZES = [(300, 200), (200, 300), (64, 64), (17, 31), (1, 1), (500, 3), (3, 500), (641, 479),
+         (1024, 768)]
+
+
+def image(w, h, seed):
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    r = 128 + 100 * np.sin(x / max(w, 2) * 6.0 + seed)
+    g = 255 * y / max(h - 1, 1)
+    b = ((x // 9 + y // 9) % 2) * 120 + 60
+    px = np.stack([r, g, b], axis=-1) + rng.normal(0, 12, (h, w, 3))
+    return np.clip(px, 0, 255).astype(np.uint8)
+
+
+def rfpx(px):
+    h, w, _ = px.shape
+    return b"RFPX" + bytes([1, 3, 0, 0]) + struct.pack("<II", w, h) + px.tobytes()
+
+
+@pytest.fixture(scope="module")
+def pixels(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pixels")
+    files, refs = [], []
+    for k, (w, h) in enumerate(SIZES):
+        px = image(w, h, k)
+        path = str(root / f"p{k}.rfpx")
+        with open(path, "wb") as f:
+            f.write(rfpx(px))
+        files.append((path, k % 3))
+        refs.append(Image.fromarray(px, "RGB"))
+    # two JPEGs among them: the dataset mixes both kinds of record
+    for k, (w, h) in enumerate([(320, 240), (180, 260)]):
+        path = str(root / f"j{k}.jpg")
+        Image.fromarray(image(w, h, 50 + k), "RGB").save(path, quality=95)
+        files.insert(2 + 3 * k, (path, 1))
+        refs.insert(2 + 3 * k, Image.open(path).convert("RGB"))
+    ds = str(root / "ds")
+    pack(ds, files, len(SIZES))
+    return {"ds": ds, "files": files, "refs": refs, "root": root}
+
+
+def pack(out, files, raw_images):
+    subprocess.run([binary("tests/pack_bytes"), "--zstd", "--raw-images", str(raw_images), out,
+                    "3"] + [f"{p}:{label}" for p, label in files], check=True)
+
+
+def rf_dump(sock, dataset, out, *args):
+    cmd = [binary("tests/rf_dump"), "--socket", sock, "--dataset", dataset, out] + list(args)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{cmd}: {r.stderr}"
+    meta = json.loads(r.stdout)
+    n, sb = meta["samples"], meta["sample_bytes"]
+    raw = open(out, "rb").read()
+    assert len(raw) == n * (24 + sb)
+    rows = []
+    for k in range(n):
+        off = k * (24 + sb)
+        idx, label, flags, epoch = struct.unpack_from("<QiIQ", raw, off)
+        rows.append((idx, label, flags, epoch, np.frombuffer(raw, np.uint8, sb, off + 24)))
+    return meta, rows
+
+
+def pil_eval(im, size=SIZE, crop=0.875):
+    """torchvision's Resize(int(size / crop)) + CenterCrop(size) on PIL."""
+    w, h = im.size
+    s = int(size / crop)
+    if w <= h:
+        nw, nh = s, int(s * h / w)
+    else:
+        nh, nw = s, int(s * w / h)
+    im = im.resize((nw, nh), Image.BILINEAR)
+    top, left = int(round((nh - size) / 2.0)), int(round((nw - size) / 2.0))
+    return np.asarray(im.crop((left, top, left + size, top + size)))
+
+
+def pil_train(im, i, j, h, w, flip, size=SIZE):
+    im = im.crop((j, i, j + w, i + h)).resize((size, size), Image.BILINEAR)
+    if flip:
+        im = im.transpose(Image.FLIP_LEFT_RIGHT)
+    return np.asarray(im)
+
+
+def mad(a, b):
+    return float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())
+
+
+def chw_to_hwc(x, size=SIZE):
+    return x.reshape(3, size, size).transpose(1, 2, 0)
+
+
+def assert_clean(d):
+    log = d.read_log()
+    for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+        assert bad not in log, log[-4000:]
+
+
+def test_info_and_verify(pixels, tmp_path):
+    r = subprocess.run([pack_tool(), "info", pixels["ds"]], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"pixels    {len(SIZES)} records RFPX" in r.stdout, r.stdout
+    assert ", 2 JPEG" in r.stdout, r.stdout
+    r = subprocess.run([pack_tool(), "verify", pixels["ds"]], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{len(pixels['files'])} good, 0 problems" in r.stdout, r.stdout
+    # the MANIFEST's count one short: verify fails naming both numbers
+    wrong = str(tmp_path / "wrong")
+    pack(wrong, pixels["files"], len(SIZES) - 1)
+    r = subprocess.run([pack_tool(), "verify", wrong], capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout
+    assert (f"{len(SIZES)} RFPX pixel records found, the MANIFEST's raw_images says "
+            f"{len(SIZES) - 1}") in r.stdout, r.stdout
+    # without the key at all: 0 said, 9 found
+    none = str(tmp_path / "none")
+    pack(none, pixels["files"], 0)
+    r = subprocess.run([pack_tool(), "verify", none], capture_output=True, text=True)
+    assert r.returncode == 1 and "raw_images says 0" in r.stdout, r.stdout
+    assert "raw_images" not in open(os.path.join(none, "MANIFEST")).read()
+    assert f"raw_images {len(SIZES)}\n" in open(os.path.join(pixels["ds"], "MANIFEST")).read()
+
+
+def test_eval_matches_pil(pixels, daemon_factory):
+    d = daemon_factory({"px": pixels["ds"]}, workers=2)
+    n = len(pixels["files"])
+    meta, rows = rf_dump(d.sock, "px", os.path.join(d.dir, "eval.bin"), "--transform", "eval",
+                         "--size", str(SIZE), "--batch", str(n), "--no-shuffle")
+    assert meta["shape"] == [3, SIZE, SIZE]
+    assert [r[0] for r in rows] == list(range(n))
+    assert [r[1] for r in rows] == [label for _, label in pixels["files"]]
+    assert all(r[2] == 0 for r in rows), [r[2] for r in rows]
+    print()
+    for idx, _, _, _, px in rows:
+        path, ref = pixels["files"][idx][0], pixels["refs"][idx]
+        m = mad(chw_to_hwc(px), pil_eval(ref))
+        print(f"eval MAD vs Pillow {os.path.basename(path):10s} {ref.size[0]}x{ref.size[1]}: "
+              f"{m:.3f}")
+        assert m <= 3.0, f"{path}: mean absolute difference {m:.3f} > 3"
+    assert_clean(d)
+
+
+def test_train_matches_standalone_and_pil(pixels, daemon_factory, tmp_path):
+    d = daemon_factory({"px": pixels["ds"]}, workers=2)
+    n = len(pixels["files"])
+    _, rows = rf_dump(d.sock, "px", os.path.join(d.dir, "train.bin"), "--transform", "train",
+                      "--size", str(SIZE), "--batch", "4", "--seed", "7")
+    assert sorted(r[0] for r in rows) == list(range(n))
+    print()
+    for idx, _, flags, epoch, px in rows:
+        assert flags == 0 and epoch == 0
+        path, ref = pixels["files"][idx][0], pixels["refs"][idx]
+        out = str(tmp_path / f"x{idx}.bin")
+        r = subprocess.run([binary("tests/xform_run"), "train", str(SIZE), "7", str(idx), out,
+                            path, "--chw"], capture_output=True, text=True, check=True)
+        ok = r.stdout.split("\n")[0].split()
+        assert ok[0] == "ok", r.stdout
+        assert (int(ok[2]), int(ok[3])) == ref.size
+        i, j, h, w, flip = (int(v) for v in ok[4:9])
+        assert np.array_equal(np.fromfile(out, np.uint8), px), \
+            f"{path}: daemon and xform_run differ"
+        m = mad(chw_to_hwc(px), pil_train(ref, i, j, h, w, flip))
+        print(f"train MAD vs Pillow {os.path.basename(path):10s} crop {w}x{h} at ({j},{i})"
+              f"{' flipped' if flip else ''}: {m:.3f}")
+        assert m <= 3.0, f"{path}: crop {i} {j} {h} {w} flip {flip}: MAD {m:.3f} > 3"
+    assert_clean(d)
+
+
+def test_damaged_record_is_bad_sample(pixels, daemon_factory, tmp_path):
+    files = list(pixels["files"][:4])
+    short = str(tmp_path / "short.rfpx")
+    with open(files[0][0], "rb") as f:
+        whole = f.read()
+    with open(short, "wb") as f:
+        f.write(whole[:-3])
+    files.insert(1, (short, 0))
+    ds = str(tmp_path / "bad")
+    pack(ds, files, sum(1 for p, _ in files if p.endswith(".rfpx")))
+    r = subprocess.run([pack_tool(), "verify", ds], capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout
+    assert "record 1 at byte" in r.stdout and "RFPX 300x200 is" in r.stdout, r.stdout
+    d = daemon_factory({"bad": ds}, workers=1)
+    n = len(files)
+    _, rows = rf_dump(d.sock, "bad", os.path.join(d.dir, "bad.bin"), "--transform", "eval",
+                      "--size", "32", "--batch", str(n), "--no-shuffle")
+    assert len(rows) == n
+    assert [bool(r[2] & FLAG_SUBSTITUTED) for r in rows] == [k == 1 for k in range(n)]
+    st = d.stats()
+    assert int(st["errors.bad.decode"]) >= 1, st
+    assert "RFPX 300x200 is" in d.read_log()
+    assert_clean(d)
