@@ -3,7 +3,8 @@
  * dataset and checks it: the index entry (bounds, entry checksum), the
  * record's CRC-32C, that it decodes (zstd frames, with their own content
  * checksums) to exactly its decoded length, and for jpeg datasets that the
- * JPEG header parses.
+ * JPEG header parses, or for an RFPX record (proto/pixels.h) that it is
+ * well formed.
  *
  * The dataset is opened tolerantly (DATASET_OPEN_TOLERANT), so one damaged
  * shard does not hide the state of the others: a shard whose header or size
@@ -22,6 +23,7 @@
 #include "dataset.h"
 #include "jpeg_probe.h"
 #include "pack.h"
+#include "pixels.h"
 
 static const char usage_text[] =
     "usage: ringfeed-pack verify DIR\n"
@@ -89,7 +91,18 @@ int pack_verify_main(int argc, char **argv)
             int n = dataset_read(ds, si.first_sample + r, out,
                                  info->max_decoded, ctx, &loc, &err);
 
-            if (n >= 0 && info->kind == DATASET_JPEG) {
+            if (n >= 0 && info->kind == DATASET_JPEG &&
+                px_is(out, (size_t)n)) {
+                struct px_header ph;
+                struct rf_err pe;
+
+                if (px_parse(out, (size_t)n, &ph, &pe) < 0) {
+                    rf_err_set(&err, -EBADMSG, "%s: record %" PRIu64 " at "
+                               "byte %" PRIu64 ": %s", loc.shard_path,
+                               loc.record, loc.offset, pe.msg);
+                    n = -EBADMSG;
+                }
+            } else if (n >= 0 && info->kind == DATASET_JPEG) {
                 unsigned w, h;
                 char why_buf[256];
                 const char *why;
