@@ -249,8 +249,9 @@ static int webp_decode(const uint8_t *buf, size_t len, uint64_t max,
         return fail(why, cap, -EBADMSG, "header does not parse "
                     "(libwebp status %d)", (int)st);
     if (ft.has_animation)
-        return fail(why, cap, -ENOTSUP, "animated (refused: "
-                    "which frame to keep is Pillow's choice, not ours)");
+        return fail(why, cap, -ENOTSUP, "animated (refused: one "
+                    "sample per file, and Pillow would keep only the first "
+                    "frame)");
     r = check_size((uint64_t)ft.width, (uint64_t)ft.height, max, why, cap);
     if (r < 0 || (r = alloc_rgb(im, (uint32_t)ft.width, (uint32_t)ft.height,
                                 why, cap)) < 0)
