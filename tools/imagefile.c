@@ -1,6 +1,7 @@
 /*
  * imagefile.c - `ringfeed-pack imagefolder`'s work on one file (see
- * imagefile.h): read, probe, re-encode, and a verdict for the main thread.
+ * imagefile.h): read, tell the format, decode or probe, re-encode, and a
+ * verdict for the main thread.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include "fileio.h"
 #include "imagefile.h"
 #include "jpeg_probe.h"
+#include "pixels.h"
 
 int imagefile_coders_init(struct imagefile_coders *c,
                           const struct imagefile_opts *o)
@@ -50,6 +52,10 @@ void imagefile_tally_add(struct imagefile_tally *sum,
     sum->lossless_src += t->lossless_src;
     sum->lossless_out += t->lossless_out;
     sum->restart_cpu += t->restart_cpu;
+    for (unsigned k = 0; k < IMGDEC_FORMAT_COUNT; k++)
+        sum->raw[k] += t->raw[k];
+    sum->raw_shrunk += t->raw_shrunk;
+    sum->raw_cpu += t->raw_cpu;
     sum->cpu += t->cpu;
 }
 
@@ -231,15 +237,89 @@ static void restart_record(struct imagefile *f, struct restarter *rs,
                                           "sample)", 1};
 }
 
+/* The w x h RGB pixels at rgb box-shrunk to dw x dh (jpeg_shrink.h's
+ * filter, the one --max-side uses for JPEGs) into dst.  Returns 0 or
+ * -ENOMEM. */
+static int shrink_rgb(const uint8_t *rgb, uint32_t w, uint32_t h, uint32_t dw,
+                      uint32_t dh, uint8_t *dst)
+{
+    struct shrink_box b;
+    uint32_t oy = 0;
+    int r = shrink_box_init(&b, w, h, dw, dh, 3);
+
+    for (uint32_t y = 0; r == 0 && y < h; y++) {
+        const uint8_t *row = shrink_box_push(&b, rgb + (size_t)y * w * 3);
+
+        if (row)
+            memcpy(dst + (size_t)oy++ * dw * 3, row, (size_t)dw * 3);
+    }
+    shrink_box_free(&b);
+    return r < 0 ? r : oy == dh ? 0 : -EPROTO;
+}
+
+/*
+ * A file of format fmt (n bytes in f->src): decoded to RGB, shrunk under
+ * --max-side by the JPEG path's rule, and made an RFPX record in f->out.
+ * One that does not decode, is refused (image_decode.h), is too large or
+ * finds no memory is skipped with the decoder's reason.
+ */
+static void raw_record(struct imagefile *f, const struct imagefile_opts *o,
+                       size_t n, enum imgdec_format fmt)
+{
+    struct imgdec_image im;
+    uint32_t dw, dh;
+    double t0 = cpu_now();
+    int shrink, r = imgdec_decode(fmt, f->src, n, IMGDEC_PIXELS_MAX, &im,
+                                  f->why_buf, sizeof(f->why_buf));
+
+    if (r < 0) {
+        f->verdict = IMAGEFILE_SKIP;
+        f->why = f->why_buf;
+        goto done;
+    }
+    shrink = o->max_side && shrink_dims(im.width, im.height, o->max_side,
+                                        &dw, &dh);
+    if (!shrink) {
+        dw = im.width;
+        dh = im.height;
+    }
+    if (reserve(&f->out, &f->out_cap, px_record_size(dw, dh)) < 0) {
+        f->verdict = IMAGEFILE_SKIP;
+        f->why = "out of memory for its pixels";
+        goto done;
+    }
+    px_write_header(f->out, dw, dh);
+    if (!shrink)
+        memcpy(f->out + PX_HEADER_SIZE, im.rgb, (size_t)dw * dh * 3);
+    else if ((r = shrink_rgb(im.rgb, im.width, im.height, dw, dh,
+                             f->out + PX_HEADER_SIZE)) < 0) {
+        f->verdict = r == -ENOMEM ? IMAGEFILE_SKIP : IMAGEFILE_FAIL;
+        f->why = r == -ENOMEM ? "out of memory to shrink it"
+                              : "internal error: the box filter's rows";
+        goto done;
+    }
+    f->rec = f->out;
+    f->rec_len = px_record_size(dw, dh);
+    f->src_len = n;
+    f->format = fmt;
+    f->tally.raw[fmt]++;
+    f->tally.raw_shrunk += (uint64_t)shrink;
+done:
+    imgdec_image_free(&im);
+    f->tally.raw_cpu += cpu_now() - t0;
+}
+
 void imagefile_run(struct imagefile *f, const char *path,
                    const struct imagefile_opts *o, struct imagefile_coders *c)
 {
     double t0 = cpu_now();
+    enum imgdec_format fmt;
     unsigned w, h;
     uint32_t dw, dh;
     int64_t n;
 
     f->verdict = IMAGEFILE_STORE;
+    f->format = IMGDEC_NONE;
     f->rec = NULL;
     f->rec_len = f->src_len = 0;
     f->why = NULL;
@@ -247,6 +327,11 @@ void imagefile_run(struct imagefile *f, const char *path,
     f->tally = (struct imagefile_tally){0};
     f->why_buf[0] = '\0';
     n = read_image(f, path);
+    fmt = n >= 0 ? imgdec_sniff(f->src, (size_t)n) : IMGDEC_NONE;
+    if (fmt != IMGDEC_NONE) {
+        raw_record(f, o, (size_t)n, fmt);
+        goto done;
+    }
     if (n >= 0 && jpeg_probe(f->src, (size_t)n, &w, &h, f->why_buf,
                              sizeof(f->why_buf), &f->why) < 0)
         n = -1;

@@ -1,10 +1,13 @@
 /*
  * imagefile.h - what `ringfeed-pack imagefolder` does with one file, on
- * whichever thread runs it (pack_jobs.h): read it, check that it is a JPEG
- * whose header parses, and make the record to store for it (re-encoded
- * losslessly with restart markers, shrunk under --max-side, or the bytes
- * as they are), with what the summary counts of it.  The rules for each
- * case are in pack_imagefolder.c's header comment.
+ * whichever thread runs it (pack_jobs.h): read it, tell its format from
+ * its first bytes, and make the record to store for it, with what the
+ * summary counts of it.  A PNG, WebP, TIFF, BMP or PPM/PGM file is decoded
+ * (image_decode.h) into an RFPX record of its RGB pixels (proto/pixels.h),
+ * shrunk under --max-side; anything else takes the JPEG path: checked to
+ * be a JPEG whose header parses, then re-encoded losslessly with restart
+ * markers, shrunk under --max-side, or stored as it is.  The rules for
+ * each case are in pack_imagefolder.c's header comment.
  *
  * Nothing here prints or touches the dataset: imagefile_run leaves a
  * verdict and its reasons in a struct imagefile, which the packer's main
@@ -18,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "image_decode.h"
 #include "jpeg_restart.h"
 #include "jpeg_shrink.h"
 
@@ -60,6 +64,10 @@ struct imagefile_tally {
     uint64_t interval[RESTART_SEGMENT_MAX + 1];  /* re-encoded, by interval */
     uint64_t lossless_src, lossless_out;
     double restart_cpu;           /* CPU seconds in restart_run */
+    /* the other formats, stored as RFPX records */
+    uint64_t raw[IMGDEC_FORMAT_COUNT];  /* by source format */
+    uint64_t raw_shrunk;          /* of those, shrunk by --max-side */
+    double raw_cpu;               /* CPU seconds decoding and shrinking */
     /* everything */
     double cpu;                   /* CPU seconds in imagefile_run: read,
                                      check, re-encode, copy */
@@ -70,8 +78,10 @@ void imagefile_tally_add(struct imagefile_tally *sum,
 
 enum imagefile_verdict {
     IMAGEFILE_STORE,              /* store rec (warn first if note.why) */
-    IMAGEFILE_SKIP,               /* why: not a readable JPEG, or too large
-                                     to decode (--strict: the pack fails) */
+    IMAGEFILE_SKIP,               /* why: not a readable JPEG, another
+                                     format that does not decode or is
+                                     refused, or too large to decode
+                                     (--strict: the pack fails) */
     IMAGEFILE_FAIL,               /* why: the pack must fail (the encoder
                                      failed on a decoded image) */
 };
@@ -97,6 +107,9 @@ struct imagefile {
     const uint8_t *rec;           /* STORE: src or out ... */
     size_t rec_len;               /* ... and its length */
     size_t src_len;               /* STORE: the file's length */
+    enum imgdec_format format;    /* STORE: IMGDEC_NONE for a JPEG record,
+                                     else the format decoded into rec, an
+                                     RFPX record (zstd is its codec) */
     const char *why;              /* SKIP, FAIL: the reason */
     struct imagefile_note note;   /* STORE */
     struct imagefile_tally tally; /* this file's share of the counts */

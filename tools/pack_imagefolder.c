@@ -1,6 +1,6 @@
 /*
  * pack_imagefolder.c - `ringfeed-pack imagefolder`: a tree of class folders
- * of JPEGs into a jpeg dataset, with the labels torchvision's ImageFolder
+ * of images into a jpeg dataset, with the labels torchvision's ImageFolder
  * gives the same tree.
  *
  * torchvision's rules, followed here (datasets/folder.py):
@@ -13,12 +13,28 @@
  * So sample i of the packed dataset is sample i of ImageFolder(SRC_DIR),
  * except for the files this packer skips, which it names.
  *
+ * Formats (told from the bytes, never the name): JPEG files take the JPEG
+ * path below, their records unchanged by what follows.  PNG, WebP, TIFF,
+ * BMP and PPM/PGM files (--image-mode raw, the only mode and the default)
+ * are decoded here, exactly as Pillow's Image.open(f).convert("RGB") would
+ * decode them for torchvision (image_decode.h has each format's rules and
+ * what it refuses), and stored as RFPX records of their RGB pixels
+ * (proto/pixels.h); under --max-side those larger than N are shrunk by
+ * the same box filter and sizes as JPEGs (jpeg_shrink.h), and --as-is
+ * does not apply to them (it is about JPEG bytes).  The summary counts
+ * them by format.  RFPX records are meant to be stored zstd-compressed
+ * while JPEG records stay codec none, and the MANIFEST to count them
+ * (raw_images) so that an older reader refuses the pack: both wait on the
+ * dataset writer (see if_pack.raw_images).
+ *
  * Where ringfeed differs, and why:
- *   - JPEG only (the daemon decodes JPEG): a file with an image extension
- *     whose content is not a JPEG with a parsable header (checked from the
- *     bytes, not the name) is reported and skipped, as is a file that
- *     cannot be read (a dangling symlink, a FIFO, no permission).  --strict
- *     makes either fail the pack instead.
+ *   - a file with an image extension whose content is none of the formats
+ *     above, a JPEG whose header does not parse, a file of another format
+ *     that does not decode or that image_decode.h refuses (16-bit TIFF,
+ *     CMYK, animated WebP, ...), and a file that cannot be read (a dangling
+ *     symlink, a FIFO, no permission) is reported with the reason and
+ *     skipped, where torchvision would fail or convert it.  --strict makes
+ *     any of them fail the pack instead.
  *   - An empty class (no image packed) is kept, with a warning, so labels
  *     still match torchvision's class list; torchvision's ImageFolder
  *     refuses such a tree (allow_empty=False), and so does --strict.
@@ -144,26 +160,33 @@
 static const char usage_text[] =
     "usage: ringfeed-pack imagefolder SRC_DIR OUT_DIR [options]\n"
     "\n"
-    "Packs a tree of class folders of JPEGs (SRC_DIR/<class>/**/<image>) into\n"
-    "a jpeg dataset at OUT_DIR (which must not exist), with the class order\n"
-    "and labels of torchvision's ImageFolder.  JPEGs are re-encoded\n"
+    "Packs a tree of class folders of images (SRC_DIR/<class>/**/<image>)\n"
+    "into a jpeg dataset at OUT_DIR (which must not exist), with the class\n"
+    "order and labels of torchvision's ImageFolder.  JPEGs are re-encoded\n"
     "losslessly (the same pixels) as baseline with restart markers, which\n"
     "lets ringfeedd decode only the part a crop covers; EXIF and ICC markers\n"
     "are dropped.  CMYK, RGB and files whose data does not decode are stored\n"
-    "as they are.  Files with an image extension that are not JPEGs (checked\n"
-    "from the content) or cannot be read are reported and skipped; empty\n"
-    "classes are kept, with a warning, so labels match torchvision.\n"
+    "as they are.  PNG, WebP, TIFF, BMP and PPM/PGM files are stored as their\n"
+    "RGB pixels, as Pillow's convert(\"RGB\") gives them.  Files whose content\n"
+    "(not name) is none of these, that do not decode, whose kind is refused\n"
+    "(16-bit TIFF, CMYK TIFF, animated WebP...) or that cannot be read are\n"
+    "reported and skipped; empty classes are kept, with a warning, so labels\n"
+    "match torchvision.\n"
     "\n"
     "  --shard-size BYTES   start a new shard past this size, K/M/G suffixes\n"
     "                       (default 256M)\n"
     "  --strict             fail on a file that is not a readable JPEG, whose\n"
     "                       data does not decode, and on an empty class,\n"
     "                       instead of skipping or storing it as it is\n"
-    "  --as-is              store every file byte for byte: no re-encoding, no\n"
+    "  --as-is              store every JPEG byte for byte: no re-encoding, no\n"
     "                       restart markers (not with --max-side)\n"
+    "  --image-mode raw     what PNG, WebP, TIFF, BMP and PPM/PGM files become:\n"
+    "                       raw, their RGB pixels (the default, and the only\n"
+    "                       mode); JPEG files are unchanged by it\n"
     "  --max-side N         re-encode images whose longer side exceeds N pixels\n"
     "                       (16..65535) to a longer side of N, aspect kept (box\n"
     "                       filter, JPEG 4:2:0); others losslessly, as above.\n"
+    "                       Raw images are shrunk by the same filter\n"
     "                       The model then sees less detail: pack eval data the\n"
     "                       same way (ringfeed-pack(1))\n"
     "  --quality Q          JPEG quality of the re-encoded images, 1..100\n"
@@ -497,6 +520,7 @@ static int parse_args(int argc, char **argv, struct if_args *a)
         {"as-is", no_argument, NULL, 'A'},
         {"max-side", required_argument, NULL, 'm'},
         {"quality", required_argument, NULL, 'q'},
+        {"image-mode", required_argument, NULL, 'i'},
         {"jobs", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -542,6 +566,14 @@ static int parse_args(int argc, char **argv, struct if_args *a)
                                         MANIFEST_QUALITY_MAX);
             a->file.quality = (int)v;
             quality = optarg;
+            break;
+        case 'i':
+            if (strcmp(optarg, "raw") != 0)
+                return pack_usage_error("imagefolder", "--image-mode: '%s' "
+                                        "is not a mode (raw, the only one: "
+                                        "PNG, WebP, TIFF, BMP and PPM/PGM "
+                                        "files stored as RGB pixels)",
+                                        optarg);
             break;
         case 'j':
             if (pack_parse_int(optarg, 1, PACK_JOBS_MAX, &v) < 0)
@@ -629,6 +661,27 @@ static void reencode_summary(const struct imagefile_opts *o,
            ratio(t->lossless_out, t->lossless_src));
 }
 
+/* The records stored as RGB pixels (RFPX), by source format. */
+static void raw_summary(const struct imagefile_opts *o,
+                        const struct imagefile_tally *t)
+{
+    uint64_t all = 0;
+    const char *sep = " (";
+
+    for (unsigned k = 0; k < IMGDEC_FORMAT_COUNT; k++)
+        all += t->raw[k];
+    printf("  raw      %" PRIu64 " images stored as RGB pixels", all);
+    for (unsigned k = 0; k < IMGDEC_FORMAT_COUNT; k++)
+        if (t->raw[k]) {
+            printf("%s%s %" PRIu64, sep, imgdec_format_name(k), t->raw[k]);
+            sep = ", ";
+        }
+    printf("%s", sep[0] == ',' ? ")" : "");
+    if (o->max_side)
+        printf(", %" PRIu64 " shrunk to %u px", t->raw_shrunk, o->max_side);
+    printf(", decoded in %.2f CPU s\n", t->raw_cpu);
+}
+
 /*
  * The packing of the scanned files: the main thread's state, and what the
  * threads share with it.  While pack_jobs runs, the threads only read a,
@@ -646,6 +699,8 @@ struct if_pack {
     struct progress prog;
     struct imagefile_tally tally; /* the files taken so far, summed */
     uint64_t *packed;             /* records per class */
+    uint64_t raw_images;          /* RFPX records written: the MANIFEST's
+                                     raw_images, once the writer takes it */
     uint64_t skipped, bytes, src_bytes;
     double seconds;               /* wall time of pack_files */
 };
@@ -698,6 +753,8 @@ static int take_file(struct if_pack *p, size_t i, const struct imagefile *f)
         return -1;
     }
     p->packed[it->label]++;
+    if (f->format != IMGDEC_NONE)
+        p->raw_images++;
     p->src_bytes += f->src_len;
     p->bytes += f->rec_len;
     progress_update(&p->prog, i + 1, p->bytes);
@@ -844,7 +901,7 @@ int pack_imagefolder_main(int argc, char **argv)
         goto out;
     dataset_writer_get_stats(p.w, &st);
     if (st.records == 0) {
-        pack_warn("%s: no JPEG image to pack (%" PRIu64 " files skipped)",
+        pack_warn("%s: no image to pack (%" PRIu64 " files skipped)",
                   s.src, p.skipped);
         goto out;
     }
@@ -868,8 +925,10 @@ int pack_imagefolder_main(int argc, char **argv)
     jobs_summary(&p);
     if (!a.file.as_is)
         reencode_summary(&a.file, &p.tally, p.src_bytes, st.stored_bytes);
+    raw_summary(&a.file, &p.tally);
     printf("  classes  %u (%" PRIu64 " empty)\n", s.nclasses, empty);
-    printf("  skipped  %" PRIu64 " files (not JPEG, or unreadable%s)\n",
+    printf("  skipped  %" PRIu64 " files (not an image, not decodable or "
+           "refused, or unreadable%s)\n",
            p.skipped, a.file.max_side ? ", or too large to decode" : "");
     printf("  ignored  %" PRIu64 " files without an image extension\n",
            s.ignored);

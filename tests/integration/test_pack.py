@@ -35,6 +35,9 @@ DUMP = os.environ.get("RINGFEED_DUMP", os.path.join(BUILD, "tests/dump_dataset")
 FMNIST = "/usr/share/datasets/fashion-mnist"
 NATURE = "/usr/share/backgrounds/mate/nature"
 PNG = "/usr/share/backgrounds/mate/desktop/Float-into-MATE.png"
+# a file imagefolder skips: not a JPEG, nor a format it decodes (a PNG would
+# be packed as its pixels: test_pack_formats.py)
+GIF = b"GIF89a" + bytes(20)
 FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
            "Shirt", "Sneaker", "Bag", "Ankle boot"]
 SPLITS = {"train": ("train", 60000), "test": ("t10k", 10000)}
@@ -473,7 +476,7 @@ def tree(tmp_path):
     shutil.copy(jpgs[2], src / "cat" / "c.jpeg")
     shutil.copy(jpgs[3], src / "dog" / "x.jpg")
     shutil.copy(jpgs[4], src / "dog" / "puppies" / "y.jpg")
-    shutil.copy(PNG, src / "fake" / "really-a-png.jpg")   # PNG renamed .jpg
+    (src / "fake" / "really-a-gif.jpg").write_bytes(GIF)   # GIF renamed .jpg
     (src / "cat" / "notes.txt").write_text("not an image, not a sample")
     (src / "cat" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF" + b"\x00" * 40)
     os.symlink(src / "nowhere.jpg", src / "dog" / "gone.jpg")  # dangling
@@ -490,7 +493,7 @@ def test_imagefolder_matches_torchvision(tree, tmp_path):
     r = pack("imagefolder", tree, out, "--shard-size", "256K")
     assert r.returncode == 0, r.stderr
     err = r.stderr
-    assert "skipped fake/really-a-png.jpg: PNG data, not JPEG" in err
+    assert "skipped fake/really-a-gif.jpg: GIF data, not JPEG" in err
     assert "skipped cat/broken.jpg: JPEG header does not parse" in err
     assert "skipped dog/gone.jpg: cannot open" in err
     assert "skipped dog/pipe.jpg: not a regular file" in err
@@ -502,7 +505,7 @@ def test_imagefolder_matches_torchvision(tree, tmp_path):
 
     classes, samples = torchvision_samples(tree)
     assert classes == ["cat", "dog", "empty", "fake", "gray"]
-    skipped = {"really-a-png.jpg", "broken.jpg", "gone.jpg", "pipe.jpg"}
+    skipped = {"really-a-gif.jpg", "broken.jpg", "gone.jpg", "pipe.jpg"}
     want = [(p, lab) for p, lab in samples if os.path.basename(p) not in skipped]
     got = dump(out, tmp_path)
     assert [lab for lab, _ in got] == [lab for _, lab in want]
@@ -560,10 +563,10 @@ def test_imagefolder_without_classes_or_images(tmp_path):
     r = pack("imagefolder", tmp_path / "src", tmp_path / "out")
     assert r.returncode == 1 and "no class folders" in r.stderr
     (tmp_path / "src" / "c").mkdir()
-    shutil.copy(PNG, tmp_path / "src" / "c" / "p.png")
+    (tmp_path / "src" / "c" / "p.png").write_bytes(GIF)
     r = pack("imagefolder", tmp_path / "src", tmp_path / "out")
-    assert r.returncode == 1 and "no JPEG image to pack" in r.stderr
-    assert "skipped c/p.png: PNG data" in r.stderr
+    assert r.returncode == 1 and "no image to pack" in r.stderr
+    assert "skipped c/p.png: GIF data" in r.stderr
     assert not os.path.exists(tmp_path / "out")
     assert os.listdir(tmp_path) == ["src"]
 
@@ -808,7 +811,7 @@ def stored_dims(w, h, n):
 def max_side_tree(tmp_path):
     """Photographs larger than MAX_SIDE (one progressive), a grayscale and a
     CMYK one larger too, small ones (one exactly at the limit), one whose
-    data is cut short (its header parses) and a PNG named .jpg."""
+    data is cut short (its header parses) and a GIF named .jpg."""
     from PIL import Image
 
     src = tmp_path / "src"
@@ -824,7 +827,7 @@ def max_side_tree(tmp_path):
     dune.convert("CMYK").resize((700, 450)).save(src / "odd" / "cmyk.jpg", quality=95)
     storm = open(f"{NATURE}/Storm.jpg", "rb").read()
     (src / "odd" / "cut.jpg").write_bytes(storm[:len(storm) * 6 // 10])
-    shutil.copy(PNG, src / "odd" / "png.jpg")
+    (src / "odd" / "gif.jpg").write_bytes(GIF)
     dune.resize((240, 150)).save(src / "small" / "a.jpg", quality=90)
     dune.resize((MAX_SIDE, 160)).save(src / "small" / "b-edge.jpg", quality=90)
     return src
@@ -844,13 +847,13 @@ def test_imagefolder_max_side(max_side_tree, tmp_path):
     out = tmp_path / "out"
     r = pack("imagefolder", max_side_tree, out, "--max-side", MAX_SIDE, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "skipped odd/png.jpg: PNG data, not JPEG" in r.stderr
+    assert "skipped odd/gif.jpg: GIF data, not JPEG" in r.stderr
     assert ("odd/cut.jpg: JPEG data does not decode: Premature end of JPEG file: "
             "stored as it is") in r.stderr
     assert "packing: 10/10 (100%)" in r.stderr      # the progress lines go on
 
     classes, samples = torchvision_samples(max_side_tree)
-    want = [(p, lab) for p, lab in samples if not p.endswith("png.jpg")]
+    want = [(p, lab) for p, lab in samples if not p.endswith("gif.jpg")]
     got = dump(out, tmp_path)
     assert [lab for lab, _ in got] == [lab for _, lab in want]
     reencoded = within = 0
@@ -918,7 +921,7 @@ def test_imagefolder_max_side(max_side_tree, tmp_path):
 def test_imagefolder_max_side_quality_and_strict(max_side_tree, tmp_path):
     from PIL import Image
 
-    # --strict refuses the file whose data does not decode, then the PNG
+    # --strict refuses the file whose data does not decode, then the GIF
     r = pack("imagefolder", max_side_tree, tmp_path / "s", "--max-side", MAX_SIDE,
              "--strict", timeout=120)
     assert r.returncode == 1
@@ -928,9 +931,9 @@ def test_imagefolder_max_side_quality_and_strict(max_side_tree, tmp_path):
     r = pack("imagefolder", max_side_tree, tmp_path / "s", "--max-side", MAX_SIDE,
              "--strict", timeout=120)
     assert r.returncode == 1
-    assert "odd/png.jpg: PNG data, not JPEG (--strict: stopping)" in r.stderr
+    assert "odd/gif.jpg: GIF data, not JPEG (--strict: stopping)" in r.stderr
     assert not os.path.exists(tmp_path / "s")
-    os.unlink(max_side_tree / "odd" / "png.jpg")
+    os.unlink(max_side_tree / "odd" / "gif.jpg")
 
     # another quality, recorded; the files shrink with it
     q = {}
@@ -1008,10 +1011,10 @@ def test_imagefolder_lossless_restart(max_side_tree, tmp_path):
     assert ("odd/cut.jpg: JPEG data does not decode: Premature end of JPEG file: "
             "stored as it is, not re-encoded") in r.stderr
     assert "cmyk" not in r.stderr          # counted, not warned about
-    assert "skipped odd/png.jpg: PNG data, not JPEG" in r.stderr
+    assert "skipped odd/gif.jpg: GIF data, not JPEG" in r.stderr
 
     _, samples = torchvision_samples(max_side_tree)
-    want = [p for p, _ in samples if not p.endswith("png.jpg")]
+    want = [p for p, _ in samples if not p.endswith("gif.jpg")]
     got = dump(out, tmp_path)
     assert len(got) == len(want) == 10
     src_bytes = stored = ll_src = ll_out = 0
@@ -1060,7 +1063,7 @@ def test_imagefolder_lossless_restart(max_side_tree, tmp_path):
 @pytest.fixture
 def jobs_tree(max_side_tree):
     """max_side_tree (photographs up to 2560x1600, progressive, gray, CMYK,
-    one whose data is cut short, a PNG named .jpg) and: an empty class, a
+    one whose data is cut short, a GIF named .jpg) and: an empty class, a
     file whose header does not parse, a dangling link, and 40 small JPEGs
     of different sizes and sampling, so files of very different costs
     finish out of order on several threads."""
@@ -1124,7 +1127,7 @@ def test_imagefolder_jobs_same_pack(jobs_tree, tmp_path):
             assert got[1] == ref[1], (extra, n)
             assert got[2] == ref[2], (extra, n)
         samples = [p for p, _ in torchvision_samples(jobs_tree)[1]
-                   if not p.endswith(("png.jpg", "broken.jpg", "gone.jpg"))]
+                   if not p.endswith(("gif.jpg", "broken.jpg", "gone.jpg"))]
         recs = dump(out, tmp_path)
         assert len(recs) == len(samples) == 49
         if "--as-is" in extra:
@@ -1135,11 +1138,11 @@ def test_imagefolder_jobs_same_pack(jobs_tree, tmp_path):
 def test_imagefolder_jobs_strict_stops_at_the_first_bad_file(max_side_tree, tmp_path):
     """With --strict, --jobs 4 stops at the same first bad file in scan
     order as --jobs 1 (odd/cut.jpg, after the slow large photographs; the
-    PNG after it fails faster), says the same, and writes nothing."""
+    GIF after it fails faster), says the same, and writes nothing."""
     (max_side_tree / "odd" / "zz.jpg").write_bytes(b"not a jpeg at all")
     for first in ("odd/cut.jpg: JPEG data does not decode: Premature end of JPEG file "
                   "(--strict: stopping)",
-                  "odd/png.jpg: PNG data, not JPEG (--strict: stopping)"):
+                  "odd/gif.jpg: GIF data, not JPEG (--strict: stopping)"):
         errs = []
         for n in ("1", "4"):
             out = tmp_path / f"s{n}"

@@ -1,0 +1,13 @@
+/*
+ * fuzz_png.c - tools/image_decode.c's PNG decoder on arbitrary bytes
+ * (fuzz_image.h says what must hold).
+ */
+#include "fuzz_image.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_image(IMGDEC_PNG, data, size);
+    return 0;
+}
