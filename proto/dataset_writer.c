@@ -419,10 +419,27 @@ static int append(struct dataset_writer *w, const void *buf, size_t len,
 int dataset_writer_add(struct dataset_writer *w, const void *data,
                        size_t len, uint32_t label, struct rf_err *err)
 {
+    return dataset_writer_add_codec(w, data, len, label, w->codec, err);
+}
+
+int dataset_writer_add_codec(struct dataset_writer *w, const void *data,
+                             size_t len, uint32_t label, unsigned codec,
+                             struct rf_err *err)
+{
     struct shard_entry e = {.label = label, .codec = DATASET_CODEC_NONE};
     const void *stored = data;
     size_t stored_len = len;
     int r;
+
+    if (codec != DATASET_CODEC_NONE && codec != w->codec && codec != DATASET_CODEC_ZSTD)
+        return rf_err_set(err, -EINVAL, "unknown codec %u", codec);
+    if (codec != DATASET_CODEC_NONE && !w->cctx) { /* a first zstd record */
+        const char *why = NULL;
+
+        w->cctx = codec_cctx_new(w->level, NULL, 0, &why);
+        if (!w->cctx)
+            return rf_err_set(err, -ENOMEM, "codec %s: %s", codec_name(codec), why);
+    }
 
     if (w->failed)
         return rf_err_set(err, -EIO, "an earlier write failed: abort the pack");
@@ -436,8 +453,8 @@ int dataset_writer_add(struct dataset_writer *w, const void *data,
         return rf_err_set(err, -EINVAL, "label %" PRIu32 " out of range "
                           "(%" PRIu32 " classes)", label, w->m.nclasses);
     w->started = 1;
-    if (w->codec != DATASET_CODEC_NONE) {
-        size_t bound = codec_bound(w->codec, len);
+    if (codec != DATASET_CODEC_NONE) {
+        size_t bound = codec_bound(codec, len);
         const char *why = NULL;
         long n;
 
@@ -449,15 +466,16 @@ int dataset_writer_add(struct dataset_writer *w, const void *data,
             w->enc = p;
             w->enc_cap = bound;
         }
-        n = codec_encode(w->codec, w->cctx, data, len, w->enc, w->enc_cap,
+        n = codec_encode(codec, w->cctx, data, len, w->enc, w->enc_cap,
                          &why);
         if (n < 0)
             return rf_err_set(err, (int)n, "codec %s: %s",
-                              codec_name(w->codec), why);
+                              codec_name(codec), why);
         if ((size_t)n < len) { /* else keep it as is: codec none */
             stored = w->enc;
             stored_len = (size_t)n;
-            e.codec = (uint8_t)w->codec;
+            e.codec = (uint8_t)codec;
+            w->m.codec = codec; /* the MANIFEST names the codec records may use */
         }
     }
     w->failed = 1; /* until the record is fully in */

@@ -8,6 +8,7 @@
  *                              trains a zstd dictionary on sample records
  *   dataset_writer_add         encodes one record and appends it; shards
  *                              roll over at opts.shard_bytes
+ *   dataset_writer_add_codec   the same with the record's own codec
  *   dataset_writer_set_raw_images  (jpeg only, optional, before finish)
  *                              how many records are RFPX pixels
  *   dataset_writer_finish      writes the last index and header, the
@@ -99,6 +100,20 @@ int dataset_writer_train_dict(struct dataset_writer *w, const void *samples,
  */
 int dataset_writer_add(struct dataset_writer *w, const void *data,
                        size_t len, uint32_t label, struct rf_err *err);
+
+/*
+ * As dataset_writer_add, with this record's codec chosen by the caller:
+ * DATASET_CODEC_NONE stores it as it is whatever the dataset's codec;
+ * DATASET_CODEC_ZSTD compresses it (without the dictionary, unless the
+ * dataset's codec is zstd), stored as is when zstd cannot shrink it.  The
+ * MANIFEST's codec line says zstd once any record was stored so (a reader
+ * allows records of codec none beside it), so a writer made with codec none
+ * whose records all stay none writes the MANIFEST it always did.  The
+ * image packer stores JPEGs as they are and RFPX pixel records with zstd.
+ */
+int dataset_writer_add_codec(struct dataset_writer *w, const void *data,
+                             size_t len, uint32_t label, unsigned codec,
+                             struct rf_err *err);
 
 /*
  * For a jpeg dataset: n of its records are RFPX pixel records (pixels.h)

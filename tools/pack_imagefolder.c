@@ -747,7 +747,10 @@ static int take_file(struct if_pack *p, size_t i, const struct imagefile *f)
         progress_end(&p->prog);
         pack_warn("%s: %s: %s", path, f->note.why, f->note.then);
     }
-    if (dataset_writer_add(p->w, f->rec, f->rec_len, it->label, &err) < 0) {
+    /* JPEGs as they are; pixels (RFPX) compressed */
+    if (dataset_writer_add_codec(p->w, f->rec, f->rec_len, it->label,
+                                 f->format != IMGDEC_NONE ? DATASET_CODEC_ZSTD
+                                                          : DATASET_CODEC_NONE, &err) < 0) {
         progress_end(&p->prog);
         pack_warn("%s: %s", path, err.msg);
         return -1;
@@ -911,6 +914,11 @@ int pack_imagefolder_main(int argc, char **argv)
                       "match torchvision's class list", s.classes[c], c);
             empty++;
         }
+    r = dataset_writer_set_raw_images(p.w, p.raw_images, &err);
+    if (r < 0) {
+        pack_warn("%s", err.msg);
+        goto out;
+    }
     r = dataset_writer_finish(p.w, &st, &err);
     p.w = NULL;
     if (r < 0) {

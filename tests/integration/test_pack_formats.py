@@ -255,6 +255,21 @@ def test_formats_pack_as_pillow_reads_them(tmp_path):
     v = subprocess.run([PACK, "verify", str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=300)
     assert v.returncode == 0, v.stdout + v.stderr
+    # the MANIFEST counts the pixel records (an older reader refuses it) and
+    # names zstd, which they are stored with; JPEGs stay as they are
+    manifest = open(tmp_path / "out" / "MANIFEST").read().splitlines()
+    assert f"raw_images {len(kept) - 1}" in manifest, manifest
+    assert "codec zstd" in manifest, manifest
+
+
+def test_a_jpeg_only_pack_is_as_before(tmp_path):
+    src = tmp_path / "src"
+    os.makedirs(src / "a")
+    Image.fromarray(np.full((40, 30, 3), 90, np.uint8)).save(src / "a" / "x.jpg", quality=90)
+    r = pack("imagefolder", src, tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    manifest = open(tmp_path / "out" / "MANIFEST").read().splitlines()
+    assert "codec none" in manifest and not any(ln.startswith("raw_images") for ln in manifest)
 
 
 def test_refusal_reasons(tmp_path):

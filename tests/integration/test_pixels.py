@@ -222,3 +222,47 @@ def test_damaged_record_is_bad_sample(pixels, daemon_factory, tmp_path):
     assert int(st["errors.bad.decode"]) >= 1, st
     assert "RFPX 300x200 is" in d.read_log()
     assert_clean(d)
+
+
+def test_imagefolder_of_every_format_served_as_pillow_sees_it(daemon_factory, tmp_path):
+    """A PNG, WebP, BMP, TIFF, PPM and JPEG ImageFolder packed by ringfeed-pack
+    and served: sample i is ImageFolder's sample i, and its eval crop is
+    torchvision's Resize + CenterCrop of Image.open(f).convert("RGB")
+    within test_jpeg.py's bound (mean absolute difference <= 3 of 255)."""
+    src = tmp_path / "src"
+    made = []
+    kinds = [("cats", "a.png", {}), ("cats", "b.webp", {"lossless": True}),
+             ("cats", "c.bmp", {}), ("dogs", "d.tif", {}), ("dogs", "e.ppm", {}),
+             ("dogs", "f.jpg", {"quality": 95}), ("dogs", "g.png", {"mode": "L"}),
+             ("dogs", "h.png", {"mode": "P"})]
+    for k, (cls, name, kw) in enumerate(kinds):
+        os.makedirs(src / cls, exist_ok=True)
+        im = Image.fromarray(image(120 + 37 * k, 90 + 23 * k, 100 + k), "RGB")
+        mode = kw.pop("mode", None)
+        if mode == "L":
+            im = im.convert("L")
+        elif mode == "P":
+            im = im.convert("P", palette=Image.ADAPTIVE, colors=64)
+        im.save(src / cls / name, **kw)
+        made.append((str(src / cls / name), 0 if cls == "cats" else 1))
+    made.sort()                         # ImageFolder's order: class, then file name
+    ds = str(tmp_path / "ds")
+    r = subprocess.run([pack_tool(), "imagefolder", str(src), ds], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"raw_images {len(made) - 1}" in open(os.path.join(ds, "MANIFEST")).read()
+    d = daemon_factory({"folder": ds}, workers=2)
+    meta, rows = rf_dump(d.sock, "folder", os.path.join(d.dir, "eval.bin"), "--transform",
+                         "eval", "--size", str(SIZE), "--batch", str(len(made)), "--no-shuffle")
+    assert [r[0] for r in rows] == list(range(len(made)))
+    assert [r[1] for r in rows] == [label for _, label in made]
+    assert all(r[2] == 0 for r in rows), [r[2] for r in rows]
+    print()
+    for idx, _, _, _, px in rows:
+        path = made[idx][0]
+        with Image.open(path) as im:
+            ref = pil_eval(im.convert("RGB"))
+        m = mad(chw_to_hwc(px), ref)
+        print(f"eval MAD vs Pillow {os.path.basename(path)}: {m:.3f}")
+        assert m <= 3.0, f"{path}: mean absolute difference {m:.3f} > 3"
+    assert_clean(d)
