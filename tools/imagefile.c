@@ -22,7 +22,7 @@ int imagefile_coders_init(struct imagefile_coders *c,
                           const struct imagefile_opts *o)
 {
     *c = (struct imagefile_coders){0};
-    if (o->max_side && !(c->sh = shrinker_new()))
+    if ((o->max_side || o->mode != IMAGEFILE_RAW) && !(c->sh = shrinker_new()))
         return -ENOMEM;
     if (!o->as_is && !(c->rs = restarter_new()))
         return -ENOMEM;
@@ -55,6 +55,10 @@ void imagefile_tally_add(struct imagefile_tally *sum,
     for (unsigned k = 0; k < IMGDEC_FORMAT_COUNT; k++)
         sum->raw[k] += t->raw[k];
     sum->raw_shrunk += t->raw_shrunk;
+    for (unsigned k = 0; k < IMGDEC_FORMAT_COUNT; k++)
+        sum->encoded[k] += t->encoded[k];
+    sum->encoded_src += t->encoded_src;
+    sum->encoded_out += t->encoded_out;
     sum->raw_cpu += t->raw_cpu;
     sum->cpu += t->cpu;
 }
@@ -259,12 +263,14 @@ static int shrink_rgb(const uint8_t *rgb, uint32_t w, uint32_t h, uint32_t dw,
 
 /*
  * A file of format fmt (n bytes in f->src): decoded to RGB, shrunk under
- * --max-side by the JPEG path's rule, and made an RFPX record in f->out.
- * One that does not decode, is refused (image_decode.h), is too large or
- * finds no memory is skipped with the decoder's reason.
+ * --max-side by the JPEG path's rule, and made an RFPX record in f->out,
+ * or, under --image-mode jpeg (smart: above smart_pixels pixels), a JPEG
+ * of those pixels at --quality.  One that does not decode, is refused
+ * (image_decode.h), is too large or finds no memory is skipped with the
+ * decoder's reason.
  */
 static void raw_record(struct imagefile *f, const struct imagefile_opts *o,
-                       size_t n, enum imgdec_format fmt)
+                       struct imagefile_coders *c, size_t n, enum imgdec_format fmt)
 {
     struct imgdec_image im;
     uint32_t dw, dh;
@@ -301,9 +307,29 @@ static void raw_record(struct imagefile *f, const struct imagefile_opts *o,
     f->rec = f->out;
     f->rec_len = px_record_size(dw, dh);
     f->src_len = n;
+    f->width = dw;
+    f->height = dh;
+    f->tally.raw_shrunk += (uint64_t)shrink;
+    if (o->mode == IMAGEFILE_JPEG ||
+        (o->mode == IMAGEFILE_SMART && (uint64_t)dw * dh > o->smart_pixels)) {
+        const uint8_t *enc;
+        size_t enc_len;
+
+        r = shrinker_encode_rgb(c->sh, f->out + PX_HEADER_SIZE, dw, dh, o->quality, &enc,
+                                &enc_len, f->why_buf, sizeof(f->why_buf));
+        if (r < 0 || keep_output(f, enc, enc_len) < 0) {
+            f->verdict = r == -EPROTO ? IMAGEFILE_FAIL : IMAGEFILE_SKIP;
+            f->why = r < 0 ? f->why_buf : "out of memory for its JPEG";
+            goto done;
+        }
+        f->format = IMGDEC_NONE;        /* the record is a JPEG */
+        f->tally.encoded[fmt]++;
+        f->tally.encoded_src += n;
+        f->tally.encoded_out += f->rec_len;
+        goto done;
+    }
     f->format = fmt;
     f->tally.raw[fmt]++;
-    f->tally.raw_shrunk += (uint64_t)shrink;
 done:
     imgdec_image_free(&im);
     f->tally.raw_cpu += cpu_now() - t0;
@@ -322,6 +348,7 @@ void imagefile_run(struct imagefile *f, const char *path,
     f->format = IMGDEC_NONE;
     f->rec = NULL;
     f->rec_len = f->src_len = 0;
+    f->width = f->height = 0;
     f->why = NULL;
     f->note = (struct imagefile_note){0};
     f->tally = (struct imagefile_tally){0};
@@ -329,7 +356,7 @@ void imagefile_run(struct imagefile *f, const char *path,
     n = read_image(f, path);
     fmt = n >= 0 ? imgdec_sniff(f->src, (size_t)n) : IMGDEC_NONE;
     if (fmt != IMGDEC_NONE) {
-        raw_record(f, o, (size_t)n, fmt);
+        raw_record(f, o, c, (size_t)n, fmt);
         goto done;
     }
     if (n >= 0 && jpeg_probe(f->src, (size_t)n, &w, &h, f->why_buf,
@@ -341,12 +368,19 @@ void imagefile_run(struct imagefile *f, const char *path,
     }
     f->rec = f->src;
     f->rec_len = f->src_len = (size_t)n;
+    f->width = w;
+    f->height = h;
     if (o->as_is)
         goto done;
-    if (o->max_side && shrink_dims(w, h, o->max_side, &dw, &dh))
+    if (o->max_side && shrink_dims(w, h, o->max_side, &dw, &dh)) {
         shrink_record(f, o, c->sh, (size_t)n, dw, dh);
-    else
+        if (f->rec != f->src) {         /* shrunk: else stored as it is */
+            f->width = dw;
+            f->height = dh;
+        }
+    } else {
         restart_record(f, c->rs, (size_t)n);
+    }
 done:
     f->tally.cpu = cpu_now() - t0;
 }

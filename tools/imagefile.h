@@ -30,14 +30,25 @@
  * slots of a window do not all keep the largest file they ever held. */
 #define IMAGEFILE_KEEP_MAX (8u << 20)
 
+/* --image-mode: what a PNG, WebP, TIFF, BMP or PPM/PGM file becomes. */
+enum imagefile_mode {
+    IMAGEFILE_RAW,                /* its RGB pixels, exact (RFPX) */
+    IMAGEFILE_JPEG,               /* a JPEG of them at --quality (lossy) */
+    IMAGEFILE_SMART,              /* RFPX up to smart_pixels pixels, else JPEG */
+};
+
 struct imagefile_opts {
     uint32_t max_side;            /* --max-side; 0: no image shrunk */
-    int quality;                  /* --quality, with max_side */
-    int as_is;                    /* --as-is: stored byte for byte */
+    int quality;                  /* --quality: --max-side's re-encodings
+                                     and --image-mode jpeg/smart's */
+    int as_is;                    /* --as-is: JPEGs stored byte for byte */
+    enum imagefile_mode mode;     /* --image-mode */
+    uint64_t smart_pixels;        /* --smart-pixels, for IMAGEFILE_SMART */
 };
 
 /* One thread's re-encoders (each is used by one thread at a time): a
- * restarter unless as_is, a shrinker with max_side; NULL otherwise. */
+ * restarter unless as_is, a shrinker with max_side or an --image-mode
+ * that encodes JPEGs; NULL otherwise. */
 struct imagefile_coders {
     struct restarter *rs;
     struct shrinker *sh;
@@ -67,6 +78,10 @@ struct imagefile_tally {
     /* the other formats, stored as RFPX records */
     uint64_t raw[IMGDEC_FORMAT_COUNT];  /* by source format */
     uint64_t raw_shrunk;          /* of those, shrunk by --max-side */
+    uint64_t encoded[IMGDEC_FORMAT_COUNT];  /* the other formats stored as
+                                               JPEGs (--image-mode jpeg or
+                                               smart), by source format */
+    uint64_t encoded_src, encoded_out;  /* their files' bytes, and the JPEGs' */
     double raw_cpu;               /* CPU seconds decoding and shrinking */
     /* everything */
     double cpu;                   /* CPU seconds in imagefile_run: read,
@@ -110,6 +125,8 @@ struct imagefile {
     enum imgdec_format format;    /* STORE: IMGDEC_NONE for a JPEG record,
                                      else the format decoded into rec, an
                                      RFPX record (zstd is its codec) */
+    uint32_t width, height;       /* STORE: the record's image size (as its
+                                     header says, for a JPEG); 0: unknown */
     const char *why;              /* SKIP, FAIL: the reason */
     struct imagefile_note note;   /* STORE */
     struct imagefile_tally tally; /* this file's share of the counts */

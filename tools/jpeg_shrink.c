@@ -308,6 +308,68 @@ static int run(struct shrinker *s, const uint8_t *buf, size_t len,
     return 0;
 }
 
+/* The compress half of run(), for pixels already in memory; 0 or
+ * longjmps. */
+static int encode_rgb(struct shrinker *s, const uint8_t *rgb, uint32_t w,
+                      uint32_t h, int quality)
+{
+    struct jpeg_compress_struct *c = &s->p.c;
+
+    s->p.stage = "encode";
+    c->image_width = w;
+    c->image_height = h;
+    c->input_components = 3;
+    c->in_color_space = JCS_RGB;
+    jpeg_set_defaults(c);
+    jpeg_set_quality(c, quality, TRUE);
+    c->comp_info[0].h_samp_factor = 2;
+    c->comp_info[0].v_samp_factor = 2;
+    for (int k = 1; k < 3; k++)
+        c->comp_info[k].h_samp_factor = c->comp_info[k].v_samp_factor = 1;
+    c->restart_in_rows = 0;
+    c->restart_interval = jpeg_restart_interval(jpeg_mcus_per_row(w, 3, 2));
+    c->optimize_coding = TRUE;
+    c->dct_method = JDCT_ISLOW;
+    jpeg_start_compress(c, TRUE);
+    while (c->next_scanline < c->image_height) {
+        JSAMPROW row[1] = {(JSAMPROW)(rgb + (size_t)c->next_scanline * w * 3)};
+
+        jpeg_write_scanlines(c, row, 1);
+    }
+    jpeg_finish_compress(c);
+    return 0;
+}
+
+int shrinker_encode_rgb(struct shrinker *s, const uint8_t *rgb, uint32_t w,
+                        uint32_t h, int quality, const uint8_t **out,
+                        size_t *out_len, char *why, size_t why_cap)
+{
+    int r;
+
+    if (quality < (int)MANIFEST_QUALITY_MIN || quality > (int)MANIFEST_QUALITY_MAX ||
+        w < 1 || h < 1 || w > JPEG_MAX_DIMENSION || h > JPEG_MAX_DIMENSION) {
+        snprintf(why, why_cap, "quality %d or size %ux%u out of range for a JPEG",
+                 quality, w, h);
+        return -EINVAL;
+    }
+    jpair_begin(&s->p);
+    if (setjmp(s->p.jb))
+        r = s->p.code ? s->p.code : -EPROTO;
+    else
+        r = encode_rgb(s, rgb, w, h, quality);
+    if (r < 0) {
+        jpair_abort(&s->p);
+        if (r == -EBADMSG)
+            r = -EPROTO;  /* never the pixels' fault */
+        snprintf(why, why_cap, "%s to encode it as JPEG (libjpeg: %s)",
+                 r == -ENOMEM ? "out of memory" : "libjpeg failed", s->p.msg);
+        return r;
+    }
+    *out = s->p.out;
+    *out_len = s->p.out_len;
+    return 0;
+}
+
 int shrinker_run(struct shrinker *s, const uint8_t *buf, size_t len,
                  uint32_t max_side, int quality, const uint8_t **out,
                  size_t *out_len, uint32_t *w, uint32_t *h, char *why,

@@ -131,4 +131,18 @@ int shrinker_run(struct shrinker *s, const uint8_t *buf, size_t len,
                  size_t *out_len, uint32_t *w, uint32_t *h, char *why,
                  size_t why_cap);
 
+/*
+ * Encodes w x h RGB pixels (rows of w * 3 bytes, top to bottom) as a JPEG
+ * the way shrinker_run encodes: baseline 4:2:0 at quality (1..100),
+ * optimized Huffman tables, restart markers by jpeg_restart.h's rule
+ * (ringfeed-pack imagefolder --image-mode jpeg or smart, for the formats
+ * other than JPEG).  Returns 0 with *out (*out_len bytes, owned by s,
+ * valid until its next run), or -ENOMEM, -EPROTO (the encoder failed: a
+ * bug to report) or -EINVAL (quality or a side out of range) with a
+ * reason in why.
+ */
+int shrinker_encode_rgb(struct shrinker *s, const uint8_t *rgb, uint32_t w,
+                        uint32_t h, int quality, const uint8_t **out,
+                        size_t *out_len, char *why, size_t why_cap);
+
 #endif

@@ -15,17 +15,21 @@
  *
  * Formats (told from the bytes, never the name): JPEG files take the JPEG
  * path below, their records unchanged by what follows.  PNG, WebP, TIFF,
- * BMP and PPM/PGM files (--image-mode raw, the only mode and the default)
- * are decoded here, exactly as Pillow's Image.open(f).convert("RGB") would
- * decode them for torchvision (image_decode.h has each format's rules and
- * what it refuses), and stored as RFPX records of their RGB pixels
- * (proto/pixels.h); under --max-side those larger than N are shrunk by
- * the same box filter and sizes as JPEGs (jpeg_shrink.h), and --as-is
- * does not apply to them (it is about JPEG bytes).  The summary counts
- * them by format.  RFPX records are meant to be stored zstd-compressed
- * while JPEG records stay codec none, and the MANIFEST to count them
- * (raw_images) so that an older reader refuses the pack: both wait on the
- * dataset writer (see if_pack.raw_images).
+ * BMP and PPM/PGM files are decoded here, exactly as Pillow's
+ * Image.open(f).convert("RGB") would decode them for torchvision
+ * (image_decode.h has each format's rules and what it refuses); under
+ * --max-side those larger than N are shrunk by the same box filter and
+ * sizes as JPEGs (jpeg_shrink.h), and --as-is does not apply to them (it
+ * is about JPEG bytes).  Then, by --image-mode (FFCV's write modes):
+ *   raw    (the default) an RFPX record of their RGB pixels
+ *          (proto/pixels.h), stored zstd-compressed: pixels exact;
+ *   jpeg   a JPEG of those pixels at --quality (default 90), 4:2:0, with
+ *          restart markers as every re-encoding here: smaller, lossy;
+ *   smart  raw for images of at most --smart-pixels pixels (default 65536,
+ *          256 x 256), jpeg above.
+ * JPEG records stay codec none.  The MANIFEST counts the RFPX records
+ * (raw_images) so that an older reader refuses the pack, and the summary
+ * counts both kinds by source format.
  *
  * Where ringfeed differs, and why:
  *   - a file with an image extension whose content is none of the formats
@@ -152,10 +156,12 @@
 #include "manifest.h"
 #include "pack.h"
 #include "pack_jobs.h"
+#include "pixels.h"
 
 #define MAX_DEPTH 32
 #define SCAN_WARN_MAX 20      /* scan warnings shown; the rest are counted */
 #define QUALITY_DEFAULT 90    /* --quality: FFCV's default for its JPEGs */
+#define SMART_PIXELS_DEFAULT 65536u /* --smart-pixels: raw up to 256 x 256 */
 
 static const char usage_text[] =
     "usage: ringfeed-pack imagefolder SRC_DIR OUT_DIR [options]\n"
@@ -180,17 +186,21 @@ static const char usage_text[] =
     "                       instead of skipping or storing it as it is\n"
     "  --as-is              store every JPEG byte for byte: no re-encoding, no\n"
     "                       restart markers (not with --max-side)\n"
-    "  --image-mode raw     what PNG, WebP, TIFF, BMP and PPM/PGM files become:\n"
-    "                       raw, their RGB pixels (the default, and the only\n"
-    "                       mode); JPEG files are unchanged by it\n"
+    "  --image-mode MODE    what PNG, WebP, TIFF, BMP and PPM/PGM files become:\n"
+    "                       raw, their RGB pixels, exact (the default); jpeg, a\n"
+    "                       JPEG of them at --quality (lossy, smaller); smart,\n"
+    "                       raw up to --smart-pixels pixels and jpeg above.\n"
+    "                       JPEG files are unchanged by it\n"
+    "  --smart-pixels N     smart's threshold, in pixels (default 65536)\n"
     "  --max-side N         re-encode images whose longer side exceeds N pixels\n"
     "                       (16..65535) to a longer side of N, aspect kept (box\n"
     "                       filter, JPEG 4:2:0); others losslessly, as above.\n"
     "                       Raw images are shrunk by the same filter\n"
     "                       The model then sees less detail: pack eval data the\n"
     "                       same way (ringfeed-pack(1))\n"
-    "  --quality Q          JPEG quality of the re-encoded images, 1..100\n"
-    "                       (default 90; only with --max-side)\n"
+    "  --quality Q          JPEG quality of the images --max-side re-encodes\n"
+    "                       and --image-mode jpeg/smart encodes, 1..100\n"
+    "                       (default 90; only with one of them)\n"
     "  -j, --jobs N         read and re-encode N files at once, on N threads\n"
     "                       (1..1024; default: the CPUs this process may run\n"
     "                       on); the pack is the same for every N\n"
@@ -521,15 +531,17 @@ static int parse_args(int argc, char **argv, struct if_args *a)
         {"max-side", required_argument, NULL, 'm'},
         {"quality", required_argument, NULL, 'q'},
         {"image-mode", required_argument, NULL, 'i'},
+        {"smart-pixels", required_argument, NULL, 'P'},
         {"jobs", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *quality = NULL;
+    const char *quality = NULL, *smart = NULL;
     long v;
     int c;
 
     *a = (struct if_args){.file.quality = QUALITY_DEFAULT,
+                          .file.smart_pixels = SMART_PIXELS_DEFAULT,
                           .jobs = pack_jobs_cpus()};
     optind = 1;
     opterr = 0;
@@ -568,12 +580,27 @@ static int parse_args(int argc, char **argv, struct if_args *a)
             quality = optarg;
             break;
         case 'i':
-            if (strcmp(optarg, "raw") != 0)
+            if (strcmp(optarg, "raw") == 0)
+                a->file.mode = IMAGEFILE_RAW;
+            else if (strcmp(optarg, "jpeg") == 0)
+                a->file.mode = IMAGEFILE_JPEG;
+            else if (strcmp(optarg, "smart") == 0)
+                a->file.mode = IMAGEFILE_SMART;
+            else
                 return pack_usage_error("imagefolder", "--image-mode: '%s' "
-                                        "is not a mode (raw, the only one: "
-                                        "PNG, WebP, TIFF, BMP and PPM/PGM "
-                                        "files stored as RGB pixels)",
+                                        "is not a mode (raw: RGB pixels; "
+                                        "jpeg: JPEGs at --quality; smart: "
+                                        "raw up to --smart-pixels pixels)",
                                         optarg);
+            break;
+        case 'P':
+            if (pack_parse_int(optarg, 1, (long)PX_SIDE_MAX * PX_SIDE_MAX, &v) < 0)
+                return pack_usage_error("imagefolder", "--smart-pixels: '%s' "
+                                        "is not a number of pixels from 1 to "
+                                        "%lu", optarg,
+                                        (unsigned long)PX_SIDE_MAX * PX_SIDE_MAX);
+            a->file.smart_pixels = (uint64_t)v;
+            smart = optarg;
             break;
         case 'j':
             if (pack_parse_int(optarg, 1, PACK_JOBS_MAX, &v) < 0)
@@ -598,11 +625,15 @@ static int parse_args(int argc, char **argv, struct if_args *a)
                                 "go together: --max-side stores the larger "
                                 "images shrunk and re-encoded, --as-is every "
                                 "file byte for byte");
-    if (quality && !a->file.max_side)
-        return pack_usage_error("imagefolder", "--quality %s needs --max-side: "
-                                "it is the quality of the images --max-side "
-                                "re-encodes (without it, images are only "
-                                "re-encoded losslessly)", quality);
+    if (quality && !a->file.max_side && a->file.mode == IMAGEFILE_RAW)
+        return pack_usage_error("imagefolder", "--quality %s needs --max-side "
+                                "or --image-mode jpeg or smart: it is the "
+                                "quality of the images they encode (without "
+                                "them, images are only re-encoded "
+                                "losslessly)", quality);
+    if (smart && a->file.mode != IMAGEFILE_SMART)
+        return pack_usage_error("imagefolder", "--smart-pixels %s needs "
+                                "--image-mode smart", smart);
     if (argc - optind != 2)
         return pack_usage_error("imagefolder", "SRC_DIR and OUT_DIR expected, "
                                 "got %d argument%s", argc - optind,
@@ -680,6 +711,21 @@ static void raw_summary(const struct imagefile_opts *o,
     if (o->max_side)
         printf(", %" PRIu64 " shrunk to %u px", t->raw_shrunk, o->max_side);
     printf(", decoded in %.2f CPU s\n", t->raw_cpu);
+    all = 0;
+    for (unsigned k = 0; k < IMGDEC_FORMAT_COUNT; k++)
+        all += t->encoded[k];
+    if (o->mode == IMAGEFILE_RAW)
+        return;
+    printf("  encoded  %" PRIu64 " images stored as JPEGs at quality %d", all, o->quality);
+    sep = " (";
+    for (unsigned k = 0; k < IMGDEC_FORMAT_COUNT; k++)
+        if (t->encoded[k]) {
+            printf("%s%s %" PRIu64, sep, imgdec_format_name(k), t->encoded[k]);
+            sep = ", ";
+        }
+    printf("%s: %" PRIu64 " bytes of files -> %" PRIu64 " (%.2fx)\n",
+           sep[0] == ',' ? ")" : "", t->encoded_src, t->encoded_out,
+           ratio(t->encoded_out, t->encoded_src));
 }
 
 /*

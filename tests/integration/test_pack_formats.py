@@ -320,5 +320,63 @@ def test_image_mode_argument(tmp_path):
     assert r.returncode == 0, r.stderr
     (_, rec), = dump(tmp_path / "out", str(tmp_path))
     assert rfpx(rec).tolist() == [[[1, 2, 3]] * 4] * 4
-    r = pack("imagefolder", tmp_path / "src", tmp_path / "out2", "--image-mode", "jpeg")
-    assert r.returncode == 2 and "--image-mode: 'jpeg'" in r.stderr
+    r = pack("imagefolder", tmp_path / "src", tmp_path / "out2", "--image-mode", "png")
+    assert r.returncode == 2 and "--image-mode: 'png'" in r.stderr
+    r = pack("imagefolder", tmp_path / "src", tmp_path / "out3", "--quality", "80")
+    assert r.returncode == 2 and "--quality 80 needs --max-side or --image-mode" in r.stderr
+    r = pack("imagefolder", tmp_path / "src", tmp_path / "out4", "--smart-pixels", "10")
+    assert r.returncode == 2 and "--smart-pixels 10 needs --image-mode smart" in r.stderr
+
+
+def photo(w, h, seed):
+    """Smooth content with some texture, as JPEG is made for."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    px = np.stack([128 + 90 * np.sin(x / 17.0 + seed), 255 * y / max(h - 1, 1),
+                   128 + 60 * np.cos((x + y) / 23.0)], axis=-1) + rng.normal(0, 4, (h, w, 3))
+    return np.clip(px, 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("mode", ["jpeg", "smart"])
+def test_image_mode_jpeg_and_smart(tmp_path, mode):
+    """jpeg: every PNG becomes a JPEG at --quality (lossy, as Pillow's JPEG
+    of it at that quality is); smart: raw up to --smart-pixels pixels, JPEG above.
+    JPEG files are unchanged either way, and only RFPX records count in
+    raw_images."""
+    src = tmp_path / "src" / "c"
+    os.makedirs(src)
+    Image.fromarray(photo(200, 150, 1)).save(src / "a_big.png")      # 30000 px
+    Image.fromarray(photo(40, 30, 2)).save(src / "b_small.png")      # 1200 px
+    Image.fromarray(photo(120, 80, 3)).save(src / "c.jpg", quality=92)
+    args = ["--image-mode", mode, "--quality", "95"]
+    if mode == "smart":
+        args += ["--smart-pixels", "5000"]
+    r = pack("imagefolder", tmp_path / "src", tmp_path / "out", *args)
+    assert r.returncode == 0, r.stderr
+    recs = [rec for _, rec in dump(tmp_path / "out", str(tmp_path))]
+    big, small, jpg = recs
+    assert big[:2] == b"\xff\xd8", "the large PNG is stored as a JPEG"
+    # as lossy as Pillow's own JPEG of the same pixels at the same quality
+    # (both libjpeg-turbo, 4:2:0): within 0.5 of 255 of it on average
+    got = np.asarray(Image.open(io.BytesIO(big)).convert("RGB")).astype(int)
+    buf = io.BytesIO()
+    Image.open(src / "a_big.png").convert("RGB").save(buf, "JPEG", quality=95)
+    ref = np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB")).astype(int)
+    assert got.shape == ref.shape
+    assert np.abs(got - ref).mean() <= 0.5, np.abs(got - ref).mean()
+    if mode == "jpeg":
+        assert small[:2] == b"\xff\xd8"
+    else:
+        np.testing.assert_array_equal(rfpx(small), photo(40, 30, 2))
+    assert jpg[:2] == b"\xff\xd8"
+    with open(src / "c.jpg", "rb") as f:          # the JPEG file: pixels as they were
+        np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(jpg)).convert("RGB")),
+                                      np.asarray(Image.open(f).convert("RGB")))
+    manifest = open(tmp_path / "out" / "MANIFEST").read().splitlines()
+    raw = [ln for ln in manifest if ln.startswith("raw_images")]
+    assert raw == ([] if mode == "jpeg" else ["raw_images 1"]), raw
+    assert "encoded  " + ("2" if mode == "jpeg" else "1") + " images stored as JPEGs at " \
+        "quality 95" in r.stdout, r.stdout
+    v = subprocess.run([PACK, "verify", str(tmp_path / "out")], capture_output=True,
+                       text=True, timeout=300)
+    assert v.returncode == 0, v.stdout + v.stderr
