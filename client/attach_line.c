@@ -110,8 +110,8 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
         if (strcasecmp(t, ctl_transform_name(at.transform)) == 0)
             break;
     if (at.transform == CTL_TRANSFORM_COUNT)
-        return rf_err_set(err, -EINVAL, "option transform=\"%.40s\": use raw, train or "
-                          "eval", t);
+        return rf_err_set(err, -EINVAL, "option transform=\"%.40s\": use raw, train, "
+                          "eval or none", t);
     at.batch = o->batch;
     at.rank = (uint32_t)a->rank;
     at.world = (uint32_t)a->world;

@@ -73,7 +73,7 @@ struct rf_options {
     uint64_t seed;           /* 0 */
     uint64_t start_epoch;    /* resume point: the first batch delivered is */
     uint64_t start_seq;      /* batch start_seq of epoch start_epoch; 0, 0 */
-    const char *transform;   /* "raw" (default), "train" or "eval" */
+    const char *transform;   /* "raw" (default), "train", "eval" or "none" */
     uint32_t size;           /* output side for train/eval; 0: daemon's 224 */
     uint32_t depth;          /* ring slots; 0: the daemon's default (4, or up
                                 to 16 while the ring stays within 16 MiB) */

@@ -180,6 +180,7 @@ enum ctl_transform {
     CTL_TRANSFORM_RAW,   /* samples as stored (decoded, not augmented) */
     CTL_TRANSFORM_TRAIN, /* random resized crop, flip */
     CTL_TRANSFORM_EVAL,  /* resize, center crop */
+    CTL_TRANSFORM_NONE,  /* images of one size as they are (image_shape) */
     CTL_TRANSFORM_COUNT
 };
 
@@ -189,7 +190,9 @@ enum ctl_layout {
     CTL_LAYOUT_COUNT
 };
 
-/* "raw"/"train"/"eval", "chw"/"hwc"; NULL out of range. */
+/* "raw"/"train"/"eval"/"none", "chw"/"hwc"; NULL out of range.  These
+ * are ATTACH's words; the daemon's workers hold the transforms by the same
+ * names (daemon/worker/transform.c), checked against these at start-up. */
 const char *ctl_transform_name(uint32_t t);
 const char *ctl_layout_name(uint32_t l);
 

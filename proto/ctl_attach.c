@@ -39,7 +39,7 @@ struct key {
     unsigned nwords;
 };
 
-static const char *const transforms[] = {"raw", "train", "eval"};
+static const char *const transforms[] = {"raw", "train", "eval", "none"};
 static const char *const layouts[] = {"chw", "hwc"};
 
 #define F(field) offsetof(struct ctl_attach, field)

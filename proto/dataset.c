@@ -316,6 +316,8 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
         .max_side_quality = ds->m.max_side_quality,
         .jpeg_restart = ds->m.jpeg_restart,
         .raw_images = ds->m.raw_images,
+        .image_height = ds->m.image_height,
+        .image_width = ds->m.image_width,
         .shards = ds->m.nshards,
     };
     memcpy(ds->info.shape, ds->m.dims, sizeof(ds->info.shape));

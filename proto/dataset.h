@@ -70,6 +70,9 @@ struct dataset_info {
                                         written (dataset_types.h) */
     uint64_t raw_images;             /* jpeg: records that are RFPX pixels
                                         (pixels.h), not JPEG; 0: none */
+    uint32_t image_height, image_width; /* jpeg: every image's size (the
+                                        MANIFEST's image_shape); 0, 0: not
+                                        known to be one size */
     uint32_t shards;
 };
 

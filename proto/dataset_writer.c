@@ -34,6 +34,7 @@
 #include "crc32c.h"
 #include "fileio.h"
 #include "manifest.h"
+#include "pixels.h"
 #include "shard.h"
 
 #define WBUF_SIZE (1u << 20)
@@ -530,6 +531,22 @@ int dataset_writer_set_raw_images(struct dataset_writer *w, uint64_t n,
                           "are for jpeg datasets only, this is %s", n,
                           dataset_kind_name(w->m.kind));
     w->m.raw_images = n;
+    return 0;
+}
+
+int dataset_writer_set_image_shape(struct dataset_writer *w, uint32_t height,
+                                   uint32_t width, struct rf_err *err)
+{
+    if ((height || width) && w->m.kind != DATASET_JPEG)
+        return rf_err_set(err, -EINVAL, "image_shape %" PRIu32 "x%" PRIu32 ": "
+                          "for jpeg datasets only, this is %s", height, width,
+                          dataset_kind_name(w->m.kind));
+    if (!height != !width || height > PX_SIDE_MAX || width > PX_SIDE_MAX)
+        return rf_err_set(err, -EINVAL, "image_shape %" PRIu32 "x%" PRIu32 ": "
+                          "give each side 1..%u, or 0x0 for none", height, width,
+                          PX_SIDE_MAX);
+    w->m.image_height = height;
+    w->m.image_width = width;
     return 0;
 }
 

@@ -11,6 +11,8 @@
  *   dataset_writer_add_codec   the same with the record's own codec
  *   dataset_writer_set_raw_images  (jpeg only, optional, before finish)
  *                              how many records are RFPX pixels
+ *   dataset_writer_set_image_shape  (jpeg only, optional, before finish)
+ *                              every image's height and width
  *   dataset_writer_finish      writes the last index and header, the
  *                              MANIFEST, fsyncs everything, and renames the
  *                              temporary folder to the destination
@@ -125,6 +127,18 @@ int dataset_writer_add_codec(struct dataset_writer *w, const void *data,
  */
 int dataset_writer_set_raw_images(struct dataset_writer *w, uint64_t n,
                                   struct rf_err *err);
+
+/*
+ * For a jpeg dataset: every image record (JPEG or RFPX) decodes at full
+ * scale to height x width pixels, written to the MANIFEST as image_shape
+ * HxW (manifest.h; none when both are 0, the default), which the workers'
+ * transform none needs.  Call it any time before finish; the last value
+ * counts.  The writer does not decode the records: the caller vouches for
+ * them.  Returns 0, or -EINVAL with err set for a non-zero shape on another
+ * kind, or one side 0 and not the other, or a side over PX_SIDE_MAX.
+ */
+int dataset_writer_set_image_shape(struct dataset_writer *w, uint32_t height,
+                                   uint32_t width, struct rf_err *err);
 
 /* Figures so far (for progress lines and the summary). */
 void dataset_writer_get_stats(const struct dataset_writer *w,

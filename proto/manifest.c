@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "codec.h"
+#include "pixels.h"
 #include "shard.h"
 
 struct mparse {
@@ -370,6 +371,42 @@ static int key_raw_images(struct mparse *ps, struct field *f,
     return 0;
 }
 
+/* One side of image_shape: 1..PX_SIDE_MAX, digits only, no leading 0. */
+static int parse_side(const char *s, size_t n, uint32_t *out)
+{
+    struct field f = { (char *)s, n };
+    uint64_t v;
+
+    if (parse_num(&f, PX_SIDE_MAX, &v) < 0 || v == 0)
+        return -EINVAL;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* image_shape HxW: every image record decodes to height H and width W,
+ * each 1..PX_SIDE_MAX.  Refused on another kind, naming the line, when the
+ * kind line came before it; manifest_check applies the rule whatever the
+ * order. */
+static int key_image_shape(struct mparse *ps, struct field *f, struct rf_err *err)
+{
+    struct manifest *m = ps->m;
+    const char *x = memchr(f[0].s, 'x', f[0].n);
+    uint32_t h, w;
+
+    if (!x || parse_side(f[0].s, (size_t)(x - f[0].s), &h) < 0 ||
+        parse_side(x + 1, f[0].n - (size_t)(x - f[0].s) - 1, &w) < 0)
+        return LINE_FAIL(ps, "image_shape \"%.*s\" is not HxW, each side a number "
+                         "1..%u (a dataset whose images differ in size has no "
+                         "image_shape line)", (int)(f[0].n > 64 ? 64 : f[0].n), f[0].s,
+                         PX_SIDE_MAX);
+    if (ps->have_kind && m->kind != DATASET_JPEG)
+        return LINE_FAIL(ps, "image_shape is for kind jpeg only, this is "
+                         "kind %s", dataset_kind_name(m->kind));
+    m->image_height = h;
+    m->image_width = w;
+    return 0;
+}
+
 static int key_classes(struct mparse *ps, struct field *f, struct rf_err *err)
 {
     void *arr = NULL;
@@ -499,6 +536,7 @@ static const struct key_def {
     {"max_side_quality", 1, ONCE, 0, key_max_side_quality},
     {"jpeg_restart", 1, ONCE, 0, key_jpeg_restart},
     {"raw_images", 1, ONCE, 0, key_raw_images},
+    {"image_shape", 1, ONCE, 0, key_image_shape},
     {"classes", 1, ONCE, 1, key_classes},
     {"class", 2, REPEAT | REST, 0, key_class},
     {"dict", 3, ONCE, 0, key_dict},
@@ -790,6 +828,14 @@ int manifest_check(const struct manifest *m, struct rf_err *err)
         return rf_err_set(err, -EBADMSG, "raw_images %" PRIu64 " but samples "
                           "%" PRIu64 ": more RFPX records than records",
                           m->raw_images, m->samples);
+    if ((m->image_height || m->image_width) && m->kind != DATASET_JPEG)
+        return rf_err_set(err, -EBADMSG, "image_shape is for kind jpeg only, "
+                          "this is kind %s", dataset_kind_name(m->kind));
+    if (!m->image_height != !m->image_width || m->image_height > PX_SIDE_MAX ||
+        m->image_width > PX_SIDE_MAX)
+        return rf_err_set(err, -EBADMSG, "image_shape %" PRIu32 "x%" PRIu32
+                          ": each side 1..%u, or neither", m->image_height,
+                          m->image_width, PX_SIDE_MAX);
     if (m->has_dict && m->codec != DATASET_CODEC_ZSTD)
         return rf_err_set(err, -EBADMSG, "a dict is for codec zstd only");
     if (m->has_dict && (m->dict_size == 0 || m->dict_size > DATASET_DICT_MAX))
@@ -852,6 +898,9 @@ char *manifest_format(const struct manifest *m, size_t *len)
         fprintf(f, "jpeg_restart %s\n", jpeg_restart_words[m->jpeg_restart]);
     if (m->raw_images)
         fprintf(f, "raw_images %" PRIu64 "\n", m->raw_images);
+    if (m->image_height && m->image_width)
+        fprintf(f, "image_shape %" PRIu32 "x%" PRIu32 "\n", m->image_height,
+                m->image_width);
     fprintf(f, "classes %" PRIu32 "\n", m->nclasses);
     for (uint32_t i = 0; i < m->nclasses; i++)
         fprintf(f, "class %" PRIu32 " %s\n", i, manifest_class_name(m, i));

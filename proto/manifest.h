@@ -24,6 +24,8 @@
  *                                  re-encoded with restart markers, see below
  *     raw_images 12                jpeg only, optional: that many records
  *                                  are RFPX pixels, not JPEG, see below
+ *     image_shape 32x32            jpeg only, optional: every image is
+ *                                  32 high and 32 wide, see below
  *     classes 10                   then exactly that many class lines:
  *     class 0 T-shirt/top          number, then the name: the rest of the
  *     class 1 Trouser              line (spaces and '/' allowed, no control
@@ -68,6 +70,22 @@
  * stored with the dataset's codec like any other (zstd, usually, with the
  * records zstd cannot shrink stored as none); ringfeed-pack verify counts
  * them and checks the count against N.
+ *
+ * image_shape HxW, for kind jpeg only, H and W each from 1 to PX_SIDE_MAX
+ * (decimal, no leading zero, a lower-case 'x' between): every image record,
+ * JPEG or RFPX, decodes at full scale to H rows of W pixels, so the
+ * workers' transform `none` can deliver them as they are, 3 x H x W with
+ * no resize (ringfeed-pack writes it when every record it stored has one
+ * size: CIFAR-10 exported as 32x32 PNGs, say).  Without the key (every
+ * manifest written before it, and any dataset whose images differ in size)
+ * nothing is known and `none` is refused; "image_shape 0x32", a malformed
+ * value, the key twice and the key on another kind are refused, naming the
+ * line.  The transforms train and eval ignore it.  A reader older than the
+ * key refuses the manifest as an unknown key: a pack that writes it is
+ * therefore refused by daemons and tools that predate it, even for train
+ * and eval, which could serve it; repack with a newer ringfeed-pack (or
+ * upgrade the reader) rather than edit the MANIFEST, whose text is the
+ * dataset's identity.
  *
  * The parser is a pure function of a buffer.  Names are kept as offsets into
  * one text block that the struct owns.  Every count it allocates for is
@@ -114,6 +132,8 @@ struct manifest {
     uint32_t max_side_quality;         /* 1..100 with max_side, else 0 */
     enum dataset_jpeg_restart jpeg_restart; /* DATASET_JPEG_AS_IS: no key */
     uint64_t raw_images;               /* jpeg: RFPX records; 0: none, no key */
+    uint32_t image_height, image_width; /* jpeg: every image's size (image_shape
+                                          HxW); 0, 0: not one size, no key */
     uint32_t nclasses;
     uint32_t *classes;                 /* nclasses offsets into text */
     int has_dict;
@@ -160,7 +180,8 @@ int manifest_set_dict(struct manifest *m, const char *file, uint32_t size,
  * tensor fields agree, shard records sum to samples, maxima within limits
  * and equal to the tensor size, dict only with zstd, max_side and its
  * quality together, in range, for kind jpeg only, jpeg_restart known and
- * for kind jpeg only, raw_images for kind jpeg only and at most samples.
+ * for kind jpeg only, raw_images for kind jpeg only and at most samples,
+ * image_shape for kind jpeg only with both sides in 1..PX_SIDE_MAX.
  * Returns 0 or -EBADMSG.
  */
 int manifest_check(const struct manifest *m, struct rf_err *err);

@@ -4,13 +4,15 @@
  * integration tests get damaged and foreign files into a dataset, which
  * `ringfeed-pack imagefolder` rightly refuses to do.
  *
- *   pack_bytes [--zstd] [--raw-images N] OUT_DIR CLASSES FILE:LABEL...
+ *   pack_bytes [--zstd] [--raw-images N] [--image-shape HxW] OUT_DIR CLASSES
+ *              FILE:LABEL...
  *
  * Records are stored with codec none (--zstd: zstd, each record that it
  * shrinks) and a correct checksum: the damage is in the image, where the
  * workers' decoder must find it.  --raw-images N writes raw_images N in the
  * MANIFEST (manifest.h: N of the files are RFPX pixel records), whatever the
- * files hold, so a test can also write a wrong count.  Exit 0, or 1 with
+ * files hold, so a test can also write a wrong count; --image-shape HxW
+ * writes image_shape HxW likewise, unchecked.  Exit 0, or 1 with
  * the reason on stderr.
  */
 #include <stdio.h>
@@ -51,12 +53,20 @@ int main(int argc, char **argv)
     char names[64][16];
     const char *name_ptrs[64];
     unsigned long long raw_images = 0;
+    unsigned long shape_h = 0, shape_w = 0;
 
     while (argc > 1 && strncmp(argv[1], "--", 2) == 0) {
         if (strcmp(argv[1], "--zstd") == 0) {
             o.codec = DATASET_CODEC_ZSTD;
         } else if (strcmp(argv[1], "--raw-images") == 0 && argc > 2) {
             raw_images = strtoull(argv[2], NULL, 10);
+            argv++;
+            argc--;
+        } else if (strcmp(argv[1], "--image-shape") == 0 && argc > 2) {
+            char *x;
+
+            shape_h = strtoul(argv[2], &x, 10);
+            shape_w = *x == 'x' ? strtoul(x + 1, NULL, 10) : 0;
             argv++;
             argc--;
         } else {
@@ -67,8 +77,8 @@ int main(int argc, char **argv)
         argc--;
     }
     if (argc < 4 || atoi(argv[2]) < 1 || atoi(argv[2]) > 64) {
-        fprintf(stderr, "usage: pack_bytes [--zstd] [--raw-images N] OUT_DIR "
-                "CLASSES(1..64) FILE:LABEL...\n");
+        fprintf(stderr, "usage: pack_bytes [--zstd] [--raw-images N] [--image-shape HxW] "
+                "OUT_DIR CLASSES(1..64) FILE:LABEL...\n");
         return 1;
     }
     o.classes = (uint32_t)atoi(argv[2]);
@@ -108,6 +118,7 @@ int main(int argc, char **argv)
         free(buf);
     }
     if (dataset_writer_set_raw_images(w, raw_images, &err) < 0 ||
+        dataset_writer_set_image_shape(w, (uint32_t)shape_h, (uint32_t)shape_w, &err) < 0 ||
         dataset_writer_finish(w, NULL, &err) < 0) {
         fprintf(stderr, "pack_bytes: %s\n", err.msg);
         return 1;

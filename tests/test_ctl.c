@@ -76,7 +76,9 @@ static void test_tables(void)
            "no row outside the enum");
     TAP_IS_STR(ctl_transform_name(CTL_TRANSFORM_EVAL), "eval", "transform names");
     TAP_IS_STR(ctl_layout_name(CTL_LAYOUT_HWC), "hwc", "layout names");
-    TAP_OK(ctl_transform_name(3) == NULL && ctl_layout_name(2) == NULL, "names out of range");
+    TAP_IS_STR(ctl_transform_name(CTL_TRANSFORM_NONE), "none", "transform none");
+    TAP_OK(ctl_transform_name(CTL_TRANSFORM_COUNT) == NULL && ctl_layout_name(2) == NULL,
+           "names out of range");
 }
 
 static void test_verbs(void)

@@ -8,7 +8,9 @@
  * max_side, and an unknown value of it is refused naming key and value;
  * raw_images (RFPX pixel records in a jpeg dataset) reads, writes back, is
  * optional, and is refused as 0, over samples, twice, malformed or on
- * another kind, naming the line.
+ * another kind, naming the line; so is image_shape HxW (every image one
+ * size, for transform none), refused with a side 0 or over PX_SIDE_MAX,
+ * malformed, twice or on another kind.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -509,6 +511,102 @@ static void check_raw_images(void)
     free(without);
 }
 
+/* image_shape HxW: read, written back, optional, checked. */
+static void check_image_shape(void)
+{
+    static const struct bad_case cases[] = {
+        {"image_shape 32x24", "image_shape 0x24", -EBADMSG,
+         "line 7 (byte 83): image_shape \"0x24\" is not HxW"},
+        {"image_shape 32x24", "image_shape 32x0", -EBADMSG, "line 7 "},
+        {"image_shape 32x24", "image_shape 32x65536", -EBADMSG, "1..65535"},
+        {"image_shape 32x24", "image_shape 032x24", -EBADMSG, "is not HxW"},
+        {"image_shape 32x24", "image_shape 32X24", -EBADMSG, "is not HxW"},
+        {"image_shape 32x24", "image_shape 32x24x3", -EBADMSG, "is not HxW"},
+        {"image_shape 32x24", "image_shape 32", -EBADMSG, "is not HxW"},
+        {"image_shape 32x24", "image_shape x24", -EBADMSG, "is not HxW"},
+        {"image_shape 32x24", "image_shape 32x", -EBADMSG, "is not HxW"},
+        {"image_shape 32x24", "image_shape -1x24", -EBADMSG, "is not HxW"},
+        {"image_shape 32x24", "image_shape", -EBADMSG, "1 field"},
+        {"image_shape 32x24", "image_shape 32 24", -EBADMSG, "1 field"},
+        {"image_shape 32x24\n", "image_shape 32x24\nimage_shape 32x24\n", -EBADMSG,
+         "line 8 (byte 101): key \"image_shape\" given twice"},
+        {"kind jpeg", "kind bytes", -EBADMSG,
+         "line 7 (byte 84): image_shape is for kind jpeg only, this is kind bytes"},
+        {"kind jpeg", "kind tensor\ndtype u8\nshape 3000", -EBADMSG,
+         "image_shape is for kind jpeg only, this is kind tensor"},
+        /* before the kind line: manifest_check still refuses */
+        {"kind jpeg\n", "image_shape 2x2\nkind bytes\n", -EBADMSG,
+         "image_shape is for kind jpeg only, this is kind bytes"},
+    };
+    /* cases[] edit `with`, the last one the manifest without the key */
+    const size_t late = 1;
+    char *without = edit_in(jpeg_max_side, "max_side 512\nmax_side_quality 90\n", "");
+    char *with = edit_in(without, "max_decoded 9000\n",
+                         "max_decoded 9000\nimage_shape 32x24\n");
+    struct manifest m, p;
+    struct rf_err e = {{0}};
+    char *text, *t;
+    size_t len = 0;
+
+    TAP_IS_INT(manifest_parse(with, strlen(with), &m, &e), 0,
+               "a jpeg manifest with image_shape 32x24 parses");
+    if (e.msg[0])
+        tap_diag("%s", e.msg);
+    TAP_OK(m.image_height == 32 && m.image_width == 24, "height 32, width 24");
+    text = manifest_format(&m, &len);
+    TAP_OK(text && strstr(text, "\nmax_decoded 9000\nimage_shape 32x24\n"
+                          "classes 1\n"), "formatted with the key");
+    TAP_IS_INT(manifest_parse(text, len, &p, &e), 0, "and parses back");
+    TAP_OK(p.image_height == 32 && p.image_width == 24, "the same");
+    free(text);
+    manifest_free(&p);
+    m.image_height = m.image_width = 65535;
+    TAP_IS_INT(manifest_check(&m, &e), 0, "manifest_check: 65535x65535");
+    m.image_width = 0;
+    TAP_IS_INT(manifest_check(&m, &e), -EBADMSG, "manifest_check: one side 0 refused");
+    m.image_width = 65536;
+    TAP_IS_INT(manifest_check(&m, &e), -EBADMSG, "manifest_check: a side over 65535 refused");
+    m.image_height = m.image_width = 0;
+    TAP_IS_INT(manifest_check(&m, &e), 0, "manifest_check: 0x0, no shape");
+    text = manifest_format(&m, &len);
+    TAP_OK(text && !strstr(text, "image_shape"),
+           "0x0: formatted without the key (as packs made before it)");
+    free(text);
+    manifest_free(&m);
+    TAP_IS_INT(manifest_parse(jpeg_max_side, strlen(jpeg_max_side), &m, &e), 0,
+               "a manifest without image_shape (an older pack) parses");
+    TAP_OK(m.image_height == 0 && m.image_width == 0, "no shape");
+    manifest_free(&m);
+    t = edit_in(with, "image_shape 32x24\n",
+                "max_side 512\nmax_side_quality 90\njpeg_restart lossless\n"
+                "raw_images 3\nimage_shape 1x65535\n");
+    TAP_IS_INT(manifest_parse(t, strlen(t), &m, &e), 0,
+               "with max_side, jpeg_restart and raw_images too");
+    TAP_OK(m.image_height == 1 && m.image_width == 65535 && m.raw_images == 3 &&
+           m.max_side == 512, "all read");
+    manifest_free(&m);
+    free(t);
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bad_case *c = &cases[i];
+        int r;
+
+        t = edit_in(i + late >= sizeof(cases) / sizeof(cases[0]) ? without : with,
+                    c->from, c->to);
+        r = manifest_parse(t, strlen(t), &m, &e);
+        if (!tap_ok(r == c->code && strstr(e.msg, c->msg),
+                    "refused: \"%s\" -> \"%s\"", oneline(c->from, 0),
+                    oneline(c->to, 1)))
+            tap_diag("  got %d \"%s\", want %d and \"%s\"", r, e.msg, c->code,
+                     c->msg);
+        if (r == 0)
+            manifest_free(&m);
+        free(t);
+    }
+    free(with);
+    free(without);
+}
+
 static void check_nul_and_empty(void)
 {
     struct manifest m;
@@ -532,6 +630,7 @@ int main(void)
     check_max_side();
     check_jpeg_restart();
     check_raw_images();
+    check_image_shape();
     check_nul_and_empty();
     return tap_done();
 }

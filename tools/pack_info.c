@@ -4,7 +4,8 @@
  * whether it was packed with --max-side (the MANIFEST's max_side and
  * max_side_quality) and how its JPEGs were written (jpeg_restart: re-encoded
  * losslessly with restart markers, or as they were) and how many of its
- * records are RFPX pixels rather than JPEG (raw_images), bytes stored against
+ * records are RFPX pixels rather than JPEG (raw_images) and whether its
+ * images have one size (image_shape), bytes stored against
  * bytes decoded, and the sample count of every class by name.  Reads the
  * manifest and the index entries (not the records: that is verify's job).
  */
@@ -120,6 +121,12 @@ int pack_info_main(int argc, char **argv)
                info->samples - info->raw_images);
     else if (info->kind == DATASET_JPEG)
         printf("\npixels    none (every record JPEG)");
+    if (info->kind == DATASET_JPEG && info->image_width)
+        printf("\nshape     every image %" PRIu32 "x%" PRIu32 " (HxW: transform "
+               "none delivers them as they are)", info->image_height,
+               info->image_width);
+    else if (info->kind == DATASET_JPEG)
+        printf("\nshape     not one size (no image_shape: use train or eval)");
     printf("\nstored    %" PRIu64 " bytes of records, %" PRIu64 " bytes on "
            "disk with headers, indexes and dictionary\n", stored, on_disk);
     printf("decoded   %" PRIu64 " bytes\n", decoded);

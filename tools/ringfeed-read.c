@@ -3,7 +3,7 @@
  * the loader's speed on its own, and a digest that two runs compare by.
  *
  *   ringfeed-read [--socket PATH] --dataset NAME --batch B --epochs E
- *                 [--transform raw|train|eval] [--size S] [--depth D]
+ *                 [--transform raw|train|eval|none] [--size S] [--depth D]
  *                 [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]
  *                 [--params "k=v ..."] [--start-epoch E --start-seq N]
  *                 [--reconnect-ms MS] [--step-ms MS] [--workers-note]
@@ -92,7 +92,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: %s [--socket PATH] --dataset NAME --batch B --epochs E\n"
-            "       [--transform raw|train|eval] [--size S] [--depth D]\n"
+            "       [--transform raw|train|eval|none] [--size S] [--depth D]\n"
             "       [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]\n"
             "       [--params \"k=v ...\"] [--start-epoch E --start-seq N]\n"
             "       [--reconnect-ms MS] [--step-ms MS] [--workers-note]\n"
@@ -105,7 +105,7 @@ static void usage(FILE *f)
             "  --dataset NAME       the dataset, a name from 'ringfeedctl datasets'\n"
             "  --batch B            samples per batch, 1..65536\n"
             "  --epochs E           epochs to read, counted from the start point\n"
-            "  --transform T        raw (default), train or eval\n"
+            "  --transform T        raw (default), train, eval or none\n"
             "  --size S             output side of train/eval (default 224)\n"
             "  --depth D            ring slots, 2..64 (default: the daemon picks)\n"
             "  --rank R, --world W  this reader's rank of W (default: RANK/WORLD_SIZE,\n"

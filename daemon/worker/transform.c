@@ -1,14 +1,17 @@
 /*
  * transform.c - the transform table, and the transforms that need no image
  * codec: `raw` copies a fixed-shape record (for example Fashion-MNIST's
- * 1x28x28 u8) into the slot as it is.  The JPEG transforms `train` and
- * `eval` live in xform_image.c.
+ * 1x28x28 u8) into the slot as it is.  The image transforms `train`,
+ * `eval` and `none` live in xform_image.c.  ATTACH names a transform by a
+ * word of proto/ctl_attach.c; xform_table_check holds this table and that
+ * list to the same names at start-up.
  */
 #include "transform.h"
 
 #include <errno.h>
 #include <string.h>
 
+#include "ctl.h"
 #include "ring.h"
 #include "xform_image.h"
 
@@ -71,7 +74,8 @@ static int raw_apply(const struct dataset *ds, const struct wire_xform *p,
 
 /* cost_ns, measured on a 2-core Xeon: raw Fashion-MNIST 0.9 us a sample
  * (ringfeed-read, 2 workers, 2.2 M samples/s); train/eval 224-pixel crops of
- * 300-500 px photos 790 us (bench/jpeg-loader's stage table). */
+ * 300-500 px photos 790 us (bench/jpeg-loader's stage table); none: a
+ * 32x32 image, an estimate (a copy, or a whole decode of a small JPEG). */
 static const struct xform_def table[] = {
     { .name = "raw", .direct = true, .cost_ns = 900, .geometry = raw_geometry,
       .apply = raw_apply },
@@ -79,6 +83,8 @@ static const struct xform_def table[] = {
       .apply = xform_train_apply },
     { .name = "eval", .cost_ns = 790000, .geometry = xform_image_geometry,
       .apply = xform_eval_apply },
+    { .name = "none", .cost_ns = 20000, .geometry = xform_none_geometry,
+      .apply = xform_none_apply },
 };
 
 #define TABLE_LEN (sizeof(table) / sizeof(table[0]))
@@ -120,6 +126,12 @@ const char *xform_names(void)
 
 int xform_table_check(void)
 {
+    /* ATTACH's words (ctl.h) and this table: the same names */
+    if (TABLE_LEN != CTL_TRANSFORM_COUNT)
+        return -EINVAL;
+    for (uint32_t t = 0; t < CTL_TRANSFORM_COUNT; t++)
+        if (xform_find(ctl_transform_name(t)) < 0)
+            return -EINVAL;
     for (unsigned i = 0; i < TABLE_LEN; i++) {
         if (!table[i].name || !table[i].geometry || !table[i].apply)
             return -EINVAL;

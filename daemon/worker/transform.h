@@ -87,7 +87,8 @@ int xform_find(const char *name);
 const struct xform_def *xform_get(uint32_t id);
 /* The names, space separated, for error messages. */
 const char *xform_names(void);
-/* Checks the table at start-up: names unique and every entry complete. */
+/* Checks the table at start-up: names unique, every entry complete, and
+ * the names exactly ATTACH's transform words (ctl_transform_name). */
 int xform_table_check(void);
 
 #endif

@@ -24,6 +24,12 @@
  * (the same draws), and the same tables and resampler at scale 1 with the
  * record's pixels as the region, so its output is the output of a JPEG
  * that decodes to those pixels at scale 8/8.  All its time is resize.
+ *
+ * The `none` transform (bottom of the file) serves a dataset whose
+ * MANIFEST has image_shape HxW as it is: an RFPX record's pixels, or a
+ * JPEG decoded whole at scale 8/8, each checked to be H x W (else
+ * BAD_SHAPE), copied into the slot (HWC) or split into planes (CHW).
+ * Parsing and decoding count as decode, the copy as write.
  */
 #include "xform_image.h"
 
@@ -34,6 +40,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "ctl.h"
 #include "jpeg.h"
 #include "pixels.h"
 #include "resize.h"
@@ -424,4 +431,150 @@ int xform_eval_apply(const struct dataset *ds, const struct wire_xform *p, const
     (void)out;
     (void)rng;
     return image_apply(false, p, rec, rec_len, rng, ctx, dst, why, err);
+}
+
+/*
+ * none: the images as they are, for a dataset whose MANIFEST says they all
+ * have one size (image_shape HxW).  The ATTACH parameters of the resizing
+ * transforms do not apply: each must be left at its default (flip may
+ * also be 0), so a request that asks for a crop or a size is refused
+ * rather than served something else.
+ */
+int xform_none_geometry(const struct dataset *ds, const struct wire_xform *p,
+                        struct xform_out *out, struct rf_err *err)
+{
+    const struct dataset_info *info = dataset_info(ds);
+    struct ctl_attach def;
+    uint32_t h = info->image_height, w = info->image_width;
+
+    if (info->kind != DATASET_JPEG)
+        return rf_err_set(err, -EINVAL,
+                          "transform none needs a jpeg dataset whose images have one size "
+                          "(ringfeed-pack imagefolder), this one holds %s: use transform=raw",
+                          dataset_kind_name(info->kind));
+    if (!h || !w)
+        return rf_err_set(err, -EINVAL,
+                          "transform none needs images of one size: this dataset's MANIFEST "
+                          "has no image_shape (its images differ in size, or it was packed "
+                          "before image_shape existed); use train or eval");
+    if (p->layout != RING_CHW && p->layout != RING_HWC)
+        return rf_err_set(err, -EINVAL, "transform none writes chw or hwc");
+    ctl_attach_defaults(&def);
+    if (p->size != def.size)
+        return rf_err_set(err, -EINVAL,
+                          "size=%u: transform none delivers every image at its own %ux%u "
+                          "(the MANIFEST's image_shape, HxW); leave size out, or use train "
+                          "or eval to resize", p->size, h, w);
+    if (p->scale_lo != def.scale[0] || p->scale_hi != def.scale[1] ||
+        p->ratio_lo != def.ratio[0] || p->ratio_hi != def.ratio[1] || p->crop != def.crop ||
+        (p->flip != def.flip && p->flip != 0))
+        return rf_err_set(err, -EINVAL,
+                          "scale=%g,%g ratio=%g,%g crop=%g flip=%g: transform none neither "
+                          "crops nor flips; leave these out, or use train or eval",
+                          p->scale_lo, p->scale_hi, p->ratio_lo, p->ratio_hi, p->crop, p->flip);
+    if (p->layout == RING_CHW) {
+        out->shape[0] = 3;
+        out->shape[1] = h;
+        out->shape[2] = w;
+    } else {
+        out->shape[0] = h;
+        out->shape[1] = w;
+        out->shape[2] = 3;
+    }
+    out->layout = p->layout;
+    out->sample_bytes = 3ull * h * w;
+    return 0;
+}
+
+/* Copies h rows of w RGB pixels (rows stride bytes apart) to dst, as they
+ * are (HWC) or as three planes (CHW).  Only stores to dst. */
+static void copy_pixels(const uint8_t *src, size_t stride, uint32_t w, uint32_t h, bool chw,
+                        uint8_t *dst)
+{
+    size_t plane = (size_t)w * h;
+
+    for (uint32_t y = 0; y < h; y++) {
+        const uint8_t *row = src + y * stride;
+
+        if (!chw) {
+            memcpy(dst + (size_t)y * w * 3, row, (size_t)w * 3);
+            continue;
+        }
+        for (uint32_t x = 0; x < w; x++) {
+            size_t at = (size_t)y * w + x;
+
+            dst[at] = row[3 * x];
+            dst[plane + at] = row[3 * x + 1];
+            dst[2 * plane + at] = row[3 * x + 2];
+        }
+    }
+}
+
+static int wrong_size(const char *what, uint32_t w, uint32_t h, const struct dataset_info *info,
+                      enum wire_bad *why, struct rf_err *err)
+{
+    *why = BAD_SHAPE;
+    return rf_err_set(err, -EBADMSG,
+                      "%s is %ux%u (HxW), the dataset's image_shape is %ux%u", what, h, w,
+                      info->image_height, info->image_width);
+}
+
+int xform_none_apply(const struct dataset *ds, const struct wire_xform *p, const void *rec,
+                     size_t rec_len, struct rng_stream *rng, struct xform_ctx *ctx,
+                     uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
+                     struct rf_err *err)
+{
+    const struct dataset_info *info = dataset_info(ds);
+    struct jpg_limits lim = { .pixel_cap = p->pixel_cap, .scan_cap = JPG_SCAN_CAP };
+    struct xform_image_ctx *ic;
+    struct jpg_header hdr;
+    struct px_header px;
+    struct jpg_roi roi;
+    uint32_t sw, sh, w = info->image_width, h = info->image_height;
+    bool chw = out->layout == RING_CHW;
+    uint64_t t0 = clock_mono_ns(), t1;
+    int rc;
+
+    (void)rng;
+    ctx->last_scale = 8;
+    if (px_is(rec, rec_len)) {
+        rc = open_pixels(rec, rec_len, p->pixel_cap, &px, why, err);
+        t1 = clock_mono_ns();
+        ctx->decode_ns += t1 - t0;
+        if (rc < 0)
+            return rc;
+        if (px.width != w || px.height != h)
+            return wrong_size("RFPX image", px.width, px.height, info, why, err);
+        copy_pixels(px.pixels, (size_t)px.width * PX_CHANNELS, w, h, chw, dst);
+        ctx->write_ns += clock_mono_ns() - t1;
+        return 0;
+    }
+    ic = image_ctx(ctx);
+    if (!ic) {
+        *why = BAD_TOO_LARGE;
+        return rf_err_set(err, -ENOMEM, "out of memory for the image transforms");
+    }
+    jpg_set_tiles(ic->dec, !ctx->no_tiles);
+    jpg_set_merged(ic->dec, ctx->merged_upsampling);
+    jpg_set_fast_dct(ic->dec, ctx->fast_dct);
+    rc = jpg_open(ic->dec, rec, rec_len, &lim, &hdr, err);
+    if (rc == 0 && (hdr.width != w || hdr.height != h)) {
+        jpg_abort(ic->dec);
+        ctx->decode_ns += clock_mono_ns() - t0;
+        return wrong_size("JPEG", hdr.width, hdr.height, info, why, err);
+    }
+    if (rc == 0)
+        rc = jpg_start(ic->dec, 8, &sw, &sh, err);
+    if (rc == 0)
+        rc = jpg_read(ic->dec, 0, sw, 0, sh, &roi, err);
+    t1 = clock_mono_ns();
+    ctx->decode_ns += t1 - t0;
+    if (rc < 0) {
+        *why = why_of(rc);
+        return rc;
+    }
+    ctx->tiled += roi.from_tiles;
+    copy_pixels(roi.pix, roi.stride, w, h, chw, dst); /* roi.x0 is 0: it was asked for */
+    ctx->write_ns += clock_mono_ns() - t1;
+    return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * xform_image.h - the JPEG transforms of the workers' table (transform.c):
+ * xform_image.h - the image transforms of the workers' table (transform.c):
  *
  *   train  torchvision's RandomResizedCrop(size, scale, ratio) then
  *          RandomHorizontalFlip(flip): the crop's parameters exactly as
@@ -9,7 +9,18 @@
  *          (crop 0.875: Resize(256) + CenterCrop(224) for 224); flip is
  *          ignored
  *
- * Both give size x size uint8 RGB, CHW or HWC; grayscale and CMYK JPEGs
+ *   none   the image as it is, no resize, no crop, no flip: for a dataset
+ *          whose MANIFEST has image_shape HxW (every image one size),
+ *          3 x H x W (chw) or H x W x 3 (hwc).  geometry refuses a dataset
+ *          without image_shape (or of another kind), and any size, scale,
+ *          ratio or crop other than ATTACH's default, and a flip other than
+ *          the default or 0 (none never flips).  An RFPX record is copied;
+ *          a JPEG is decoded whole at scale 8/8 (grayscale and CMYK come
+ *          out RGB, as for train/eval); either must be H x W, else it is a
+ *          bad sample, BAD_SHAPE, naming both sizes.  Decoding (and px_parse)
+ *          count as decode time, the copy into the slot as write time.
+ *
+ * train and eval give size x size uint8 RGB, CHW or HWC; grayscale and CMYK JPEGs
  * come out RGB (jpeg.h).  A plan (struct xfi_plan) says which box of the
  * original image maps onto the output; rendering decodes only that box
  * (plus the filter's reach) at the smallest DCT scale that still covers
@@ -88,6 +99,12 @@ int xform_train_apply(const struct dataset *ds, const struct wire_xform *p, cons
                       uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
                       struct rf_err *err);
 int xform_eval_apply(const struct dataset *ds, const struct wire_xform *p, const void *rec,
+                     size_t rec_len, struct rng_stream *rng, struct xform_ctx *ctx,
+                     uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
+                     struct rf_err *err);
+int xform_none_geometry(const struct dataset *ds, const struct wire_xform *p,
+                        struct xform_out *out, struct rf_err *err);
+int xform_none_apply(const struct dataset *ds, const struct wire_xform *p, const void *rec,
                      size_t rec_len, struct rng_stream *rng, struct xform_ctx *ctx,
                      uint8_t *dst, const struct xform_out *out, enum wire_bad *why,
                      struct rf_err *err);

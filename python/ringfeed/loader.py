@@ -156,7 +156,9 @@ class Loader:
     batch_size, shuffle, seed, drop_last: as DataLoader and DistributedSampler.
     transform: "raw" (tensor datasets as stored), "train" (RandomResizedCrop
       + RandomHorizontalFlip) or "eval" (Resize + CenterCrop) for JPEGs;
-      size: their output side (daemon's default 224); layout: "chw"/"hwc".
+      size: their output side (daemon's default 224); "none" for JPEG
+      datasets whose images have one size (MANIFEST image_shape HxW): each
+      as it is, (3, H, W), no size; layout: "chw"/"hwc".
     rank, world_size: default from RANK/WORLD_SIZE (torchrun), else Open
       MPI's, else 0 and 1.
     socket: the daemon's control socket (default: $RINGFEED_SOCKET, then

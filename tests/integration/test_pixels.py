@@ -18,7 +18,12 @@ this branch), then served by a real daemon:
      same (seed, epoch, index), and within the same bound of Pillow's crop
      + resize + flip of the crop xform_run reports;
   4. a damaged RFPX record is a bad sample (decode), substituted, and
-     verify names it.
+     verify names it;
+  5. transform none: a dataset of 32x32 RFPX records packed with
+     --image-shape 32x32 comes out exactly as its source pixels, chw and
+     hwc, through rf_dump and through the Python binding ((N, 3, 32, 32)
+     uint8); ringfeed-pack info shows the shape; without image_shape,
+     ATTACH transform=none is refused naming the missing key.
 No test asserts a duration.
 """
 import json
@@ -75,9 +80,10 @@ def pixels(tmp_path_factory):
     return {"ds": ds, "files": files, "refs": refs, "root": root}
 
 
-def pack(out, files, raw_images):
-    subprocess.run([binary("tests/pack_bytes"), "--zstd", "--raw-images", str(raw_images), out,
-                    "3"] + [f"{p}:{label}" for p, label in files], check=True)
+def pack(out, files, raw_images, shape=None):
+    extra = ["--image-shape", f"{shape[0]}x{shape[1]}"] if shape else []
+    subprocess.run([binary("tests/pack_bytes"), "--zstd", "--raw-images", str(raw_images)] +
+                   extra + [out, "3"] + [f"{p}:{label}" for p, label in files], check=True)
 
 
 def rf_dump(sock, dataset, out, *args):
@@ -266,3 +272,92 @@ def test_imagefolder_of_every_format_served_as_pillow_sees_it(daemon_factory, tm
         print(f"eval MAD vs Pillow {os.path.basename(path)}: {m:.3f}")
         assert m <= 3.0, f"{path}: mean absolute difference {m:.3f} > 3"
     assert_clean(d)
+
+# ---- transform none --------------------------------------------------------
+
+SMALL = 32
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """Twelve 32x32 RFPX records, packed with and without image_shape."""
+    root = tmp_path_factory.mktemp("small")
+    files, pxs = [], []
+    for k in range(12):
+        px = image(SMALL, SMALL, 100 + k)
+        path = str(root / f"s{k}.rfpx")
+        with open(path, "wb") as f:
+            f.write(rfpx(px))
+        files.append((path, k % 3))
+        pxs.append(px)
+    shaped, plain = str(root / "shaped"), str(root / "plain")
+    pack(shaped, files, len(files), (SMALL, SMALL))
+    pack(plain, files, len(files))
+    return {"shaped": shaped, "plain": plain, "files": files, "pixels": pxs}
+
+
+def test_none_exact(small, daemon_factory):
+    r = subprocess.run([pack_tool(), "info", small["shaped"]], capture_output=True, text=True)
+    assert r.returncode == 0 and "every image 32x32" in r.stdout, r.stdout + r.stderr
+    assert "image_shape 32x32\n" in open(os.path.join(small["shaped"], "MANIFEST")).read()
+    d = daemon_factory({"cifar": small["shaped"]}, workers=2)
+    n = len(small["files"])
+    meta, rows = rf_dump(d.sock, "cifar", os.path.join(d.dir, "chw.bin"), "--transform", "none",
+                         "--batch", str(n), "--no-shuffle")
+    assert meta["shape"] == [3, SMALL, SMALL] and meta["sample_bytes"] == 3 * SMALL * SMALL
+    assert [r[0] for r in rows] == list(range(n))
+    for idx, label, flags, _, px in rows:
+        assert flags == 0 and label == small["files"][idx][1]
+        assert np.array_equal(px.reshape(3, SMALL, SMALL).transpose(1, 2, 0),
+                              small["pixels"][idx]), f"record {idx}: chw differs"
+    meta, rows = rf_dump(d.sock, "cifar", os.path.join(d.dir, "hwc.bin"), "--transform", "none",
+                         "--batch", str(n), "--no-shuffle", "--params", "layout=hwc")
+    assert meta["shape"] == [SMALL, SMALL, 3]
+    for idx, _, flags, _, px in rows:
+        assert flags == 0
+        assert np.array_equal(px.reshape(SMALL, SMALL, 3), small["pixels"][idx]), \
+            f"record {idx}: hwc differs"
+    # asking none to resize is refused, not ignored
+    r = subprocess.run([binary("tests/rf_dump"), "--socket", d.sock, "--dataset", "cifar",
+                        os.path.join(d.dir, "x.bin"), "--transform", "none", "--size", "64"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "size=64" in r.stderr, r.stderr
+    assert_clean(d)
+
+
+def test_none_python(small, daemon_factory):
+    ringfeed = _import_ringfeed()
+    d = daemon_factory({"cifar": small["shaped"]}, workers=1)
+    n = len(small["files"])
+    loader = ringfeed.Loader("cifar", batch_size=n, transform="none", shuffle=False,
+                             socket=d.sock)
+    images, info = next(iter(loader))
+    images = images.numpy() if hasattr(images, "numpy") else np.asarray(images)
+    assert images.shape == (n, 3, SMALL, SMALL) and images.dtype == np.uint8, images.shape
+    want = np.stack(small["pixels"]).transpose(0, 3, 1, 2)
+    assert np.array_equal(images, want)
+    del images, info
+    loader.close()
+    assert_clean(d)
+
+
+def test_none_refused_without_shape(small, daemon_factory):
+    d = daemon_factory({"plain": small["plain"]}, workers=1)
+    r = subprocess.run([binary("tests/rf_dump"), "--socket", d.sock, "--dataset", "plain",
+                        os.path.join(d.dir, "x.bin"), "--transform", "none"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r.stdout
+    assert "MANIFEST has no image_shape" in r.stderr and "use train or eval" in r.stderr, \
+        r.stderr
+    r = subprocess.run([pack_tool(), "info", small["plain"]], capture_output=True, text=True)
+    assert "not one size (no image_shape" in r.stdout, r.stdout
+    assert_clean(d)
+
+
+def _import_ringfeed():
+    """The package from the build tree (test_python.py's PYTHONPATH), or skip."""
+    import sys
+    build = os.environ.get("RINGFEED_BUILD_DIR")
+    if build and os.path.join(build, "python") not in sys.path:
+        sys.path.insert(0, os.path.join(build, "python"))
+    return pytest.importorskip("ringfeed")
