@@ -746,7 +746,10 @@ struct if_pack {
     struct imagefile_tally tally; /* the files taken so far, summed */
     uint64_t *packed;             /* records per class */
     uint64_t raw_images;          /* RFPX records written: the MANIFEST's
-                                     raw_images, once the writer takes it */
+                                     raw_images */
+    uint32_t shape_h, shape_w;    /* every stored image's size, while they agree */
+    int shape_mixed;              /* two differ, or one's is unknown: no
+                                     image_shape in the MANIFEST */
     uint64_t skipped, bytes, src_bytes;
     double seconds;               /* wall time of pack_files */
 };
@@ -804,6 +807,10 @@ static int take_file(struct if_pack *p, size_t i, const struct imagefile *f)
     p->packed[it->label]++;
     if (f->format != IMGDEC_NONE)
         p->raw_images++;
+    if (!f->width || (p->shape_w && (f->width != p->shape_w || f->height != p->shape_h)))
+        p->shape_mixed = 1;
+    p->shape_w = f->width;
+    p->shape_h = f->height;
     p->src_bytes += f->src_len;
     p->bytes += f->rec_len;
     progress_update(&p->prog, i + 1, p->bytes);
@@ -961,6 +968,9 @@ int pack_imagefolder_main(int argc, char **argv)
             empty++;
         }
     r = dataset_writer_set_raw_images(p.w, p.raw_images, &err);
+    /* images all of one size: transform none can deliver them as they are */
+    if (r == 0 && !p.shape_mixed && p.shape_w)
+        r = dataset_writer_set_image_shape(p.w, p.shape_h, p.shape_w, &err);
     if (r < 0) {
         pack_warn("%s", err.msg);
         goto out;

@@ -361,3 +361,47 @@ def _import_ringfeed():
     if build and os.path.join(build, "python") not in sys.path:
         sys.path.insert(0, os.path.join(build, "python"))
     return pytest.importorskip("ringfeed")
+
+
+def test_png_folder_of_one_size_delivered_as_is(daemon_factory, tmp_path):
+    """A CIFAR-like ImageFolder (32x32 PNGs and a JPEG) packed by
+    ringfeed-pack gets image_shape 32x32, and transform none gives Pillow's
+    pixels of every file exactly, in ImageFolder's order; a folder of two
+    sizes gets no image_shape."""
+    ringfeed = _import_ringfeed()
+    src = tmp_path / "src"
+    made = []
+    for k in range(9):
+        cls = f"c{k % 3}"
+        os.makedirs(src / cls, exist_ok=True)
+        name = f"{k:02d}.jpg" if k == 4 else f"{k:02d}.png"
+        Image.fromarray(image(SMALL, SMALL, 300 + k), "RGB").save(src / cls / name, quality=95)
+        made.append((str(src / cls / name), k % 3))
+    made.sort()
+    ds = str(tmp_path / "ds")
+    r = subprocess.run([pack_tool(), "imagefolder", str(src), ds], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    manifest = open(os.path.join(ds, "MANIFEST")).read().splitlines()
+    assert f"image_shape {SMALL}x{SMALL}" in manifest, manifest
+    d = daemon_factory({"cifar": ds}, workers=1)
+    loader = ringfeed.Loader("cifar", batch_size=len(made), transform="none", shuffle=False,
+                             socket=d.sock)
+    images, labels = next(iter(loader))
+    images = images.numpy() if hasattr(images, "numpy") else np.asarray(images)
+    labels = labels.numpy() if hasattr(labels, "numpy") else np.asarray(labels)
+    assert images.shape == (len(made), 3, SMALL, SMALL), images.shape
+    assert labels.tolist() == [label for _, label in made]
+    for k, (path, _) in enumerate(made):
+        with Image.open(path) as im:
+            want = np.asarray(im.convert("RGB")).transpose(2, 0, 1)
+        assert np.array_equal(images[k], want), path
+    del images, labels
+    loader.close()
+    assert_clean(d)
+    Image.fromarray(image(SMALL + 1, SMALL, 400), "RGB").save(src / "c0" / "zz.png")
+    r = subprocess.run([pack_tool(), "imagefolder", str(src), ds + "2"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert not any(ln.startswith("image_shape")
+                   for ln in open(os.path.join(ds + "2", "MANIFEST")).read().splitlines())
