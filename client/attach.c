@@ -14,7 +14,8 @@
  *   - its size is the size= of the reply and the header's total_size,
  *   - the header passes ring_check() (magic, version, geometry), its state
  *     is RING_LIVE, and it describes what was asked for (batch, resume
- *     point) with a sample shape that matches the sample size,
+ *     point) with a known element type and a sample shape that matches
+ *     the sample size,
  *   - the second descriptor is an eventfd.
  * On every failure path each descriptor received is closed and the mapping
  * undone, so a refused attach leaks nothing.  The request and reply lines
@@ -35,6 +36,7 @@
 
 #include "client.h"
 #include "ctl.h"
+#include "dataset_types.h"
 
 /* Connects a blocking stream socket to path.  Returns the fd or -errno. */
 static int connect_socket(const char *path, struct rf_err *err)
@@ -304,7 +306,8 @@ static int check_header(const struct ring_hdr *h, const struct client_attach_arg
                         const struct client_reply *r, struct rf_err *err)
 {
     uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
-    uint64_t elems;
+    uint64_t bytes, elem;
+    int dtype;
 
     if (state != RING_LIVE)
         return rf_err_set(err, h->error < 0 ? h->error : -EPROTO,
@@ -330,15 +333,18 @@ static int check_header(const struct ring_hdr *h, const struct client_attach_arg
                           " batch %" PRIu64 " were asked for",
                           h->batch, h->start_epoch, h->start_seq, a->opt->batch,
                           a->epoch, a->seq);
-    if (h->dtype != RING_U8 || h->layout < RING_CHW || h->layout > RING_FLAT)
+    dtype = dataset_dtype_from_ring(h->dtype);
+    if (dtype < 0 || h->layout < RING_CHW || h->layout > RING_FLAT)
         return rf_err_set(err, -EPROTO, "the ring's sample type %u / layout %u is unknown",
                           h->dtype, h->layout);
-    elems = (uint64_t)h->shape[0] * h->shape[1] * h->shape[2];
-    if (elems != h->sample_bytes)
+    elem = dataset_dtype_size((enum dataset_dtype)dtype);
+    if (__builtin_mul_overflow((uint64_t)h->shape[0] * h->shape[1], h->shape[2], &bytes) ||
+        __builtin_mul_overflow(bytes, elem, &bytes) || bytes != h->sample_bytes)
         return rf_err_set(err, -EPROTO,
-                          "the ring's sample shape %ux%ux%u is not its %" PRIu64
+                          "the ring's sample shape %ux%ux%u of %s is not its %" PRIu64
                           " bytes per sample",
-                          h->shape[0], h->shape[1], h->shape[2], h->sample_bytes);
+                          h->shape[0], h->shape[1], h->shape[2],
+                          dataset_dtype_name((enum dataset_dtype)dtype), h->sample_bytes);
     return 0;
 }
 

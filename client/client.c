@@ -49,6 +49,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "dataset_types.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
@@ -62,6 +63,17 @@ _Static_assert(RF_SAMPLE_PADDING == RING_SAMPLE_PADDING &&
                RF_SAMPLE_SUBSTITUTED == RING_SAMPLE_SUBSTITUTED, "sample flags");
 _Static_assert(RF_LAYOUT_CHW == RING_CHW && RF_LAYOUT_HWC == RING_HWC &&
                RF_LAYOUT_FLAT == RING_FLAT, "layouts");
+_Static_assert(RF_DTYPE_U8 == RING_U8 && RF_DTYPE_I8 == RING_I8 && RF_DTYPE_I16 == RING_I16 &&
+               RF_DTYPE_I32 == RING_I32 && RF_DTYPE_F32 == RING_F32 &&
+               RF_DTYPE_F64 == RING_F64, "dtypes");
+#if UINTPTR_MAX == UINT64_MAX
+/* 0.4 added dtype in the tail padding of rf_batch and in rf_info's pad_:
+ * both keep their 0.3 size, so programs built against 0.3 still work */
+_Static_assert(sizeof(struct rf_batch) == 80 && offsetof(struct rf_batch, dtype) == 76,
+               "rf_batch keeps its 0.3 size");
+_Static_assert(sizeof(struct rf_info) == 80 && offsetof(struct rf_info, dtype) == 60,
+               "rf_info keeps its 0.3 size");
+#endif
 
 int64_t client_now_ns(void)
 {
@@ -179,6 +191,7 @@ static void adopt(struct rf_client *c, const struct client_conn *cn)
         .layout = cn->hdr->layout,
         .shape = {cn->hdr->shape[0], cn->hdr->shape[1], cn->hdr->shape[2]},
         .classes = cn->hdr->classes,
+        .dtype = cn->hdr->dtype,
     };
     c->attached_once = 1;
     c->said = 0;
@@ -310,6 +323,7 @@ static int deliver(struct rf_client *c, struct rf_batch *b)
         .seq = s->seq,
         .stream_seq = c->delivered,
         .slot = slot,
+        .dtype = h->dtype,
     };
     c->delivered++;
     if (s->seq + 1 >= c->batches_per_epoch) {
@@ -641,6 +655,21 @@ const char *rf_strerror(int err)
         return "OK";
     name = strerrorname_np(err < 0 ? -err : err);
     return name ? name : "EUNKNOWN";
+}
+
+/* RF_DTYPE_* are ring_dtype numbers: dataset_types.c's table names them */
+const char *rf_dtype_name(uint32_t dtype)
+{
+    int d = dataset_dtype_from_ring(dtype);
+
+    return d < 0 ? NULL : dataset_dtype_name((enum dataset_dtype)d);
+}
+
+size_t rf_dtype_size(uint32_t dtype)
+{
+    int d = dataset_dtype_from_ring(dtype);
+
+    return d < 0 ? 0 : dataset_dtype_size((enum dataset_dtype)d);
 }
 
 const char *rf_last_error(const struct rf_client *c)

@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define RF_VERSION_MAJOR 0
-#define RF_VERSION_MINOR 3
+#define RF_VERSION_MINOR 4
 
 struct rf_client;
 
@@ -102,19 +102,35 @@ struct rf_sample {
 #define RF_LAYOUT_HWC 2
 #define RF_LAYOUT_FLAT 3
 
+/* Element type of a batch's data (since 0.4): struct rf_batch.dtype and
+ * struct rf_info.dtype.  Multi-byte elements are little-endian.  The
+ * `train` and `eval` transforms write RF_DTYPE_U8; `raw` the tensor
+ * dataset's own type, as stored.  rf_dtype_name and rf_dtype_size
+ * describe each; the numbers never change meaning. */
+#define RF_DTYPE_U8 1
+#define RF_DTYPE_I8 2
+#define RF_DTYPE_I16 3
+#define RF_DTYPE_I32 4
+#define RF_DTYPE_F32 5
+#define RF_DTYPE_F64 6
+
 /* A view of one delivered batch, valid until rf_release(). */
 struct rf_batch {
     const uint8_t *data;            /* count * sample_bytes bytes, page aligned */
     const struct rf_sample *samples; /* count records */
     uint32_t count;                 /* samples in this batch (<= batch) */
     uint32_t substituted;           /* of them, replacements for bad samples */
-    size_t sample_bytes;
+    size_t sample_bytes;            /* shape's elements * rf_dtype_size(dtype) */
     uint32_t layout;                /* RF_LAYOUT_* */
-    uint32_t shape[3];              /* C,H,W for CHW; H,W,C for HWC */
+    uint32_t shape[3];              /* in elements: C,H,W for CHW; H,W,C for
+                                       HWC; {elements,1,1} for FLAT */
     uint64_t epoch;
     uint64_t seq;                   /* batch number within the epoch */
     uint64_t stream_seq;            /* batch number since rf_open() */
     uint32_t slot;                  /* ring slot (for rf_slot_* helpers) */
+    /* 0.4: in what was the struct's tail padding, so its size is as in
+     * 0.3 and a program built against 0.3 is unaffected */
+    uint32_t dtype;                 /* RF_DTYPE_* of data's elements */
 };
 
 /* Counters kept by the library. */
@@ -150,7 +166,8 @@ struct rf_info {
     uint32_t layout;            /* RF_LAYOUT_* */
     uint32_t shape[3];          /* as struct rf_batch.shape */
     uint32_t classes;           /* label classes the dataset names; 0: unknown */
-    uint32_t pad_;
+    uint32_t dtype;             /* RF_DTYPE_*, as struct rf_batch.dtype
+                                   (0.4; was padding, 0) */
     uint64_t next_epoch;        /* where the batch the next rf_next() delivers */
     uint64_t next_seq;          /* stands: rf_options.start_epoch/start_seq
                                    to resume a stream exactly after the
@@ -205,6 +222,14 @@ int rf_ready(const struct rf_client *c);
  * (rf_open failed) and -EINVAL when c or info is NULL; *info is then
  * zeroed.  While reconnecting it describes the last ring attached. */
 int rf_get_info(const struct rf_client *c, struct rf_info *info);
+
+/* The name of an RF_DTYPE_* ("u8", "i8", "i16", "i32", "f32", "f64"; since
+ * 0.4), or NULL for a number that names none. */
+const char *rf_dtype_name(uint32_t dtype);
+
+/* Bytes of one element of an RF_DTYPE_* (since 0.4), or 0 for a number
+ * that names none. */
+size_t rf_dtype_size(uint32_t dtype);
 
 /* Detaches, unmaps and frees.  Accepts NULL.  Held batches become invalid. */
 void rf_close(struct rf_client *c);

@@ -291,7 +291,7 @@ static void ring_header(struct daemon *d, struct stream *st)
     ring_init(st->mem, &st->geom);
     h = st->mem;
     h->version = st->version;
-    h->dtype = RING_U8;
+    h->dtype = st->out.dtype;
     h->layout = st->out.layout;
     memcpy(h->shape, st->out.shape, sizeof(h->shape));
     h->classes = dataset_info(d->cat[st->dataset_id].ds)->classes;
@@ -608,9 +608,17 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     };
     xf = xform_get((uint32_t)xi);
     st->cost_ns = xf->cost_ns ? xf->cost_ns : 1;
+    st->out = (struct xform_out){ 0 };
     rc = xf->geometry(d->cat[ds].ds, &st->xp, &st->out, err);
     if (rc < 0)
         goto fail;
+    /* a transform that names no element type would give a ring every
+     * client refuses: a bug here, said here */
+    if (dataset_dtype_from_ring(st->out.dtype) < 0) {
+        rc = rf_err_set(err, -EINVAL, "transform %s gave no element type (dtype %u): a "
+                        "ringfeedd bug", xf->name, st->out.dtype);
+        goto fail;
+    }
     st->start_epoch = a->epoch;
     st->start_seq = a->seq;
     rc = stream_sampler(st, a->epoch, &s);

@@ -4,23 +4,29 @@
 #include <errno.h>
 #include <string.h>
 
+#include "ring.h"
+
 static const char *const kind_names[DATASET_KIND_COUNT] = {
     [DATASET_JPEG] = "jpeg",
     [DATASET_TENSOR] = "tensor",
     [DATASET_BYTES] = "bytes",
 };
 
+/* The one description of a tensor element type: its manifest name, its
+ * size, and its number in a ring header (tests/test_dataset.c checks the
+ * ring numbers are distinct and round-trip). */
 static const struct {
     const char *name;
     size_t size;
+    uint32_t ring; /* enum ring_dtype */
 } dtypes[DATASET_DTYPE_COUNT] = {
-    [DATASET_DTYPE_NONE] = {NULL, 0},
-    [DATASET_DTYPE_U8] = {"u8", 1},
-    [DATASET_DTYPE_I8] = {"i8", 1},
-    [DATASET_DTYPE_I16] = {"i16", 2},
-    [DATASET_DTYPE_I32] = {"i32", 4},
-    [DATASET_DTYPE_F32] = {"f32", 4},
-    [DATASET_DTYPE_F64] = {"f64", 8},
+    [DATASET_DTYPE_NONE] = {NULL, 0, 0},
+    [DATASET_DTYPE_U8] = {"u8", 1, RING_U8},
+    [DATASET_DTYPE_I8] = {"i8", 1, RING_I8},
+    [DATASET_DTYPE_I16] = {"i16", 2, RING_I16},
+    [DATASET_DTYPE_I32] = {"i32", 4, RING_I32},
+    [DATASET_DTYPE_F32] = {"f32", 4, RING_F32},
+    [DATASET_DTYPE_F64] = {"f64", 8, RING_F64},
 };
 
 static int word_is(const char *s, size_t n, const char *word)
@@ -55,6 +61,19 @@ int dataset_dtype_parse(const char *s, size_t n)
 {
     for (int d = 0; d < DATASET_DTYPE_COUNT; d++)
         if (word_is(s, n, dtypes[d].name))
+            return d;
+    return -EINVAL;
+}
+
+uint32_t dataset_dtype_ring(enum dataset_dtype dtype)
+{
+    return (unsigned)dtype < DATASET_DTYPE_COUNT ? dtypes[dtype].ring : 0;
+}
+
+int dataset_dtype_from_ring(uint32_t ring)
+{
+    for (int d = 0; d < DATASET_DTYPE_COUNT; d++)
+        if (ring != 0 && dtypes[d].ring == ring)
             return d;
     return -EINVAL;
 }

@@ -20,7 +20,13 @@ enum dataset_kind {
     DATASET_KIND_COUNT
 };
 
-/* Element type of a tensor; multi-byte types are stored little-endian. */
+/*
+ * Element type of a tensor; multi-byte types are stored little-endian, and
+ * delivered so (transform raw copies records as they are).  The table in
+ * dataset_types.c is the one place that gives each its name, its size and
+ * its number in a ring header (enum ring_dtype in ring.h, which a client
+ * sees as RF_DTYPE_* in ringfeed.h).
+ */
 enum dataset_dtype {
     DATASET_DTYPE_NONE, /* not a tensor */
     DATASET_DTYPE_U8,
@@ -76,6 +82,12 @@ const char *dataset_dtype_name(enum dataset_dtype dtype);
 size_t dataset_dtype_size(enum dataset_dtype dtype);
 /* The dtype named by the n bytes at s, or -EINVAL. */
 int dataset_dtype_parse(const char *s, size_t n);
+/* Its number in a ring header (enum ring_dtype); 0 for DATASET_DTYPE_NONE
+ * or out of range. */
+uint32_t dataset_dtype_ring(enum dataset_dtype dtype);
+/* The dtype whose ring number is ring, or -EINVAL (0 and unknown numbers:
+ * a ring header is input to the client). */
+int dataset_dtype_from_ring(uint32_t ring);
 
 /*
  * Bytes in one tensor of ndim dims of dtype, or 0 when ndim is 0 or out of

@@ -148,8 +148,20 @@ enum ring_sample_flag {
                                           the next good one in epoch order */
 };
 
-/* Pixel element type and layout of one sample. */
-enum ring_dtype { RING_U8 = 1 };
+/*
+ * Element type and layout of one sample.  The dtype numbers are part of the
+ * layout (a client reads them, as RF_DTYPE_* in ringfeed.h): never reuse or
+ * renumber one.  Elements are little-endian.  Which dataset dtype each
+ * stands for, its name and size: dataset_types.c's table.
+ */
+enum ring_dtype {
+    RING_U8 = 1,
+    RING_I8 = 2,
+    RING_I16 = 3,
+    RING_I32 = 4,
+    RING_F32 = 5,
+    RING_F64 = 6,
+};
 enum ring_layout { RING_CHW = 1, RING_HWC = 2, RING_FLAT = 3 };
 
 struct ring_hdr {
@@ -163,9 +175,10 @@ struct ring_hdr {
     uint64_t slot_stride;   /* bytes from one slot to the next */
     uint64_t meta_size;     /* bytes of slot header + samples, page padded */
     uint64_t sample_bytes;  /* bytes of one sample's pixels */
-    uint32_t dtype;         /* enum ring_dtype */
+    uint32_t dtype;         /* enum ring_dtype: sample_bytes is the shape's
+                               elements times its size */
     uint32_t layout;        /* enum ring_layout */
-    uint32_t shape[3];      /* CHW, or HWC, or {bytes, 1, 1} for FLAT */
+    uint32_t shape[3];      /* CHW, or HWC, or {elements, 1, 1} for FLAT */
     uint32_t classes;
     uint64_t dataset_samples;
     uint64_t batches_per_epoch; /* for this rank */

@@ -9,7 +9,8 @@
  * OUT gets, per delivered sample in order, a 24-byte header (little endian:
  * u64 dataset index, i32 label, u32 flags RF_SAMPLE_*, u64 epoch) and then
  * its sample_bytes bytes.  stdout gets one line of JSON:
- *     {"samples":n,"sample_bytes":b,"layout":l,"shape":[a,b,c]}
+ *     {"samples":n,"sample_bytes":b,"layout":l,"shape":[a,b,c],"dtype":"u8"}
+ * (dtype: rf_dtype_name of the batches' element type, null without one).
  * Exit 0; 1 when the stream fails (rf_last_error on stderr); 2 bad usage.
  */
 #include <getopt.h>
@@ -34,7 +35,8 @@ int main(int argc, char **argv)
     struct rf_batch b;
     uint64_t epochs = 1, samples = 0, first_epoch = 0;
     size_t sample_bytes = 0;
-    uint32_t layout = 0, shape[3] = { 0, 0, 0 };
+    uint32_t layout = 0, dtype = 0, shape[3] = { 0, 0, 0 };
+    const char *dtype_name;
     FILE *out;
     int opt, rc;
 
@@ -80,6 +82,7 @@ int main(int argc, char **argv)
         }
         sample_bytes = b.sample_bytes;
         layout = b.layout;
+        dtype = b.dtype;
         memcpy(shape, b.shape, sizeof(shape));
         for (uint32_t i = 0; i < b.count; i++) {
             uint8_t hdr[24];
@@ -114,7 +117,10 @@ int main(int argc, char **argv)
         perror(argv[optind]);
         return 1;
     }
-    printf("{\"samples\":%llu,\"sample_bytes\":%zu,\"layout\":%u,\"shape\":[%u,%u,%u]}\n",
-           (unsigned long long)samples, sample_bytes, layout, shape[0], shape[1], shape[2]);
+    dtype_name = rf_dtype_name(dtype);
+    printf("{\"samples\":%llu,\"sample_bytes\":%zu,\"layout\":%u,\"shape\":[%u,%u,%u],"
+           "\"dtype\":%s%s%s}\n",
+           (unsigned long long)samples, sample_bytes, layout, shape[0], shape[1], shape[2],
+           dtype_name ? "\"" : "", dtype_name ? dtype_name : "null", dtype_name ? "\"" : "");
     return 0;
 }

@@ -44,6 +44,9 @@ enum kase {
     C_WRONG_BATCH,
     C_WRONG_START,
     C_SHAPE,
+    C_F32,
+    C_F32_BYTES,
+    C_DTYPE_UNKNOWN,
 };
 
 static enum kase g_case;
@@ -199,11 +202,22 @@ static int handler(struct fake *f, int conn, const char *line)
         fcntl(g_ring.memfd, F_ADD_SEALS, SEALS);
         fake_ring_send(&g_ring, conn);
         return 1;
+    case C_F32: /* 16 bytes a sample: four f32 */
+    case C_F32_BYTES:
+    case C_DTYPE_UNKNOWN:
+        make(0);
+        g_ring.hdr->dtype = g_case == C_DTYPE_UNKNOWN ? 7 : RING_F32;
+        if (g_case == C_F32)
+            g_ring.hdr->shape[2] = 4;
+        fcntl(g_ring.memfd, F_ADD_SEALS, SEALS);
+        fake_ring_send(&g_ring, conn);
+        return 1;
     }
     return 0;
 }
 
 static char g_sent[FAKE_LINE_MAX];
+static struct rf_info g_info; /* of the last attach that succeeded */
 
 /* Runs one attach against the fake answering as kase; checks the result. */
 static void run(enum kase k, const char *name, int want, const char *want_msg)
@@ -229,6 +243,8 @@ static void run(enum kase k, const char *name, int want, const char *want_msg)
     rc = rf_open(&o, &c);
     if (!tap_ok(rc == want, "%s: rf_open returns %s", name, rf_strerror(want)))
         tap_diag("  got %d (%s): %s", rc, rf_strerror(rc), rf_last_error(c));
+    if (rc == 0)
+        rf_get_info(c, &g_info);
     if (!tap_ok(strstr(rf_last_error(c), want_msg) != NULL, "%s: message says \"%s\"", name,
                 want_msg))
         tap_diag("  message: \"%s\"", rf_last_error(c));
@@ -325,6 +341,26 @@ int main(void)
     run(C_WRONG_BATCH, "ring of another batch size", -EPROTO, "were asked for");
     run(C_WRONG_START, "ring from another resume point", -EPROTO, "were asked for");
     run(C_SHAPE, "shape does not match sample size", -EPROTO, "sample shape 3x1x16");
+    g_info = (struct rf_info){0};
+    run(C_F32, "an f32 ring", 0, "");
+    TAP_OK(g_info.dtype == RF_DTYPE_F32 && g_info.sample_bytes == 16 && g_info.shape[2] == 4,
+           "an f32 ring: rf_info says f32, 4 elements of 16 bytes");
+    run(C_F32_BYTES, "f32 shape counted in bytes", -EPROTO, "sample shape 1x1x16 of f32");
+    run(C_DTYPE_UNKNOWN, "unknown element type", -EPROTO, "sample type 7");
+    {
+        static const struct { uint32_t dt; const char *name; size_t size; } dts[] = {
+            {RF_DTYPE_U8, "u8", 1},   {RF_DTYPE_I8, "i8", 1},   {RF_DTYPE_I16, "i16", 2},
+            {RF_DTYPE_I32, "i32", 4}, {RF_DTYPE_F32, "f32", 4}, {RF_DTYPE_F64, "f64", 8},
+        };
+
+        for (size_t i = 0; i < sizeof(dts) / sizeof(dts[0]); i++)
+            tap_ok(rf_dtype_name(dts[i].dt) && strcmp(rf_dtype_name(dts[i].dt), dts[i].name) == 0 &&
+                       rf_dtype_size(dts[i].dt) == dts[i].size,
+                   "RF_DTYPE %u is %s, %zu bytes", dts[i].dt, dts[i].name, dts[i].size);
+        TAP_OK(rf_dtype_name(0) == NULL && rf_dtype_size(0) == 0 && rf_dtype_name(7) == NULL &&
+                   rf_dtype_size(7) == 0,
+               "rf_dtype_name/size: NULL and 0 for 0 and 7");
+    }
     no_daemon();
 
     TAP_IS_INT(rf_open(NULL, &c), -EINVAL, "rf_open(NULL options): -EINVAL");

@@ -25,6 +25,7 @@
 #include "crc32c.h"
 #include "dataset.h"
 #include "dataset_writer.h"
+#include "ring.h"
 #include "shard.h"
 #include "tap.h"
 
@@ -841,10 +842,50 @@ static void damage(void)
     dataset_dctx_free(NULL);
 }
 
+/* The dtype table (dataset_types.c): every tensor dtype has a name, a
+ * size and a ring number of its own, and they round-trip; the ring numbers
+ * are part of the ring layout and never change. */
+static void dtype_table(void)
+{
+    static const struct {
+        enum dataset_dtype d;
+        const char *name;
+        size_t size;
+        uint32_t ring;
+    } want[] = {
+        {DATASET_DTYPE_U8, "u8", 1, 1},   {DATASET_DTYPE_I8, "i8", 1, 2},
+        {DATASET_DTYPE_I16, "i16", 2, 3}, {DATASET_DTYPE_I32, "i32", 4, 4},
+        {DATASET_DTYPE_F32, "f32", 4, 5}, {DATASET_DTYPE_F64, "f64", 8, 6},
+    };
+    uint32_t seen = 0;
+
+    TAP_IS_INT(sizeof(want) / sizeof(want[0]), DATASET_DTYPE_COUNT - 1, "every dtype listed");
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        enum dataset_dtype d = want[i].d;
+        const char *name = dataset_dtype_name(d);
+        uint32_t ring = dataset_dtype_ring(d);
+
+        tap_ok(name && strcmp(name, want[i].name) == 0 && dataset_dtype_size(d) == want[i].size &&
+                   ring == want[i].ring && dataset_dtype_from_ring(ring) == (int)d &&
+                   dataset_dtype_parse(name, strlen(name)) == (int)d && !(seen & (1u << ring)),
+               "dtype %s: %zu bytes, ring %u, round trips", want[i].name, want[i].size,
+               want[i].ring);
+        seen |= 1u << (ring & 31);
+    }
+    TAP_OK(RING_U8 == 1 && RING_I8 == 2 && RING_I16 == 3 && RING_I32 == 4 && RING_F32 == 5 &&
+               RING_F64 == 6,
+           "ring dtype numbers as shipped");
+    TAP_IS_INT(dataset_dtype_ring(DATASET_DTYPE_NONE), 0, "no ring number for NONE");
+    TAP_IS_INT(dataset_dtype_ring(DATASET_DTYPE_COUNT), 0, "none out of range");
+    TAP_IS_INT(dataset_dtype_from_ring(0), -EINVAL, "ring dtype 0 names none");
+    TAP_IS_INT(dataset_dtype_from_ring(7), -EINVAL, "ring dtype 7 names none");
+}
+
 int main(void)
 {
     const char *t = getenv("TMPDIR");
 
+    dtype_table();
     make_templates();
     snprintf(root, sizeof(root), "%s/rf-test-dataset-XXXXXX", t ? t : "/tmp");
     if (!mkdtemp(root))

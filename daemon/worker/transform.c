@@ -1,10 +1,12 @@
 /*
  * transform.c - the transform table, and the transforms that need no image
  * codec: `raw` copies a fixed-shape record (for example Fashion-MNIST's
- * 1x28x28 u8) into the slot as it is.  The image transforms `train`,
- * `eval` and `none` live in xform_image.c.  ATTACH names a transform by a
- * word of proto/ctl_attach.c; xform_table_check holds this table and that
- * list to the same names at start-up.
+ * 1x28x28 u8, or any other dtype of dataset_types.h) into the slot as it
+ * is, little-endian elements and all; the ring header names its dtype.
+ * The image transforms `train`, `eval` and `none` live in xform_image.c.
+ * ATTACH names a transform by a word of proto/ctl_attach.c;
+ * xform_table_check holds this table and that list to the same names at
+ * start-up.
  */
 #include "transform.h"
 
@@ -45,11 +47,12 @@ static int raw_geometry(const struct dataset *ds, const struct wire_xform *p,
     const struct dataset_info *info = dataset_info(ds);
 
     (void)p;
-    if (info->dtype != DATASET_DTYPE_U8 || xform_tensor_shape(info, out->shape) < 0)
+    if (xform_tensor_shape(info, out->shape) < 0 || dataset_dtype_ring(info->dtype) == 0)
         return rf_err_set(err, -EINVAL,
-                          "transform raw needs a fixed-shape u8 tensor dataset, this one holds %s",
+                          "transform raw needs a fixed-shape tensor dataset, this one holds %s",
                           dataset_kind_name(info->kind));
     out->layout = RING_CHW;
+    out->dtype = dataset_dtype_ring(info->dtype);
     out->sample_bytes = info->sample_bytes;
     return 0;
 }

@@ -3,8 +3,8 @@
  * ring slot, as a table of named transforms.
  *
  * The main process looks a transform up by the name ATTACH gave and asks it
- * for the output geometry (shape, layout, bytes per sample), which sizes the
- * ring.  Workers call apply() on each record with the sample's own random
+ * for the output geometry (shape, layout, element type, bytes per sample),
+ * which sizes the ring and fills its header.  Workers call apply() on each record with the sample's own random
  * stream, keyed by (seed, epoch, dataset index), so the output never
  * depends on which worker ran it.
  *
@@ -28,7 +28,8 @@ struct xform_image_ctx;
 struct xform_out {
     uint32_t shape[3];
     uint32_t layout;       /* enum ring_layout */
-    uint64_t sample_bytes;
+    uint32_t dtype;        /* enum ring_dtype, written to the ring header */
+    uint64_t sample_bytes; /* shape's elements times dtype's size */
 };
 
 /*

@@ -190,6 +190,7 @@ int xform_image_geometry(const struct dataset *ds, const struct wire_xform *p,
         out->shape[2] = 3;
     }
     out->layout = p->layout;
+    out->dtype = RING_U8;
     out->sample_bytes = 3ull * p->size * p->size;
     return 0;
 }
@@ -482,6 +483,7 @@ int xform_none_geometry(const struct dataset *ds, const struct wire_xform *p,
         out->shape[2] = 3;
     }
     out->layout = p->layout;
+    out->dtype = RING_U8;
     out->sample_bytes = 3ull * h * w;
     return 0;
 }

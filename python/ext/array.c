@@ -22,15 +22,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* An element type as each consumer names it.  Batches carry their
+ * libringfeed RF_DTYPE_* (rf: 0 for types no batch has); elements are
+ * little-endian, as on the hosts this builds for, so the native codes. */
 static const struct {
-    const char *format;   /* PEP 3118 */
+    const char *format;   /* PEP 3118, for numpy */
     Py_ssize_t itemsize;
-    uint8_t dl_code;      /* DLDataTypeCode */
+    uint8_t dl_code;      /* DLDataTypeCode, for torch; bits = itemsize * 8 */
+    uint32_t rf;          /* RF_DTYPE_* */
+    const char *name;     /* numpy's and torch's */
 } dtypes[EXT_DTYPE_COUNT] = {
-    [EXT_U8] = {"B", 1, kDLUInt},
-    [EXT_I32] = {"i", 4, kDLInt},
-    [EXT_I64] = {"q", 8, kDLInt},
+    [EXT_U8] = {"B", 1, kDLUInt, RF_DTYPE_U8, "uint8"},
+    [EXT_I8] = {"b", 1, kDLInt, RF_DTYPE_I8, "int8"},
+    [EXT_I16] = {"h", 2, kDLInt, RF_DTYPE_I16, "int16"},
+    [EXT_I32] = {"i", 4, kDLInt, RF_DTYPE_I32, "int32"},
+    [EXT_I64] = {"q", 8, kDLInt, 0, "int64"},
+    [EXT_F32] = {"f", 4, kDLFloat, RF_DTYPE_F32, "float32"},
+    [EXT_F64] = {"d", 8, kDLFloat, RF_DTYPE_F64, "float64"},
 };
+
+int ext_dtype_of(uint32_t rf_dtype)
+{
+    for (int i = 0; i < EXT_DTYPE_COUNT; i++)
+        if (rf_dtype != 0 && dtypes[i].rf == rf_dtype)
+            return rf_dtype_size(rf_dtype) == (size_t)dtypes[i].itemsize ? i : -1;
+    return -1;
+}
+
+const char *ext_dtype_name(int dtype)
+{
+    return dtype >= 0 && dtype < EXT_DTYPE_COUNT ? dtypes[dtype].name : NULL;
+}
 
 ext_array *ext_array_new(void *data, enum ext_dtype dtype, int ndim,
                          const Py_ssize_t *shape, PyObject *base)

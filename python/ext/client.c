@@ -418,11 +418,13 @@ static PyObject *batch_tuple(ext_client *o, const struct rf_batch *b, PyObject *
     return out;
 }
 
+/* The images' shape in elements (libringfeed checked it against
+ * sample_bytes and the dtype at attach). */
 static void batch_shape(const struct rf_batch *b, Py_ssize_t shape[4], int *ndim)
 {
     shape[0] = b->count;
     if (b->layout == RF_LAYOUT_FLAT) {
-        shape[1] = (Py_ssize_t)b->sample_bytes;
+        shape[1] = b->shape[0];
         *ndim = 2;
         return;
     }
@@ -434,7 +436,7 @@ static void batch_shape(const struct rf_batch *b, Py_ssize_t shape[4], int *ndim
 static PyObject *client_next(ext_client *o, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"timeout_ms", "copy", NULL};
-    int timeout_ms = -1, copy = 0, ndim;
+    int timeout_ms = -1, copy = 0, ndim, dtype;
     Py_ssize_t shape[4];
     struct rf_batch b;
     ext_array *img;
@@ -451,12 +453,20 @@ static PyObject *client_next(ext_client *o, PyObject *args, PyObject *kw)
     n = o->delivered++;
     o->held[n % EXT_HELD_MAX] = b;
     o->done[n % EXT_HELD_MAX] = copy; /* a copy takes no lease: nothing waits */
+    dtype = ext_dtype_of(b.dtype);
+    if (dtype < 0) {
+        o->done[n % EXT_HELD_MAX] = 1;
+        drain(o);
+        return ext_raise(-EPROTO, "batches of element type %u (%s) are unknown "
+                         "to this binding: use a ringfeed module as new as libringfeed",
+                         b.dtype, rf_dtype_name(b.dtype) ? rf_dtype_name(b.dtype) : "?");
+    }
     batch_shape(&b, shape, &ndim);
     if (copy) {
         size_t bytes = (size_t)b.count * b.sample_bytes;
         PyObject *t;
 
-        img = ext_array_new(NULL, EXT_U8, ndim, shape, NULL);
+        img = ext_array_new(NULL, (enum ext_dtype)dtype, ndim, shape, NULL);
         if (img && bytes >= COPY_NOGIL_BYTES) {
             o->in_next = 1;
             Py_BEGIN_ALLOW_THREADS
@@ -477,7 +487,7 @@ static PyObject *client_next(ext_client *o, PyObject *args, PyObject *kw)
         return NULL;
     }
     client_check(o);
-    img = ext_array_new((void *)b.data, EXT_U8, ndim, shape, (PyObject *)lease);
+    img = ext_array_new((void *)b.data, (enum ext_dtype)dtype, ndim, shape, (PyObject *)lease);
     Py_DECREF(lease); /* the array holds it now, or it is gone */
     return batch_tuple(o, &b, export(o, img));
 }
@@ -563,13 +573,14 @@ static PyObject *client_info(ext_client *o, PyObject *unused)
     (void)unused;
     if (o->c)
         rf_get_info(o->c, &in);
-    return Py_BuildValue("{s:i,s:i,s:I,s:I,s:K,s:K,s:K,s:s,s:(III),s:I,s:K,s:K}",
+    return Py_BuildValue("{s:i,s:i,s:I,s:I,s:K,s:K,s:K,s:s,s:(III),s:z,s:I,s:K,s:K}",
                          "rank", in.rank, "world", in.world, "batch", in.batch, "depth",
                          in.depth, "dataset_samples", (unsigned long long)in.dataset_samples,
                          "batches_per_epoch", (unsigned long long)in.batches_per_epoch,
                          "sample_bytes", (unsigned long long)in.sample_bytes, "layout",
                          layout_name(in.layout), "shape", in.shape[0], in.shape[1],
-                         in.shape[2], "classes", in.classes, "next_epoch",
+                         in.shape[2], "dtype", ext_dtype_name(ext_dtype_of(in.dtype)),
+                         "classes", in.classes, "next_epoch",
                          (unsigned long long)in.next_epoch, "next_seq",
                          (unsigned long long)in.next_seq);
 }

@@ -54,8 +54,9 @@
 #define EXT_HELD_MAX 64
 #define EXT_NDIM_MAX 4
 
-/* Element types of an Array. */
-enum ext_dtype { EXT_U8, EXT_I32, EXT_I64, EXT_DTYPE_COUNT };
+/* Element types of an Array: a batch's RF_DTYPE_* (array.c's table maps
+ * them) and the labels' int64. */
+enum ext_dtype { EXT_U8, EXT_I8, EXT_I16, EXT_I32, EXT_I64, EXT_F32, EXT_F64, EXT_DTYPE_COUNT };
 
 /* Client states, driven by ext_client_* transitions; client_check() after
  * each one. */
@@ -114,6 +115,12 @@ PyObject *ext_raise(int err, const char *fmt, ...) __attribute__((format(printf,
  * (then base must be NULL).  NULL with an exception on failure. */
 ext_array *ext_array_new(void *data, enum ext_dtype dtype, int ndim,
                          const Py_ssize_t *shape, PyObject *base);
+/* The Array element type of a batch's RF_DTYPE_*, or -1 when this binding
+ * has none (or its size disagrees with libringfeed's rf_dtype_size). */
+int ext_dtype_of(uint32_t rf_dtype);
+/* numpy's and torch's name of an element type ("uint8", "float32"); NULL
+ * out of range. */
+const char *ext_dtype_name(int dtype);
 /* Bytes the array spans. */
 Py_ssize_t ext_array_nbytes(const ext_array *a);
 /* A "dltensor" capsule over a (the capsule keeps a alive until the

@@ -12,10 +12,12 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
 * ``drop_last=True`` means what it means to both DataLoader and
   DistributedSampler: no rank gets wrap-around padding (the tail that does
   not split evenly over the ranks is dropped) and no batch is partial.
-* Images are uint8 views of the daemon's ring: (N, C, H, W) for
+* Images are views of the daemon's ring: uint8 (N, C, H, W) for
   ``layout="chw"`` (the default), (N, H, W, C) for ``"hwc"``, and for raw
-  tensor datasets the stored shape with a channel axis (Fashion-MNIST:
-  (N, 1, 28, 28), what ``PILToTensor`` gives).  Labels are int64.
+  tensor datasets the stored element type (uint8, int8, int16, int32,
+  float32 or float64, as packed) and shape with a channel axis
+  (Fashion-MNIST: uint8 (N, 1, 28, 28), what ``PILToTensor`` gives);
+  ``loader.dtype`` names it.  Labels are int64.
 * A batch's ring slot goes back to the daemon when the last tensor or
   array viewing it is freed; slots go back in order.  A program may hold up
   to ``depth - 1`` batches at once; asking for more raises ringfeed.Error
@@ -154,7 +156,7 @@ class Loader:
 
     dataset: a name from the daemon's catalogue (``ringfeedctl datasets``).
     batch_size, shuffle, seed, drop_last: as DataLoader and DistributedSampler.
-    transform: "raw" (tensor datasets as stored), "train" (RandomResizedCrop
+    transform: "raw" (tensor datasets as stored, in their own dtype), "train" (RandomResizedCrop
       + RandomHorizontalFlip) or "eval" (Resize + CenterCrop) for JPEGs;
       size: their output side (daemon's default 224); "none" for JPEG
       datasets whose images have one size (MANIFEST image_shape HxW): each
@@ -283,10 +285,17 @@ class Loader:
         self._info = self._client.info()
         self._pos = (self._info["next_epoch"], self._info["next_seq"])
         self._bpe = self._info["batches_per_epoch"]
+        self.dtype = self._info["dtype"]  # the images' element type: "uint8", "float32", ...
         if self._device is not None:
+            # the device buffer gets the batch's element type: the copy is
+            # byte for byte, so its dtype and shape are what the ring's are
             shape = self._info["shape"]
-            self._sample_shape = ((self._info["sample_bytes"],)
-                                  if self._info["layout"] == "flat" else tuple(shape))
+            if self.dtype is None:
+                raise Error(errno.EPROTO, "the stream's element type is unknown to this "
+                            "ringfeed module: use one as new as libringfeed")
+            self._sample_dtype = getattr(self._torch, self.dtype)
+            self._sample_shape = ((shape[0],) if self._info["layout"] == "flat"
+                                  else tuple(shape))
 
     def _live(self):
         if self._client is None:
@@ -410,7 +419,7 @@ class Loader:
 
     def _next_device(self, c):
         torch = self._torch
-        buf = torch.empty((self.batch_size,) + self._sample_shape, dtype=torch.uint8,
+        buf = torch.empty((self.batch_size,) + self._sample_shape, dtype=self._sample_dtype,
                           device=self._device)
         stream = torch.cuda.current_stream(self._device)
         with torch.cuda.device(self._device):  # the copy runs on this device's stream
