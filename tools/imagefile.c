@@ -262,51 +262,48 @@ static int shrink_rgb(const uint8_t *rgb, uint32_t w, uint32_t h, uint32_t dw,
 }
 
 /*
- * A file of format fmt (n bytes in f->src): decoded to RGB, shrunk under
- * --max-side by the JPEG path's rule, and made an RFPX record in f->out,
- * or, under --image-mode jpeg (smart: above smart_pixels pixels), a JPEG
- * of those pixels at --quality.  One that does not decode, is refused
- * (image_decode.h), is too large or finds no memory is skipped with the
- * decoder's reason.
+ * w x h RGB pixels at rgb, from a file of src_len bytes in format fmt
+ * (IMGDEC_NONE: pixels given, no file): shrunk under --max-side by the
+ * JPEG path's rule, and made an RFPX record in f->out, or, under
+ * --image-mode jpeg (smart: above smart_pixels pixels), a JPEG of those
+ * pixels at --quality.  rgb must not point into f->out.
  */
-static void raw_record(struct imagefile *f, const struct imagefile_opts *o,
-                       struct imagefile_coders *c, size_t n, enum imgdec_format fmt)
+static void store_pixels(struct imagefile *f, const struct imagefile_opts *o,
+                         struct imagefile_coders *c, const uint8_t *rgb,
+                         uint32_t w, uint32_t h, size_t src_len,
+                         enum imgdec_format fmt)
 {
-    struct imgdec_image im;
     uint32_t dw, dh;
-    double t0 = cpu_now();
-    int shrink, r = imgdec_decode(fmt, f->src, n, IMGDEC_PIXELS_MAX, &im,
-                                  f->why_buf, sizeof(f->why_buf));
+    int r, shrink = o->max_side && shrink_dims(w, h, o->max_side, &dw, &dh);
 
-    if (r < 0) {
-        f->verdict = IMAGEFILE_SKIP;
-        f->why = f->why_buf;
-        goto done;
-    }
-    shrink = o->max_side && shrink_dims(im.width, im.height, o->max_side,
-                                        &dw, &dh);
     if (!shrink) {
-        dw = im.width;
-        dh = im.height;
+        dw = w;
+        dh = h;
+    }
+    if (!px_record_size(dw, dh)) {
+        f->verdict = IMAGEFILE_SKIP;
+        snprintf(f->why_buf, sizeof(f->why_buf), "%ux%u pixels: a side is "
+                 "0 or over %u", dw, dh, PX_SIDE_MAX);
+        f->why = f->why_buf;
+        return;
     }
     if (reserve(&f->out, &f->out_cap, px_record_size(dw, dh)) < 0) {
         f->verdict = IMAGEFILE_SKIP;
         f->why = "out of memory for its pixels";
-        goto done;
+        return;
     }
     px_write_header(f->out, dw, dh);
     if (!shrink)
-        memcpy(f->out + PX_HEADER_SIZE, im.rgb, (size_t)dw * dh * 3);
-    else if ((r = shrink_rgb(im.rgb, im.width, im.height, dw, dh,
-                             f->out + PX_HEADER_SIZE)) < 0) {
+        memcpy(f->out + PX_HEADER_SIZE, rgb, (size_t)dw * dh * 3);
+    else if ((r = shrink_rgb(rgb, w, h, dw, dh, f->out + PX_HEADER_SIZE)) < 0) {
         f->verdict = r == -ENOMEM ? IMAGEFILE_SKIP : IMAGEFILE_FAIL;
         f->why = r == -ENOMEM ? "out of memory to shrink it"
                               : "internal error: the box filter's rows";
-        goto done;
+        return;
     }
     f->rec = f->out;
     f->rec_len = px_record_size(dw, dh);
-    f->src_len = n;
+    f->src_len = src_len;
     f->width = dw;
     f->height = dh;
     f->tally.raw_shrunk += (uint64_t)shrink;
@@ -320,32 +317,49 @@ static void raw_record(struct imagefile *f, const struct imagefile_opts *o,
         if (r < 0 || keep_output(f, enc, enc_len) < 0) {
             f->verdict = r == -EPROTO ? IMAGEFILE_FAIL : IMAGEFILE_SKIP;
             f->why = r < 0 ? f->why_buf : "out of memory for its JPEG";
-            goto done;
+            return;
         }
-        f->format = IMGDEC_NONE;        /* the record is a JPEG */
-        f->tally.encoded[fmt]++;
-        f->tally.encoded_src += n;
+        if (fmt != IMGDEC_NONE)
+            f->tally.encoded[fmt]++;
+        f->tally.encoded_src += src_len;
         f->tally.encoded_out += f->rec_len;
-        goto done;
+        return;                         /* the record is a JPEG */
     }
     f->format = fmt;
-    f->tally.raw[fmt]++;
-done:
+    f->raw = 1;
+    if (fmt != IMGDEC_NONE)
+        f->tally.raw[fmt]++;
+}
+
+/*
+ * A file of format fmt (n bytes in f->src): decoded to RGB, then
+ * store_pixels.  One that does not decode, is refused (image_decode.h), is
+ * too large or finds no memory is skipped with the decoder's reason.
+ */
+static void raw_record(struct imagefile *f, const struct imagefile_opts *o,
+                       struct imagefile_coders *c, size_t n, enum imgdec_format fmt)
+{
+    struct imgdec_image im;
+    double t0 = cpu_now();
+    int r = imgdec_decode(fmt, f->src, n, IMGDEC_PIXELS_MAX, &im,
+                          f->why_buf, sizeof(f->why_buf));
+
+    if (r < 0) {
+        f->verdict = IMAGEFILE_SKIP;
+        f->why = f->why_buf;
+    } else {
+        store_pixels(f, o, c, im.rgb, im.width, im.height, n, fmt);
+    }
     imgdec_image_free(&im);
     f->tally.raw_cpu += cpu_now() - t0;
 }
 
-void imagefile_run(struct imagefile *f, const char *path,
-                   const struct imagefile_opts *o, struct imagefile_coders *c)
+/* f made ready for a new image: no verdict, no counts. */
+static void reset(struct imagefile *f)
 {
-    double t0 = cpu_now();
-    enum imgdec_format fmt;
-    unsigned w, h;
-    uint32_t dw, dh;
-    int64_t n;
-
     f->verdict = IMAGEFILE_STORE;
     f->format = IMGDEC_NONE;
+    f->raw = 0;
     f->rec = NULL;
     f->rec_len = f->src_len = 0;
     f->width = f->height = 0;
@@ -353,25 +367,35 @@ void imagefile_run(struct imagefile *f, const char *path,
     f->note = (struct imagefile_note){0};
     f->tally = (struct imagefile_tally){0};
     f->why_buf[0] = '\0';
-    n = read_image(f, path);
+}
+
+/* The image of n bytes in f->src (n < 0: it could not be had, f->why
+ * says why): told from its bytes, then the JPEG path or raw_record. */
+static void run_src(struct imagefile *f, int64_t n,
+                    const struct imagefile_opts *o, struct imagefile_coders *c)
+{
+    enum imgdec_format fmt;
+    unsigned w, h;
+    uint32_t dw, dh;
+
     fmt = n >= 0 ? imgdec_sniff(f->src, (size_t)n) : IMGDEC_NONE;
     if (fmt != IMGDEC_NONE) {
         raw_record(f, o, c, (size_t)n, fmt);
-        goto done;
+        return;
     }
     if (n >= 0 && jpeg_probe(f->src, (size_t)n, &w, &h, f->why_buf,
                              sizeof(f->why_buf), &f->why) < 0)
         n = -1;
     if (n < 0) {
         f->verdict = IMAGEFILE_SKIP;
-        goto done;
+        return;
     }
     f->rec = f->src;
     f->rec_len = f->src_len = (size_t)n;
     f->width = w;
     f->height = h;
     if (o->as_is)
-        goto done;
+        return;
     if (o->max_side && shrink_dims(w, h, o->max_side, &dw, &dh)) {
         shrink_record(f, o, c->sh, (size_t)n, dw, dh);
         if (f->rec != f->src) {         /* shrunk: else stored as it is */
@@ -381,7 +405,48 @@ void imagefile_run(struct imagefile *f, const char *path,
     } else {
         restart_record(f, c->rs, (size_t)n);
     }
-done:
+}
+
+void imagefile_run(struct imagefile *f, const char *path,
+                   const struct imagefile_opts *o, struct imagefile_coders *c)
+{
+    double t0 = cpu_now();
+
+    reset(f);
+    run_src(f, read_image(f, path), o, c);
+    f->tally.cpu = cpu_now() - t0;
+}
+
+void imagefile_run_bytes(struct imagefile *f, const void *buf, size_t len,
+                         const struct imagefile_opts *o,
+                         struct imagefile_coders *c)
+{
+    double t0 = cpu_now();
+    int64_t n = (int64_t)len;
+
+    reset(f);
+    if (len >= DATASET_RECORD_MAX) {
+        f->why = "larger than the 1 GiB record limit";
+        n = -1;
+    } else if (reserve(&f->src, &f->src_cap, len + 1) < 0) {
+        f->why = "out of memory";
+        n = -1;
+    } else if (len) {
+        memcpy(f->src, buf, len);
+    }
+    run_src(f, n, o, c);
+    f->tally.cpu = cpu_now() - t0;
+}
+
+void imagefile_run_rgb(struct imagefile *f, const uint8_t *rgb, uint32_t w,
+                       uint32_t h, const struct imagefile_opts *o,
+                       struct imagefile_coders *c)
+{
+    double t0 = cpu_now();
+
+    reset(f);
+    store_pixels(f, o, c, rgb, w, h, (size_t)w * h * 3, IMGDEC_NONE);
+    f->tally.raw_cpu += cpu_now() - t0;
     f->tally.cpu = cpu_now() - t0;
 }
 

@@ -122,9 +122,11 @@ struct imagefile {
     const uint8_t *rec;           /* STORE: src or out ... */
     size_t rec_len;               /* ... and its length */
     size_t src_len;               /* STORE: the file's length */
-    enum imgdec_format format;    /* STORE: IMGDEC_NONE for a JPEG record,
-                                     else the format decoded into rec, an
-                                     RFPX record (zstd is its codec) */
+    enum imgdec_format format;    /* STORE: the format decoded into rec
+                                     (IMGDEC_NONE for a JPEG file, and for
+                                     imagefile_run_rgb's pixels) */
+    int raw;                      /* STORE: rec is an RFPX record (zstd is
+                                     its codec), else a JPEG (codec none) */
     uint32_t width, height;       /* STORE: the record's image size (as its
                                      header says, for a JPEG); 0: unknown */
     const char *why;              /* SKIP, FAIL: the reason */
@@ -142,6 +144,28 @@ struct imagefile {
 void imagefile_run(struct imagefile *f, const char *path,
                    const struct imagefile_opts *o,
                    struct imagefile_coders *c);
+
+/*
+ * As imagefile_run for a file's len bytes at buf, already in memory (they
+ * are copied into f): the JPEG path or a decoded format told from the
+ * bytes, exactly as for a file holding them.  (ringfeed.Writer's encoded
+ * images: python/ext/writer.c.)
+ */
+void imagefile_run_bytes(struct imagefile *f, const void *buf, size_t len,
+                         const struct imagefile_opts *o,
+                         struct imagefile_coders *c);
+
+/*
+ * As imagefile_run for an image already decoded: w x h RGB pixels (rows of
+ * w * 3 bytes at rgb, top to bottom), taken as a decoded PNG's would be
+ * (shrunk under max_side, then an RFPX record, or a JPEG under --image-mode
+ * jpeg or smart).  The tally's per-format counts are left alone (there is
+ * no file format); f->src_len is the pixels' bytes.  (ringfeed.Writer's
+ * PIL images and arrays.)
+ */
+void imagefile_run_rgb(struct imagefile *f, const uint8_t *rgb, uint32_t w,
+                       uint32_t h, const struct imagefile_opts *o,
+                       struct imagefile_coders *c);
 
 /* Once f's verdict is used: frees its buffers over IMAGEFILE_KEEP_MAX. */
 void imagefile_trim(struct imagefile *f);

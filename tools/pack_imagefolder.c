@@ -798,14 +798,14 @@ static int take_file(struct if_pack *p, size_t i, const struct imagefile *f)
     }
     /* JPEGs as they are; pixels (RFPX) compressed */
     if (dataset_writer_add_codec(p->w, f->rec, f->rec_len, it->label,
-                                 f->format != IMGDEC_NONE ? DATASET_CODEC_ZSTD
-                                                          : DATASET_CODEC_NONE, &err) < 0) {
+                                 f->raw ? DATASET_CODEC_ZSTD : DATASET_CODEC_NONE,
+                                 &err) < 0) {
         progress_end(&p->prog);
         pack_warn("%s: %s", path, err.msg);
         return -1;
     }
     p->packed[it->label]++;
-    if (f->format != IMGDEC_NONE)
+    if (f->raw)
         p->raw_images++;
     if (!f->width || (p->shape_w && (f->width != p->shape_w || f->height != p->shape_h)))
         p->shape_mixed = 1;

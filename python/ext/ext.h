@@ -1,7 +1,9 @@
 /*
  * ext.h - the internals of ringfeed._ringfeed, the CPython extension under
  * `import ringfeed`.  It speaks to the daemon through libringfeed's public
- * API only (ringfeed.h).  Names carry the prefix ext_.
+ * API only (ringfeed.h); it writes datasets with ringfeed-pack's own code
+ * (proto/dataset_writer.h, tools/imagefile.h).  Names carry the prefix
+ * ext_.
  *
  * The files and their jobs:
  *   module.c  the module: its types, ringfeed.Error, raising errors
@@ -9,6 +11,8 @@
  *   array.c   Array (a typed n-d block of memory that numpy reads through
  *             the buffer protocol and torch through DLPack) and Lease (one
  *             delivered batch's claim on its ring slot)
+ *   writer.c  DatasetWriter and ImageEncoder, under ringfeed.Writer and
+ *             ringfeed.pack (python/ringfeed/writer.py)
  *
  * LIFETIME (why this is C and not ctypes).  A batch's pixels are a view of
  * its ring slot.  The slot must go back to the daemon exactly when the last
@@ -103,6 +107,8 @@ typedef struct {
 extern PyTypeObject ext_client_type;
 extern PyTypeObject ext_lease_type;
 extern PyTypeObject ext_array_type;
+extern PyTypeObject ext_writer_type;     /* writer.c */
+extern PyTypeObject ext_encoder_type;    /* writer.c */
 extern PyObject *ext_error;          /* ringfeed.Error, an OSError */
 
 /* module.c: raises ringfeed.Error(-err, msg); returns NULL. */

@@ -1,5 +1,6 @@
 /*
- * module.c - ringfeed._ringfeed: registers the types and ringfeed.Error,
+ * module.c - ringfeed._ringfeed: registers the types (the client's, and
+ * writer.c's DatasetWriter and ImageEncoder) and ringfeed.Error,
  * and turns libringfeed's negative errno plus message into that error.
  *
  * ringfeed.Error is an OSError: e.errno is the errno (ENOENT for an
@@ -56,7 +57,7 @@ static struct PyModuleDef mod_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "ringfeed._ringfeed",
     .m_doc = "The C core of the ringfeed package: streams from a ringfeedd daemon "
-             "through libringfeed.",
+             "through libringfeed, and datasets written by ringfeed-pack's own code.",
     .m_size = -1,
     .m_methods = mod_methods,
 };
@@ -64,8 +65,9 @@ static struct PyModuleDef mod_def = {
 PyMODINIT_FUNC PyInit__ringfeed(void);
 PyMODINIT_FUNC PyInit__ringfeed(void)
 {
-    PyTypeObject *types[] = {&ext_client_type, &ext_lease_type, &ext_array_type};
-    const char *names[] = {"Client", "Lease", "Array"};
+    PyTypeObject *types[] = {&ext_client_type, &ext_lease_type, &ext_array_type,
+                             &ext_writer_type, &ext_encoder_type};
+    const char *names[] = {"Client", "Lease", "Array", "DatasetWriter", "ImageEncoder"};
     PyObject *m;
 
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)

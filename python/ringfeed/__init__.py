@@ -8,6 +8,13 @@
         for images, labels in loader:     # uint8 (N,1,28,28) viewing the ring, int64 (N,)
             ...
 
+Datasets are written from Python by the same C code as ringfeed-pack:
+
+    ringfeed.pack(torchvision_dataset, "out", {"image": ringfeed.Image(),
+                                               "label": ringfeed.Scalar("int64")}, jobs=4)
+
+(ringfeed.Writer writes sample by sample; see ringfeed.writer's help.)
+
 Images are zero-copy views of the daemon's shared-memory ring; a batch's
 slot goes back to the daemon when the last tensor or array viewing it is
 freed, in the order batches came.  Rank and world size come from
@@ -16,5 +23,7 @@ ringfeed.Error, an OSError carrying libringfeed's full message.
 """
 from ._ringfeed import Error, SAMPLE_PADDING, SAMPLE_SUBSTITUTED
 from .loader import BatchInfo, Loader
+from .writer import Bytes, Image, Ragged, SampleError, Scalar, Tensor, Writer, pack
 
-__all__ = ["Loader", "BatchInfo", "Error", "SAMPLE_PADDING", "SAMPLE_SUBSTITUTED"]
+__all__ = ["Loader", "BatchInfo", "Error", "SAMPLE_PADDING", "SAMPLE_SUBSTITUTED",
+           "Writer", "pack", "Image", "Tensor", "Scalar", "Bytes", "Ragged", "SampleError"]
