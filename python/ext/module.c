@@ -65,9 +65,19 @@ static struct PyModuleDef mod_def = {
 PyMODINIT_FUNC PyInit__ringfeed(void);
 PyMODINIT_FUNC PyInit__ringfeed(void)
 {
+    /* RINGFEED_EXT_NO_WRITER: built without writer.c and ringfeed-pack's
+     * code it links (scripts/gpu-check builds the extension so on a GPU
+     * machine that has none of their libraries); ringfeed.Writer says so */
     PyTypeObject *types[] = {&ext_client_type, &ext_lease_type, &ext_array_type,
-                             &ext_writer_type, &ext_encoder_type};
-    const char *names[] = {"Client", "Lease", "Array", "DatasetWriter", "ImageEncoder"};
+#ifndef RINGFEED_EXT_NO_WRITER
+                             &ext_writer_type, &ext_encoder_type,
+#endif
+    };
+    const char *names[] = {"Client", "Lease", "Array",
+#ifndef RINGFEED_EXT_NO_WRITER
+                           "DatasetWriter", "ImageEncoder",
+#endif
+    };
     PyObject *m;
 
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)

@@ -462,6 +462,11 @@ class Writer:
         kw = {}
         if layout.kind == "tensor":
             kw = {"dtype": _DTYPES[layout.spec.dtype], "shape": layout.spec.shape}
+        if not hasattr(_ringfeed, "DatasetWriter"):
+            raise RuntimeError("ringfeed: this build of the extension has no dataset writer "
+                               "(built with RINGFEED_EXT_NO_WRITER, as scripts/gpu-check builds "
+                               "it on a machine without ringfeed-pack's libraries); write "
+                               "datasets with a full build (meson, scripts/install-deps)")
         self._w = _ringfeed.DatasetWriter(self.path, layout.kind, nclasses, names,
                                           shard_bytes=shard,
                                           jpeg_restart=layout.kind == "jpeg", **kw)
