@@ -192,6 +192,8 @@ static const char usage_text[] =
     "                       raw up to --smart-pixels pixels and jpeg above.\n"
     "                       JPEG files are unchanged by it\n"
     "  --smart-pixels N     smart's threshold, in pixels (default 65536)\n"
+    "  --raw-codec C        how pixel records are stored: zstd (default:\n"
+    "                       smaller) or none (faster to serve small images)\n"
     "  --max-side N         re-encode images whose longer side exceeds N pixels\n"
     "                       (16..65535) to a longer side of N, aspect kept (box\n"
     "                       filter, JPEG 4:2:0); others losslessly, as above.\n"
@@ -520,6 +522,7 @@ struct if_args {
     int strict;
     struct imagefile_opts file; /* --max-side, --quality, --as-is */
     unsigned jobs;            /* --jobs: threads working on files */
+    unsigned raw_codec;       /* --raw-codec: RFPX records' codec */
 };
 
 static int parse_args(int argc, char **argv, struct if_args *a)
@@ -532,6 +535,7 @@ static int parse_args(int argc, char **argv, struct if_args *a)
         {"quality", required_argument, NULL, 'q'},
         {"image-mode", required_argument, NULL, 'i'},
         {"smart-pixels", required_argument, NULL, 'P'},
+        {"raw-codec", required_argument, NULL, 'C'},
         {"jobs", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -542,6 +546,7 @@ static int parse_args(int argc, char **argv, struct if_args *a)
 
     *a = (struct if_args){.file.quality = QUALITY_DEFAULT,
                           .file.smart_pixels = SMART_PIXELS_DEFAULT,
+                          .raw_codec = DATASET_CODEC_ZSTD,
                           .jobs = pack_jobs_cpus()};
     optind = 1;
     opterr = 0;
@@ -592,6 +597,15 @@ static int parse_args(int argc, char **argv, struct if_args *a)
                                         "jpeg: JPEGs at --quality; smart: "
                                         "raw up to --smart-pixels pixels)",
                                         optarg);
+            break;
+        case 'C':
+            if (strcmp(optarg, "zstd") == 0)
+                a->raw_codec = DATASET_CODEC_ZSTD;
+            else if (strcmp(optarg, "none") == 0)
+                a->raw_codec = DATASET_CODEC_NONE;
+            else
+                return pack_usage_error("imagefolder", "--raw-codec: '%s' is not "
+                                        "zstd or none", optarg);
             break;
         case 'P':
             if (pack_parse_int(optarg, 1, (long)PX_SIDE_MAX * PX_SIDE_MAX, &v) < 0)
@@ -796,9 +810,9 @@ static int take_file(struct if_pack *p, size_t i, const struct imagefile *f)
         progress_end(&p->prog);
         pack_warn("%s: %s: %s", path, f->note.why, f->note.then);
     }
-    /* JPEGs as they are; pixels (RFPX) compressed */
+    /* JPEGs as they are; pixels (RFPX) by --raw-codec */
     if (dataset_writer_add_codec(p->w, f->rec, f->rec_len, it->label,
-                                 f->raw ? DATASET_CODEC_ZSTD : DATASET_CODEC_NONE,
+                                 f->raw ? p->a->raw_codec : DATASET_CODEC_NONE,
                                  &err) < 0) {
         progress_end(&p->prog);
         pack_warn("%s: %s", path, err.msg);

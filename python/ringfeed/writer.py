@@ -356,10 +356,11 @@ class _SampleEncoder:
     """A sample (dict or tuple) to the record the writer stores, checked.
     Pickles without its ImageEncoder (made again on first use)."""
 
-    def __init__(self, layout, classes, image_mode, quality, smart_pixels):
+    def __init__(self, layout, classes, image_mode, quality, smart_pixels, raw_codec):
         self.layout = layout
         self.classes = classes
         self.image_mode, self.quality, self.smart_pixels = image_mode, quality, smart_pixels
+        self.raw_codec = CODEC_ZSTD if raw_codec == "zstd" else CODEC_NONE
         self._images = None
 
     def __getstate__(self):
@@ -407,7 +408,7 @@ class _SampleEncoder:
                 rec, raw, h, w = self._images.encoded(data)
         except (TypeError, ValueError) as e:
             raise SampleError(index, lay.data, str(e)) from None
-        return rec, label, CODEC_ZSTD if raw else CODEC_NONE, raw, h, w
+        return rec, label, self.raw_codec if raw else CODEC_NONE, raw, h, w
 
 
 # ---- the writer -----------------------------------------------------------
@@ -424,8 +425,9 @@ class Writer:
     ``fields``: a dict {name: spec}, one of the layouts ringfeedd serves
     (the module's help).  ``classes``: the number of classes or the list of
     their names (required).  ``image_mode`` ("raw", "jpeg", "smart"),
-    ``quality`` (1..100) and ``smart_pixels``: how images are stored, as
-    ringfeed-pack imagefolder's options of those names.  ``shard_size``:
+    ``quality`` (1..100), ``smart_pixels`` and ``raw_codec`` ("zstd", or
+    "none": larger, faster to serve small images): how images are stored,
+    as ringfeed-pack imagefolder's options of those names.  ``shard_size``:
     bytes per shard file (default 256 MiB).
 
     The dataset is written into a hidden temporary folder beside path
@@ -437,7 +439,7 @@ class Writer:
     """
 
     def __init__(self, path, fields, classes=None, image_mode="raw", quality=90,
-                 smart_pixels=65536, shard_size=None):
+                 smart_pixels=65536, shard_size=None, raw_codec="zstd"):
         layout = _Layout(fields)
         nclasses, names = _classes(classes)
         if image_mode not in _MODES:
@@ -449,6 +451,8 @@ class Writer:
         quality = operator.index(quality)
         if not 1 <= quality <= 100:
             raise ValueError(f"ringfeed: quality={quality}: use 1 to 100")
+        if raw_codec not in ("zstd", "none"):
+            raise ValueError(f"ringfeed: raw_codec={raw_codec!r}: use \"zstd\" or \"none\"")
         smart_pixels = operator.index(smart_pixels)
         if smart_pixels < 1:
             raise ValueError(f"ringfeed: smart_pixels={smart_pixels}: at least 1")
@@ -458,7 +462,8 @@ class Writer:
         self.path = os.fspath(path)
         self.fields = dict(fields)
         self.classes = names
-        self._enc = _SampleEncoder(layout, nclasses, image_mode, quality, smart_pixels)
+        self._enc = _SampleEncoder(layout, nclasses, image_mode, quality, smart_pixels,
+                                   raw_codec)
         kw = {}
         if layout.kind == "tensor":
             kw = {"dtype": _DTYPES[layout.spec.dtype], "shape": layout.spec.shape}

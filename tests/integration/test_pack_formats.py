@@ -326,6 +326,15 @@ def test_image_mode_argument(tmp_path):
     assert r.returncode == 2 and "--quality 80 needs --max-side or --image-mode" in r.stderr
     r = pack("imagefolder", tmp_path / "src", tmp_path / "out4", "--smart-pixels", "10")
     assert r.returncode == 2 and "--smart-pixels 10 needs --image-mode smart" in r.stderr
+    r = pack("imagefolder", tmp_path / "src", tmp_path / "out5", "--raw-codec", "lz4")
+    assert r.returncode == 2 and "--raw-codec: 'lz4'" in r.stderr
+    # uncompressed pixel records: the same pixels, and a MANIFEST that says none
+    r = pack("imagefolder", tmp_path / "src", tmp_path / "out6", "--raw-codec", "none")
+    assert r.returncode == 0, r.stderr
+    (_, rec), = dump(tmp_path / "out6", str(tmp_path))
+    assert rfpx(rec).tolist() == [[[1, 2, 3]] * 4] * 4
+    manifest = open(tmp_path / "out6" / "MANIFEST").read().splitlines()
+    assert "codec none" in manifest and "raw_images 1" in manifest, manifest
 
 
 def photo(w, h, seed):

@@ -198,17 +198,22 @@ def png_folder(tmp_path_factory):
     return root, made
 
 
-@pytest.mark.parametrize("mode", ["raw", "jpeg", "smart"])
+@pytest.mark.parametrize("mode", ["raw", "jpeg", "smart", "raw-uncompressed"])
 def test_image_modes_write_what_the_cli_writes(png_folder, mode, tmp_path):
     root, made = png_folder
     opts = {"raw": [], "jpeg": ["--quality", "85"],
-            "smart": ["--quality", "85", "--smart-pixels", "2000"]}[mode]
+            "smart": ["--quality", "85", "--smart-pixels", "2000"],
+            "raw-uncompressed": ["--raw-codec", "none"]}[mode]
     cli = str(tmp_path / "cli")
-    subprocess.run([pack_tool(), "imagefolder", "--image-mode", mode, *opts,
+    subprocess.run([pack_tool(), "imagefolder", "--image-mode", mode.split("-")[0], *opts,
                     str(root / "src"), cli], check=True, capture_output=True)
-    kw = {"image_mode": mode, "quality": 85, "progress": False}
+    kw = {"image_mode": mode.split("-")[0], "quality": 85, "progress": False}
     if mode == "smart":
         kw["smart_pixels"] = 2000
+    if mode == "raw-uncompressed":
+        kw["raw_codec"] = "none"
+        assert "codec none" in open(os.path.join(cli, "MANIFEST")).read().splitlines()
+        mode = "raw"
     pil = [(lambda p=p: Image.open(p), label) for p, label in made]
     raw = [(lambda p=p: open(p, "rb").read(), label) for p, label in made]
     for name, items in (("pil", pil), ("bytes", raw)):
