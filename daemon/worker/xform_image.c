@@ -488,27 +488,98 @@ int xform_none_geometry(const struct dataset *ds, const struct wire_xform *p,
     return 0;
 }
 
-/* Copies h rows of w RGB pixels (rows stride bytes apart) to dst, as they
- * are (HWC) or as three planes (CHW).  Only stores to dst. */
-static void copy_pixels(const uint8_t *src, size_t stride, uint32_t w, uint32_t h, bool chw,
-                        uint8_t *dst)
+/* One row of w RGB pixels split into its three planes. */
+static void deinterleave(const uint8_t *restrict row, uint8_t *restrict r, uint8_t *restrict g,
+                         uint8_t *restrict b, uint32_t x, uint32_t w)
+{
+    for (; x < w; x++) {
+        r[x] = row[3 * x];
+        g[x] = row[3 * x + 1];
+        b[x] = row[3 * x + 2];
+    }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* The same, 16 pixels (48 bytes, three loads) at a time with SSSE3's
+ * byte shuffle: plane c's byte k is source byte 3k + c, in load (3k + c)
+ * / 16 (SHUF[c][load], -128: none); each load's shuffle puts its bytes of
+ * the plane in place and the three are ORed.  The rest of the row goes
+ * through deinterleave.  The scalar loop, which compilers leave
+ * unvectorized, took 6x a plain copy's time (transform none on 32x32
+ * images, CHW: 1.29 s of the workers' 2.2 s for 400,000 images). */
+static const int8_t SHUF[3][3][16] = {
+    {{0, 3, 6, 9, 12, 15, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+     {-128, -128, -128, -128, -128, -128, 2, 5, 8, 11, 14, -128, -128, -128, -128, -128},
+     {-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, 1, 4, 7, 10, 13}},
+    {{1, 4, 7, 10, 13, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+     {-128, -128, -128, -128, -128, 0, 3, 6, 9, 12, 15, -128, -128, -128, -128, -128},
+     {-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, 2, 5, 8, 11, 14}},
+    {{2, 5, 8, 11, 14, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+     {-128, -128, -128, -128, -128, 1, 4, 7, 10, 13, -128, -128, -128, -128, -128, -128},
+     {-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, 0, 3, 6, 9, 12, 15}},
+};
+
+__attribute__((target("ssse3"))) static void deinterleave_ssse3(const uint8_t *restrict src,
+                                                                  size_t stride, uint32_t w,
+                                                                  uint32_t h,
+                                                                  uint8_t *restrict dst)
 {
     size_t plane = (size_t)w * h;
+    __m128i mask[3][3];
 
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 3; v++)
+            mask[c][v] = _mm_loadu_si128((const __m128i *)SHUF[c][v]);
     for (uint32_t y = 0; y < h; y++) {
         const uint8_t *row = src + y * stride;
+        uint8_t *out[3] = {dst + (size_t)y * w, dst + (size_t)y * w + plane,
+                           dst + (size_t)y * w + 2 * plane};
+        uint32_t x = 0;
 
-        if (!chw) {
-            memcpy(dst + (size_t)y * w * 3, row, (size_t)w * 3);
-            continue;
-        }
-        for (uint32_t x = 0; x < w; x++) {
-            size_t at = (size_t)y * w + x;
+        for (; x + 16 <= w; x += 16) {
+            __m128i a0 = _mm_loadu_si128((const __m128i *)(row + 3 * (size_t)x));
+            __m128i a1 = _mm_loadu_si128((const __m128i *)(row + 3 * (size_t)x + 16));
+            __m128i a2 = _mm_loadu_si128((const __m128i *)(row + 3 * (size_t)x + 32));
 
-            dst[at] = row[3 * x];
-            dst[plane + at] = row[3 * x + 1];
-            dst[2 * plane + at] = row[3 * x + 2];
+            for (int c = 0; c < 3; c++)
+                _mm_storeu_si128((__m128i *)(out[c] + x),
+                                 _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a0, mask[c][0]),
+                                                           _mm_shuffle_epi8(a1, mask[c][1])),
+                                              _mm_shuffle_epi8(a2, mask[c][2])));
         }
+        deinterleave(row, out[0], out[1], out[2], x, w);
+    }
+}
+#endif
+
+/* Copies h rows of w RGB pixels (rows stride bytes apart) to dst, as they
+ * are (HWC) or as three planes (CHW).  Only stores to dst. */
+static void copy_pixels(const uint8_t *restrict src, size_t stride, uint32_t w, uint32_t h,
+                        bool chw, uint8_t *restrict dst)
+{
+    size_t plane = (size_t)w * h;
+#if defined(__x86_64__)
+    bool ssse3 = __builtin_cpu_supports("ssse3");
+#endif
+
+    if (!chw) {
+        for (uint32_t y = 0; y < h; y++)
+            memcpy(dst + (size_t)y * w * 3, src + y * stride, (size_t)w * 3);
+        return;
+    }
+#if defined(__x86_64__)
+    if (ssse3) {
+        deinterleave_ssse3(src, stride, w, h, dst);
+        return;
+    }
+#endif
+    for (uint32_t y = 0; y < h; y++) {
+        const uint8_t *row = src + y * stride;
+        uint8_t *r = dst + (size_t)y * w;
+
+        deinterleave(row, r, r + plane, r + 2 * plane, 0, w);
     }
 }
 
