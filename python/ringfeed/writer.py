@@ -662,11 +662,11 @@ def _parallel(dataset, encoder, mapped, total, jobs):
     finally:
         for f in pending:
             f.cancel()
-        procs = list(getattr(ex, "_processes", {}).values()) if pending else []
-        ex.shutdown(wait=not procs, cancel_futures=True)
-        for p in procs:                 # a failed pack does not wait for them
-            p.terminate()
-            p.join()
+        # The chunks running finish (each at most 64 samples) before the
+        # workers go: one killed while it sends its result would leave half
+        # a message in the pool's pipe, and the thread reading it, and so
+        # the interpreter's exit, blocked for good (a CI run hung so).
+        ex.shutdown(wait=True, cancel_futures=True)
 
 
 def pack(dataset, path, fields, jobs=1, progress=None, **writer_opts):

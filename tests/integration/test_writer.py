@@ -417,12 +417,21 @@ class Dies(Folder):
         return super().__getitem__(i)
 
 
+def pool_threads():
+    """The process pools' manager threads still alive: a pack must leave
+    none, or the interpreter's exit waits on them (a CI run hung so)."""
+    import concurrent.futures.process as cfp
+    import threading
+    return [t for t in threading.enumerate() if isinstance(t, cfp._ExecutorManagerThread)]
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_interrupted_pack_leaves_nothing(tmp_path, jobs):
     items, _ = mixed(30)
     refused(tmp_path, KeyboardInterrupt, "",
             lambda p: ringfeed.pack(Interrupted(items, ["a", "b", "c", "d"]), p, FIELDS,
                                     jobs=jobs, progress=False))
+    assert pool_threads() == []
 
 
 def test_dead_worker_leaves_nothing(tmp_path):
@@ -430,3 +439,4 @@ def test_dead_worker_leaves_nothing(tmp_path):
     refused(tmp_path, RuntimeError, "an encoding worker died",
             lambda p: ringfeed.pack(Dies(items, ["a", "b", "c", "d"]), p, FIELDS, jobs=2,
                                     progress=False))
+    assert pool_threads() == []
