@@ -288,7 +288,7 @@ static void ring_header(struct daemon *d, struct stream *st)
 {
     struct ring_hdr *h;
 
-    ring_init(st->mem, &st->geom);
+    ring_init(st->mem, &st->geom, 2);
     h = st->mem;
     h->version = st->version;
     h->dtype = st->out.dtype;

@@ -219,7 +219,9 @@ static int shard_open(struct dataset *ds, uint32_t i, int dirfd,
         .max_stored = ds->m.max_stored,
         .max_decoded = ds->m.max_decoded,
         .tensor_bytes = (uint32_t)ds->info.sample_bytes,
-        .classes = ds->m.nclasses,
+        /* kind fields: a label is a field of the record, the entries'
+         * are DATASET_NO_LABEL (manifest.h) */
+        .classes = ds->m.kind == DATASET_FIELDS ? 0 : ds->m.nclasses,
     };
     if (h.records) {
         map_off = h.index_off & ~(uint64_t)(page - 1);
@@ -321,6 +323,13 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
         .shards = ds->m.nshards,
     };
     memcpy(ds->info.shape, ds->m.dims, sizeof(ds->info.shape));
+    if (ds->m.kind == DATASET_FIELDS)
+        ds->info.schema = ds->m.schema;
+    else if (ds->m.kind != DATASET_BYTES)
+        schema_legacy(ds->m.kind, ds->m.dtype, ds->m.dims, ds->m.ndim, ds->m.image_height,
+                      ds->m.image_width, &ds->info.schema);
+    if (ds->m.kind == DATASET_FIELDS)
+        schema_check(&ds->info.schema, NULL); /* checked by the parser: fills row_bytes */
     if (ds->m.kind == DATASET_TENSOR)
         ds->info.sample_bytes = dataset_tensor_bytes(ds->m.dtype, ds->m.dims,
                                                      ds->m.ndim);

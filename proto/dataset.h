@@ -45,6 +45,7 @@
 #include "codec.h"
 #include "dataset_types.h"
 #include "err.h"
+#include "schema.h"
 
 struct dataset;
 struct dataset_dctx;
@@ -74,6 +75,10 @@ struct dataset_info {
                                         MANIFEST's image_shape); 0, 0: not
                                         known to be one size */
     uint32_t shards;
+    struct schema schema;            /* the fields of a sample: kind fields'
+                                        MANIFEST lines, or the implicit
+                                        schema of jpeg and tensor
+                                        (schema_legacy); n == 0 for bytes */
 };
 
 /* Where one sample is and what it should decode to. */

@@ -10,6 +10,7 @@ static const char *const kind_names[DATASET_KIND_COUNT] = {
     [DATASET_JPEG] = "jpeg",
     [DATASET_TENSOR] = "tensor",
     [DATASET_BYTES] = "bytes",
+    [DATASET_FIELDS] = "fields",
 };
 
 /* The one description of a tensor element type: its manifest name, its
@@ -27,7 +28,16 @@ static const struct {
     [DATASET_DTYPE_I32] = {"i32", 4, RING_I32},
     [DATASET_DTYPE_F32] = {"f32", 4, RING_F32},
     [DATASET_DTYPE_F64] = {"f64", 8, RING_F64},
+    [DATASET_DTYPE_I64] = {"i64", 8, RING_I64},
+    [DATASET_DTYPE_F16] = {"f16", 2, RING_F16},
+    [DATASET_DTYPE_BF16] = {"bf16", 2, RING_BF16},
+    [DATASET_DTYPE_U16] = {"u16", 2, RING_U16},
 };
+
+const char *dataset_dtype_names(void)
+{
+    return "u8 i8 i16 i32 i64 f16 bf16 f32 f64 u16";
+}
 
 static int word_is(const char *s, size_t n, const char *word)
 {

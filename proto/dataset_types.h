@@ -17,6 +17,8 @@ enum dataset_kind {
     DATASET_JPEG,   /* an encoded JPEG image, decoded by the daemon */
     DATASET_TENSOR, /* a fixed-shape array, dtype and shape in the manifest */
     DATASET_BYTES,  /* opaque bytes of any length */
+    DATASET_FIELDS, /* named, typed fields per sample: the schema in the
+                       manifest (schema.h), each record all of them */
     DATASET_KIND_COUNT
 };
 
@@ -35,6 +37,10 @@ enum dataset_dtype {
     DATASET_DTYPE_I32,
     DATASET_DTYPE_F32,
     DATASET_DTYPE_F64,
+    DATASET_DTYPE_I64,
+    DATASET_DTYPE_F16,
+    DATASET_DTYPE_BF16,
+    DATASET_DTYPE_U16,
     DATASET_DTYPE_COUNT
 };
 
@@ -82,6 +88,8 @@ const char *dataset_dtype_name(enum dataset_dtype dtype);
 size_t dataset_dtype_size(enum dataset_dtype dtype);
 /* The dtype named by the n bytes at s, or -EINVAL. */
 int dataset_dtype_parse(const char *s, size_t n);
+/* Every dtype's name, space separated, for messages. */
+const char *dataset_dtype_names(void);
 /* Its number in a ring header (enum ring_dtype); 0 for DATASET_DTYPE_NONE
  * or out of range. */
 uint32_t dataset_dtype_ring(enum dataset_dtype dtype);

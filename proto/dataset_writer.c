@@ -49,6 +49,10 @@ struct dataset_writer {
     int level;
     uint64_t shard_bytes;
     uint64_t tensor_bytes;
+    struct schema schema;   /* kind fields: as given, checked; max= is the
+                               bound each record is checked against */
+    uint64_t seen_rows[SCHEMA_MAX_FIELDS]; /* ragged, bytes: the most rows
+                               one record had: the MANIFEST's max= */
     struct codec_cctx *cctx;
     int started;            /* a record was added: too late for a dict */
     int failed;             /* an add failed midway: only abort is left */
@@ -107,6 +111,8 @@ static int check_opts(const struct dataset_writer_opts *o,
         return rf_err_set(err, -EINVAL, "unknown codec %u", o->codec);
     if (o->classes && !o->class_names)
         return rf_err_set(err, -EINVAL, "%u classes but no class names", o->classes);
+    if ((o->kind == DATASET_FIELDS) != (o->schema != NULL))
+        return rf_err_set(err, -EINVAL, "a schema is for kind fields, and kind fields needs one");
     if (o->kind == DATASET_TENSOR) {
         *tensor_bytes = dataset_tensor_bytes(o->dtype, o->shape, o->ndim);
         if (*tensor_bytes == 0)
@@ -168,6 +174,12 @@ int dataset_writer_create(const char *dest,
     w->m.max_side = o->max_side;
     w->m.max_side_quality = o->max_side_quality;
     w->m.jpeg_restart = o->jpeg_restart;
+    if (o->kind == DATASET_FIELDS) {
+        w->schema = *o->schema;
+        r = schema_check(&w->schema, err);
+        if (r < 0)
+            goto fail;
+    }
     if (o->kind == DATASET_TENSOR) {
         w->m.dtype = o->dtype;
         w->m.ndim = o->ndim;
@@ -450,7 +462,29 @@ int dataset_writer_add_codec(struct dataset_writer *w, const void *data,
     if (w->tensor_bytes && len != w->tensor_bytes)
         return rf_err_set(err, -EINVAL, "record of %zu bytes: the tensor "
                           "shape needs %" PRIu64, len, w->tensor_bytes);
-    if (w->m.nclasses ? label >= w->m.nclasses : label != DATASET_NO_LABEL)
+    if (w->m.kind == DATASET_FIELDS) {
+        struct schema_part parts[SCHEMA_MAX_FIELDS];
+        uint64_t rows[SCHEMA_MAX_FIELDS];
+
+        r = schema_record_split(&w->schema, data, len, parts, err);
+        if (r < 0)
+            return r;
+        if (label != DATASET_NO_LABEL)
+            return rf_err_set(err, -EINVAL, "kind fields: a label is a field, the record's "
+                              "label must be DATASET_NO_LABEL");
+        for (uint32_t i = 0; i < w->schema.n; i++) {
+            const struct schema_field *f = &w->schema.f[i];
+
+            rows[i] = schema_rows(f, parts[i].len);
+            if (f->cap_rows && rows[i] > f->cap_rows)
+                return rf_err_set(err, -EINVAL, "field %s: %" PRIu64 " rows, more than the "
+                                  "batch's cap=%" PRIu64, f->name, rows[i], f->cap_rows);
+        }
+        for (uint32_t i = 0; i < w->schema.n; i++)
+            if ((w->schema.f[i].kind == SCHEMA_RAGGED || w->schema.f[i].kind == SCHEMA_BYTES) &&
+                rows[i] > w->seen_rows[i])
+                w->seen_rows[i] = rows[i];
+    } else if (w->m.nclasses ? label >= w->m.nclasses : label != DATASET_NO_LABEL)
         return rf_err_set(err, -EINVAL, "label %" PRIu32 " out of range "
                           "(%" PRIu32 " classes)", label, w->m.nclasses);
     w->started = 1;
@@ -591,6 +625,14 @@ int dataset_writer_finish(struct dataset_writer *w,
             goto fail;
     }
     w->m.samples = w->st.records;
+    if (w->m.kind == DATASET_FIELDS) {
+        /* max= is the most rows a record had (at least 1): the ring's
+         * capacity per batch is sized from it */
+        w->m.schema = w->schema;
+        for (uint32_t i = 0; i < w->schema.n; i++)
+            if (w->schema.f[i].max_rows)
+                w->m.schema.f[i].max_rows = w->seen_rows[i] ? w->seen_rows[i] : 1;
+    }
     if (w->m.raw_images > w->m.samples) {
         r = rf_err_set(err, -EINVAL, "raw_images %" PRIu64 " but only %" PRIu64
                        " records added", w->m.raw_images, w->m.samples);

@@ -37,6 +37,7 @@
 #include "codec.h"
 #include "dataset_types.h"
 #include "err.h"
+#include "schema.h"
 
 #define DATASET_WRITER_SHARD_BYTES (256ull << 20) /* default shard size */
 #define DATASET_WRITER_ZSTD_LEVEL  3
@@ -58,6 +59,11 @@ struct dataset_writer_opts {
                                           MANIFEST (the packer resized the
                                           records); 0: none */
     uint32_t max_side_quality;         /* with max_side: 1..100 */
+    const struct schema *schema;       /* kind fields only: the fields,
+                                          copied and checked; a ragged or
+                                          bytes field's max= bounds each
+                                          record, and the MANIFEST records
+                                          the most rows one had (schema.h) */
     enum dataset_jpeg_restart jpeg_restart;  /* jpeg only: recorded in the
                                           MANIFEST (the packer re-encoded
                                           the records with restart

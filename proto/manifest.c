@@ -21,6 +21,7 @@
 
 #include "codec.h"
 #include "pixels.h"
+#include "schema.h"
 #include "shard.h"
 
 struct mparse {
@@ -30,6 +31,9 @@ struct mparse {
     uint32_t seen;            /* bit per keys[] row already seen */
     uint32_t classes_filled;
     uint32_t shards_filled;
+    uint32_t fields_declared;     /* the fields line's N; fields added so far
+                                     are m->schema.n */
+    int have_fields;
     int have_samples, have_kind;  /* those lines came already */
     size_t input_len;
     int ended;
@@ -192,7 +196,7 @@ static int key_kind(struct mparse *ps, struct field *f, struct rf_err *err)
     int k = dataset_kind_parse(f[0].s, f[0].n);
 
     if (k < 0)
-        return LINE_FAIL(ps, "unknown kind \"%.*s\" (jpeg, tensor, bytes)",
+        return LINE_FAIL(ps, "unknown kind \"%.*s\" (jpeg, tensor, bytes, fields)",
                          (int)f[0].n, f[0].s);
     ps->m->kind = (enum dataset_kind)k;
     ps->have_kind = 1;
@@ -204,8 +208,8 @@ static int key_dtype(struct mparse *ps, struct field *f, struct rf_err *err)
     int d = dataset_dtype_parse(f[0].s, f[0].n);
 
     if (d < 0)
-        return LINE_FAIL(ps, "unknown dtype \"%.*s\" (u8 i8 i16 i32 f32 f64)",
-                         (int)f[0].n, f[0].s);
+        return LINE_FAIL(ps, "unknown dtype \"%.*s\" (%s)", (int)f[0].n, f[0].s,
+                         dataset_dtype_names());
     ps->m->dtype = (enum dataset_dtype)d;
     return 0;
 }
@@ -506,6 +510,37 @@ static int key_shard(struct mparse *ps, struct field *f, struct rf_err *err)
     return 0;
 }
 
+/* "fields N": N field lines follow, 1..SCHEMA_MAX_FIELDS. */
+static int key_fields(struct mparse *ps, struct field *f, struct rf_err *err)
+{
+    uint64_t v;
+
+    if (parse_num(&f[0], SCHEMA_MAX_FIELDS, &v) < 0 || v == 0)
+        return LINE_FAIL(ps, "fields \"%.*s\" is not a number from 1 to %d",
+                         (int)f[0].n, f[0].s, SCHEMA_MAX_FIELDS);
+    ps->fields_declared = (uint32_t)v;
+    ps->have_fields = 1;
+    return 0;
+}
+
+/* "field NAME KIND OPTIONS...": one field of the schema (schema.h). */
+static int key_field(struct mparse *ps, struct field *f, struct rf_err *err)
+{
+    struct schema_field sf;
+    char of[SCHEMA_NAME_MAX + 1];
+    struct rf_err e;
+
+    if (!ps->have_fields)
+        return LINE_FAIL(ps, "field line before the fields line");
+    if (ps->m->schema.n >= ps->fields_declared)
+        return LINE_FAIL(ps, "more field lines than fields says (%" PRIu32 ")",
+                         ps->fields_declared);
+    if (schema_field_parse(f[0].s, f[0].n, &sf, of, &e) < 0 ||
+        schema_add(&ps->m->schema, &sf, of, &e) < 0)
+        return LINE_FAIL(ps, "%s", e.msg);
+    return 0;
+}
+
 static int key_end(struct mparse *ps, struct field *f, struct rf_err *err)
 {
     (void)f;
@@ -537,6 +572,8 @@ static const struct key_def {
     {"jpeg_restart", 1, ONCE, 0, key_jpeg_restart},
     {"raw_images", 1, ONCE, 0, key_raw_images},
     {"image_shape", 1, ONCE, 0, key_image_shape},
+    {"fields", 1, ONCE, 0, key_fields},
+    {"field", 1, REPEAT | REST, 0, key_field},
     {"classes", 1, ONCE, 1, key_classes},
     {"class", 2, REPEAT | REST, 0, key_class},
     {"dict", 3, ONCE, 0, key_dict},
@@ -632,6 +669,11 @@ int manifest_parse(const char *buf, size_t len, struct manifest *m,
     if (ps.classes_filled != m->nclasses) {
         r = LINE_FAIL(&ps, "end of file: %" PRIu32 " class lines, classes "
                       "says %" PRIu32, ps.classes_filled, m->nclasses);
+        goto fail;
+    }
+    if (m->schema.n != ps.fields_declared) {
+        r = LINE_FAIL(&ps, "end of file: %" PRIu32 " field lines, fields "
+                      "says %" PRIu32, m->schema.n, ps.fields_declared);
         goto fail;
     }
     if (ps.shards_filled != m->nshards) {
@@ -789,6 +831,19 @@ int manifest_check(const struct manifest *m, struct rf_err *err)
                           "tensor only, this is kind %s",
                           dataset_kind_name(m->kind));
     }
+    if ((m->kind == DATASET_FIELDS) != (m->schema.n != 0))
+        return rf_err_set(err, -EBADMSG, m->schema.n
+                          ? "fields and field lines are for kind fields only, "
+                            "this is kind %s"
+                          : "kind %s needs a fields line and its field lines",
+                          dataset_kind_name(m->kind));
+    if (m->schema.n) {
+        struct schema s = m->schema;
+        struct rf_err e;
+
+        if (schema_check(&s, &e) < 0)
+            return rf_err_set(err, -EBADMSG, "%s", e.msg);
+    }
     if (m->max_stored > DATASET_RECORD_MAX ||
         m->max_decoded > DATASET_RECORD_MAX)
         return rf_err_set(err, -EBADMSG, "max_stored/max_decoded over the "
@@ -886,6 +941,18 @@ char *manifest_format(const struct manifest *m, size_t *len)
         for (unsigned i = 0; i < m->ndim; i++)
             fprintf(f, "%s%" PRIu64, i ? "x" : "", m->dims[i]);
         fputc('\n', f);
+    }
+    if (m->schema.n)
+        fprintf(f, "fields %" PRIu32 "\n", m->schema.n);
+    for (uint32_t i = 0; i < m->schema.n; i++) {
+        char line[SCHEMA_LINE_MAX];
+
+        if (schema_field_format(&m->schema, i, line, sizeof(line)) < 0) {
+            fclose(f);
+            free(out);
+            return NULL;
+        }
+        fprintf(f, "field %s\n", line);
     }
     fprintf(f, "codec %s\n", codec_name(m->codec));
     fprintf(f, "max_stored %" PRIu32 "\nmax_decoded %" PRIu32 "\n",

@@ -26,6 +26,10 @@
  *                                  are RFPX pixels, not JPEG, see below
  *     image_shape 32x32            jpeg only, optional: every image is
  *                                  32 high and 32 wide, see below
+ *     fields 3                     kind fields only: then exactly that
+ *     field image image            many field lines, the schema in
+ *     field boxes ragged dtype=f32 shape=4 max=50 boxes=image
+ *     field label scalar           order (schema.h says what they mean)
  *     classes 10                   then exactly that many class lines:
  *     class 0 T-shirt/top          number, then the name: the rest of the
  *     class 1 Trouser              line (spaces and '/' allowed, no control
@@ -87,6 +91,13 @@
  * upgrade the reader) rather than edit the MANIFEST, whose text is the
  * dataset's identity.
  *
+ * kind fields (since the schema): each record holds every field of the
+ * schema (schema.h's record layout); the shard entries' labels are
+ * DATASET_NO_LABEL, and classes, when given, name the values of a scalar
+ * field called "label".  A reader older than the kind refuses it as an
+ * unknown kind (and the fields lines as unknown keys), so a pack with
+ * fields never reaches code that would misread its records.
+ *
  * The parser is a pure function of a buffer.  Names are kept as offsets into
  * one text block that the struct owns.  Every count it allocates for is
  * bounded by the input's length, so a forged "classes 4000000000" costs
@@ -100,6 +111,7 @@
 
 #include "dataset_types.h"
 #include "err.h"
+#include "schema.h"
 
 #define MANIFEST_VERSION 1u
 #define MANIFEST_NAME_MAX 255u
@@ -134,6 +146,9 @@ struct manifest {
     uint64_t raw_images;               /* jpeg: RFPX records; 0: none, no key */
     uint32_t image_height, image_width; /* jpeg: every image's size (image_shape
                                           HxW); 0, 0: not one size, no key */
+    struct schema schema;              /* kind fields: the fields lines; else
+                                          n == 0 (schema_legacy describes
+                                          the older kinds) */
     uint32_t nclasses;
     uint32_t *classes;                 /* nclasses offsets into text */
     int has_dict;

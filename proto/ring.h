@@ -126,8 +126,9 @@
 #include "err.h"
 
 #define RING_MAGIC 0x31474e4952465200ull /* "\0RFRING1" read little endian */
-#define RING_VERSION 2u       /* the layout this build writes and speaks */
+#define RING_VERSION 3u       /* the layout this build writes and speaks */
 #define RING_VERSION_MIN 1u   /* the oldest a client may ask for (see M4, W2) */
+#define RING_VERSION_FIELDS 3u /* the first with fields (see VERSION 3) */
 #define RING_HDR_SIZE 4096u
 #define RING_PAGE 4096u
 #define RING_MAX_DEPTH 64u
@@ -161,8 +162,65 @@ enum ring_dtype {
     RING_I32 = 4,
     RING_F32 = 5,
     RING_F64 = 6,
+    RING_I64 = 7,  /* 7..10: since ring version 3 (a version-2 client */
+    RING_F16 = 8,  /* is never given them: its ATTACH is refused) */
+    RING_BF16 = 9,
+    RING_U16 = 10,
 };
 enum ring_layout { RING_CHW = 1, RING_HWC = 2, RING_FLAT = 3 };
+
+/*
+ * VERSION 3: FIELDS.  A version-3 ring describes every field of a sample
+ * (proto/schema.h) in the header's field table, and a slot holds one
+ * column per field after the per-sample records, each starting on a page:
+ *
+ *   slot: | ring_slot + ring_sample[batch] | column 0 | column 1 | ...
+ *                                 meta_size^
+ *
+ *  RING_FIELD_FIXED  (image after its transform, tensor, scalar): batch *
+ *      item_bytes bytes at `offset`, sample i's at offset + i * item_bytes.
+ *  RING_FIELD_RAGGED (ragged, bytes): at `offsets_at`, batch + 1 int64
+ *      offsets in rows (offsets[0] = 0, monotone, offsets[count] = the
+ *      batch's rows, at most `capacity`); at `offset`, capacity *
+ *      item_bytes bytes of values, sample i's rows from offsets[i] to
+ *      offsets[i + 1], with no gap.  A batch that needs more rows than
+ *      the capacity fails the stream, naming the field and the figures.
+ *
+ * Column 0 is at meta_size, where versions 1 and 2 put their one data
+ * block; a dataset of one image or tensor and a label has two fields,
+ * that one and "label" (FIXED, i64), whose values ring_sample.label
+ * repeats as an int32.  A version-2 client is given the version-2 layout
+ * (no field table, no label column) and refused a dataset it cannot read
+ * (kind fields, or a dtype from 7 up).  Every offset and size in the table
+ * is computed by ring_geometry_fields from the kinds, item sizes and
+ * capacities: a reader recomputes them from those and compares.
+ */
+#define RING_MAX_FIELDS 16u
+#define RING_FIELDS_AT 1024u
+#define RING_FIELD_NAME 32u
+
+enum ring_field_kind { RING_FIELD_FIXED = 1, RING_FIELD_RAGGED = 2 };
+/* ring_field.role: what the field is to field `of` */
+enum ring_field_role { RING_ROLE_NONE = 0, RING_ROLE_BOXES = 1, RING_ROLE_MASK = 2 };
+
+struct ring_field {
+    char name[RING_FIELD_NAME]; /* NUL-terminated, [A-Za-z0-9_] */
+    uint32_t kind;              /* enum ring_field_kind */
+    uint32_t dtype;             /* enum ring_dtype */
+    uint32_t layout;            /* enum ring_layout: an image's CHW or HWC,
+                                   else FLAT */
+    uint32_t ndim;              /* 0..4 dims of one sample (FIXED; 0: one
+                                   value) or of one row (RAGGED; 0: one
+                                   value per row) */
+    uint32_t shape[4];
+    uint32_t role;              /* enum ring_field_role */
+    uint32_t of;                /* the field the role refers to */
+    uint64_t item_bytes;        /* FIXED: one sample's bytes; RAGGED: one row's */
+    uint64_t capacity;          /* FIXED: batch; RAGGED: rows per batch */
+    uint64_t offset;            /* within the slot: the column (values) */
+    uint64_t offsets_at;        /* RAGGED: the int64 offsets; FIXED: 0 */
+    uint8_t pad[128 - 104];
+};
 
 struct ring_hdr {
     /* immutable after the daemon's ring_init() */
@@ -185,7 +243,12 @@ struct ring_hdr {
     uint64_t start_epoch;       /* the stream's batch 0 is ... */
     uint64_t start_seq;         /* ... this (epoch, sequence) */
     uint64_t attach_id;         /* the daemon's number for this client */
-    uint8_t pad0[256 - 120];
+    uint32_t nfields;           /* version 3: entries of fields[] (1..) */
+    uint32_t primary;           /* version 3: the field whose column the
+                                   data block, sample_bytes, dtype, layout
+                                   and shape above describe (the one the
+                                   transform is bound to) */
+    uint8_t pad0[256 - 128];
 
     /* written by the daemon */
     _Alignas(64) _Atomic uint32_t state; /* enum ring_state */
@@ -201,6 +264,10 @@ struct ring_hdr {
      * eventfd after each release (M4); otherwise it reads `released` when
      * a worker reports, and a release costs the client no system call */
     _Alignas(64) _Atomic uint32_t want_release;
+
+    /* version 3, immutable after the daemon fills it: one entry per field
+     * of the sample (RING_FIELDS_AT), the schema's order */
+    _Alignas(1024) struct ring_field fields[RING_MAX_FIELDS];
 };
 
 /* One slot's header.  Lives at the start of each slot. */
@@ -213,7 +280,9 @@ struct ring_slot {
     uint32_t chunks;              /* number of chunks the batch was cut in */
     uint32_t substituted;         /* samples replaced because they were bad */
     _Atomic uint64_t chunks_done; /* bit k set when chunk k is written */
-    uint8_t pad[64 - 48];
+    uint32_t dropped;             /* version 3: boxes dropped by the crop
+                                     (their centre left it) in this batch */
+    uint8_t pad[64 - 52];
 };
 
 /* Per sample, after the slot header. */
@@ -249,13 +318,33 @@ struct ring_geom {
 int ring_geometry(uint32_t depth, uint32_t batch, uint64_t sample_bytes,
                   struct ring_geom *g, struct rf_err *err);
 
-/* Writes a fresh header into mem (total_size bytes, zeroed by the caller or
- * fresh from ftruncate).  The caller fills the descriptive fields after. */
-void ring_init(void *mem, const struct ring_geom *g);
+/*
+ * Version 3: lays out the n fields of f[] (kind, item_bytes and, for
+ * RAGGED, capacity set by the caller; everything else left as it is) in a
+ * slot of `batch` samples: fills each one's offset and offsets_at (and a
+ * FIXED one's capacity = batch), and *g with sample_bytes = field
+ * primary's item_bytes.  Returns 0, -EINVAL (depth, batch, n, primary, a
+ * kind or a size out of range, named in err) or -EOVERFLOW.
+ */
+int ring_geometry_fields(uint32_t depth, uint32_t batch, struct ring_field *f, uint32_t n,
+                         uint32_t primary, struct ring_geom *g, struct rf_err *err);
+
+/* Writes a fresh header of the given layout version (2 or 3) into mem
+ * (total_size bytes, zeroed by the caller or fresh from ftruncate).  The
+ * caller fills the descriptive fields (and version 3's table) after. */
+void ring_init(void *mem, const struct ring_geom *g, uint32_t version);
+
+/* Checks one field entry i of n: a terminated name of [A-Za-z0-9_], known
+ * kind, dtype, layout and role, ndim <= 4.  0 or -EBADMSG. */
+int ring_field_check(const struct ring_field *f, uint32_t i, uint32_t n, struct rf_err *err);
 
 /*
- * Checks a mapped ring's header as a client receives it: magic, version,
- * sizes consistent with each other and with map_size.  Returns 0, or
+ * Checks a mapped ring's header as a client receives it: magic, version
+ * (2 or 3), sizes consistent with each other and with map_size, and for
+ * version 3 the field table: names, kinds, dtypes, roles, and every offset
+ * recomputed by ring_geometry_fields.  The caller passes a private copy of
+ * the header (RING_HDR_SIZE bytes): the ring itself is client-writable and
+ * may change while it is read.  Returns 0, or
  * -EPROTO (wrong magic or version: the message says which versions) or
  * -EBADMSG (inconsistent geometry).
  */

@@ -195,7 +195,7 @@ int fake_ring_make(struct fake_ring *r, uint32_t depth, uint32_t batch,
         goto fail;
     }
     r->size = g.total_size;
-    ring_init(r->hdr, &g);
+    ring_init(r->hdr, &g, 2);
     /* like a daemon with nothing in flight: the eventfd after each release */
     atomic_store(&r->hdr->want_release, 1);
     r->hdr->dtype = RING_U8;

@@ -856,6 +856,8 @@ static void dtype_table(void)
         {DATASET_DTYPE_U8, "u8", 1, 1},   {DATASET_DTYPE_I8, "i8", 1, 2},
         {DATASET_DTYPE_I16, "i16", 2, 3}, {DATASET_DTYPE_I32, "i32", 4, 4},
         {DATASET_DTYPE_F32, "f32", 4, 5}, {DATASET_DTYPE_F64, "f64", 8, 6},
+        {DATASET_DTYPE_I64, "i64", 8, 7}, {DATASET_DTYPE_F16, "f16", 2, 8},
+        {DATASET_DTYPE_BF16, "bf16", 2, 9}, {DATASET_DTYPE_U16, "u16", 2, 10},
     };
     uint32_t seen = 0;
 
@@ -873,12 +875,13 @@ static void dtype_table(void)
         seen |= 1u << (ring & 31);
     }
     TAP_OK(RING_U8 == 1 && RING_I8 == 2 && RING_I16 == 3 && RING_I32 == 4 && RING_F32 == 5 &&
-               RING_F64 == 6,
+               RING_F64 == 6 && RING_I64 == 7 && RING_F16 == 8 && RING_BF16 == 9 &&
+               RING_U16 == 10,
            "ring dtype numbers as shipped");
     TAP_IS_INT(dataset_dtype_ring(DATASET_DTYPE_NONE), 0, "no ring number for NONE");
     TAP_IS_INT(dataset_dtype_ring(DATASET_DTYPE_COUNT), 0, "none out of range");
     TAP_IS_INT(dataset_dtype_from_ring(0), -EINVAL, "ring dtype 0 names none");
-    TAP_IS_INT(dataset_dtype_from_ring(7), -EINVAL, "ring dtype 7 names none");
+    TAP_IS_INT(dataset_dtype_from_ring(11), -EINVAL, "ring dtype 11 names none");
 }
 
 int main(void)
