@@ -20,7 +20,8 @@
 static const char usage_text[] =
     "usage: ringfeed-pack info DIR\n"
     "\n"
-    "Describes the dataset at DIR: kind, shape, samples, shards, codec,\n"
+    "Describes the dataset at DIR: kind, shape, its fields (one line each,\n"
+    "the MANIFEST's words: name, kind, options), samples, shards, codec,\n"
     "the largest side it was packed with and how its JPEGs were written\n"
     "(jpeg), how many records are decoded pixels (RFPX) rather than JPEG,\n"
     "bytes stored and decoded, and the samples of each class by name.\n"
@@ -97,6 +98,18 @@ int pack_info_main(int argc, char **argv)
         for (unsigned d = 0; d < info->ndim; d++)
             printf("%s%" PRIu64, d ? "x" : "", info->shape[d]);
         printf(" (%" PRIu64 " bytes a sample)", info->sample_bytes);
+    }
+    if (info->schema.n) {
+        printf("\nfields    %u%s", info->schema.n, info->kind == DATASET_FIELDS
+               ? " (the MANIFEST's field lines: name kind options)"
+               : " (implicit: the label is the shard entry's, not in the record)");
+        for (uint32_t i = 0; i < info->schema.n; i++) {
+            char line[SCHEMA_LINE_MAX];
+
+            if (schema_field_format(&info->schema, i, line, sizeof(line)) < 0)
+                snprintf(line, sizeof(line), "%s (too long to show)", info->schema.f[i].name);
+            printf("\n  field   %s", line);
+        }
     }
     printf("\nsamples   %" PRIu64 " in %u shard%s\n", info->samples,
            info->shards, info->shards == 1 ? "" : "s");
