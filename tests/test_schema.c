@@ -340,6 +340,10 @@ static void check_manifest(void)
     tap_ok(r == 0 && m.kind == DATASET_FIELDS && m.schema.n == 5 &&
            m.schema.f[2].role == SCHEMA_ROLE_BOXES && m.schema.f[3].cap_rows == 4096,
            "a kind-fields MANIFEST parses (%s)", r ? err.msg : "ok");
+    /* regression: manifest_parse checked a copy, leaving row_bytes 0 in m,
+     * which schema_record_split divides by */
+    tap_ok(r == 0 && m.schema.f[2].row_bytes == 16 && m.schema.f[3].row_bytes == 1 &&
+           m.schema.f[4].row_bytes == 8, "manifest_parse fills row_bytes");
     out = manifest_format(&m, &len);
     r = out ? manifest_parse(out, len, &back, &err) : -ENOMEM;
     tap_ok(r == 0 && back.schema.n == m.schema.n &&
