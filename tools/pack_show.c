@@ -3,8 +3,9 @@
  * fields, as the workers would split its record: for each field its name,
  * kind, dtype, shape (tensor), rows (ragged, bytes) or image size and
  * format, the CRC-32C of its bytes in the record, and its values when it
- * is small (text: up to SHOW_TEXT_VALUES; --json: up to SHOW_JSON_VALUES;
- * an RFPX image adds the CRC-32C of its pixels).  A jpeg or tensor
+ * is small (text: up to SHOW_TEXT_VALUES; --json: up to SHOW_JSON_VALUES,
+ * an RFPX image's pixels too, row by row, R G B; an RFPX image adds the
+ * CRC-32C of its pixels).  A jpeg or tensor
  * dataset's sample shows its implicit fields (the label is the entry's).
  * Meant for a user looking into a pack, and for tests checking content.
  */
@@ -226,8 +227,9 @@ static int show_field(const struct dataset_info *info, uint32_t i, const uint8_t
             if (im.rfpx)
                 printf(", \"pixels_crc32c\": \"%08" PRIx32 "\"",
                        crc32c(0, im.pixels, im.pixel_bytes));
-            if (im.rfpx && f->channels == 1 && (uint64_t)im.width * im.height <= (uint64_t)limit)
-                print_values(f->dtype, im.pixels, (uint64_t)im.width * im.height, 1);
+            if (im.rfpx && (uint64_t)im.width * im.height * im.channels <= (uint64_t)limit)
+                print_values(f->dtype, im.pixels, (uint64_t)im.width * im.height * im.channels,
+                             1);
             fputc('}', stdout);
         } else {
             printf("  %" PRIu32 "x%" PRIu32 " (HxW) x%" PRIu32 " %s, %zu bytes, crc32c %s",

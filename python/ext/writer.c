@@ -140,8 +140,9 @@ static int parse_shape(PyObject *shape, struct dataset_writer_opts *opts)
 
 /*
  * fields: a sequence of field lines (str, the MANIFEST's words after
- * "field": proto/schema.h) parsed and added to *s by schema.c itself, so a
- * line Python makes means what it means in a MANIFEST.
+ * "field": proto/schema.h) parsed, added and checked by schema.c itself
+ * (ValueError naming the field), so a line Python makes means what it
+ * means in a MANIFEST.
  */
 static int parse_fields(PyObject *fields, struct schema *s)
 {
@@ -164,6 +165,14 @@ static int parse_fields(PyObject *fields, struct schema *s)
             goto out;
         if (schema_field_parse(line, (size_t)len, &f, of, &err) < 0 ||
             schema_add(s, &f, of, &err) < 0) {
+            PyErr_Format(PyExc_ValueError, "ringfeed: %s", err.msg);
+            goto out;
+        }
+    }
+    {
+        struct rf_err err;
+
+        if (schema_check(s, &err) < 0) {
             PyErr_Format(PyExc_ValueError, "ringfeed: %s", err.msg);
             goto out;
         }

@@ -500,17 +500,19 @@ def _encoded_size(data):
         raise ValueError(f"an image file Pillow cannot read ({e})") from None
 
 
-def _exact(a, want, what="value"):
+def _exact(a, want, what="value", shown=None):
     """The number array a as numpy dtype want (not bfloat16), exactly:
-    ValueError naming the first value that would change."""
+    ValueError naming the first value that would change (and the field's
+    dtype as shown, default want)."""
     np = _np()
     want = np.dtype(want)
+    shown = shown or want
     if a.dtype.kind not in "biuf":
         raise TypeError(f"a {a.dtype} array: numbers are needed")
     if a.dtype == want or np.can_cast(a.dtype, want, "safe"):
         return a.astype(want, copy=False)
     if a.dtype.kind == "f" and want.kind in "iub":
-        raise ValueError(f"{a.dtype} values into a {want} field: a float is not "
+        raise ValueError(f"{a.dtype} values into a {shown} field: a float is not "
                          "converted to an integer (cast it yourself)")
     with np.errstate(all="ignore"):
         b = a.astype(want)
@@ -520,7 +522,7 @@ def _exact(a, want, what="value"):
         same |= np.isnan(a) & np.isnan(back)
     if not same.all():
         at = tuple(int(i) for i in np.argwhere(~same)[0])
-        raise ValueError(f"{a.dtype} {what} {a[at]!r} at {at} does not fit a {want} "
+        raise ValueError(f"{a.dtype} {what} {a[at]!r} at {at} does not fit a {shown} "
                          "field exactly")
     return b
 
@@ -549,7 +551,7 @@ def _array(value, dtype, what="value"):
     if a.dtype.kind not in "biuf":
         raise TypeError(f"a {type(value).__name__} of {a.dtype}: a number array is needed")
     if dtype == "bfloat16":
-        f = _exact(a, "float32", what)
+        f = _exact(a, "float32", what, "bfloat16")
         bits = np.ascontiguousarray(f).view(np.uint32)
         lost = ((bits & 0xFFFF) != 0) & ~np.isnan(f)
         if lost.any():
