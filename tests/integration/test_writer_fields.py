@@ -235,6 +235,16 @@ def test_max_side_shrinks_the_image_its_mask_and_boxes(tmp_path):
         shrunk = np.array(got["image"]["values"], np.int16).reshape(30, 50, 3)
         assert np.abs(shrunk - box).max() <= 1
         assert got["image"]["pixels_crc32c"] == crc32c(shrunk.astype(np.uint8).tobytes())
+    # the jpeg layout records max_side as ringfeed-pack imagefolder --max-side does
+    ds3 = str(tmp_path / "legacy")
+    ringfeed.pack([(px, 0)], ds3, {"image": ringfeed.Image(max_side=50, quality=80),
+                                   "label": ringfeed.Scalar("int64")}, classes=1)
+    lines = manifest(ds3)
+    assert "kind jpeg" in lines and "max_side 50" in lines and "max_side_quality 80" in lines
+    legacy = show(ds3, 0)[0]["image"]
+    assert (legacy["height"], legacy["width"]) == (30, 50)
+    assert legacy["values"] == shrunk.ravel().tolist()       # the same box average
+    verify(ds3)
     # a mask of another size is refused naming the sample
     e = refused(tmp_path, ringfeed.SampleError,
                 r"sample 1, field 'mask': a mask of 100x59 \(WxH\) for an image of 100x60",
