@@ -346,6 +346,11 @@ def test_idx_input_errors(tmp_path):
     (["verify"], "DIR is required"),
     (["verify", "a", "b"], "also got 'b'"),
     (["info", "--json"], "unknown option '--json'"),
+    (["show", "a"], "DIR and INDEX are required"),
+    (["show", "a", "x1"], "INDEX 'x1' is not a sample number"),
+    (["show", "a", "-1"], "INDEX '-1' is not a sample number"),
+    (["show", "a", "1", "2"], "also got '2'"),
+    (["show", "a", "1", "--yaml"], "unknown option '--yaml'"),
 ])
 def test_bad_arguments_exit_2(args, needle):
     r = pack(*args)
@@ -353,7 +358,7 @@ def test_bad_arguments_exit_2(args, needle):
     assert needle in r.stderr
 
 
-@pytest.mark.parametrize("cmd", ["idx", "imagefolder", "verify", "info"])
+@pytest.mark.parametrize("cmd", ["idx", "imagefolder", "verify", "info", "show"])
 def test_help(cmd):
     r = pack(cmd, "--help")
     assert r.returncode == 0 and r.stdout.startswith(f"usage: ringfeed-pack {cmd}")

@@ -177,6 +177,10 @@ def test_the_older_layouts_stay_and_others_are_fields(tmp_path):
     ringfeed.pack([(img, 1)], ds, {"im": ringfeed.Image(), "y": ringfeed.Scalar("int64")},
                   classes=2)
     assert "kind jpeg" in manifest(ds)
+    info = subprocess.run([pack_tool(), "info", ds], capture_output=True, text=True,
+                          check=True).stdout
+    assert "fields    2 (implicit: the label is the shard entry's" in info
+    assert "  field   image image shape=4x5\n  field   label scalar\n" in info
     got, doc = show(ds, 0)
     assert doc["kind"] == "jpeg" and got["label"]["value"] == 1 and \
         got["label"]["from"] == "entry"
@@ -364,3 +368,38 @@ def test_interrupted_pack_leaves_nothing(tmp_path, jobs):
             lambda p: ringfeed.pack(MapOfDicts(100, stop_at=40), p, MAP_FIELDS, jobs=jobs,
                                     progress=False))
     assert leftovers(str(tmp_path), "out") == [] and os.listdir(tmp_path) == []
+
+
+def test_verify_and_show_name_bad_image_parts(tmp_path):
+    """Records that split but whose image parts are wrong (written past the
+    Python checks, straight through the extension's DatasetWriter, which
+    only splits records): verify counts each, naming record and field."""
+    import struct as st
+    from ringfeed import _ringfeed
+
+    def rec(*parts):
+        return b"".join(st.pack("<I", len(p)) + p for p in parts)
+
+    enc = _ringfeed.ImageEncoder()
+    rgb, _, _, _ = enc.pixels(np.zeros((4, 5, 3), np.uint8), 5, 4)
+    plane = enc.plane(np.zeros((4, 5), np.uint8), 5, 4, 1)
+    small = enc.plane(np.zeros((3, 5), np.uint8), 5, 3, 1)
+    ds = str(tmp_path / "bad")
+    w = _ringfeed.DatasetWriter(ds, "fields", 0, fields=["image image",
+                                                         "mask image channels=1 mask=image"])
+    w.add(rec(rgb, plane), None)                  # good
+    w.add(rec(b"garbage", plane), None)           # neither RFPX nor JPEG
+    w.add(rec(plane, plane), None)                # one channel in an RGB field
+    w.add(rec(rgb, small), None)                  # mask of another size
+    w.finish()
+    r = subprocess.run([pack_tool(), "verify", ds], capture_output=True, text=True)
+    assert r.returncode == 1
+    out = r.stdout
+    assert "record 1 at byte" in out and "field image: neither RFPX nor a JPEG" in out
+    assert "record 2 at byte" in out and "field image: an RFPX record of 1 channel" in out
+    assert "record 3 at byte" in out and \
+        "field mask: a mask of 3x5 (HxW) for field image of 4x5" in out
+    assert "1 good, 3 problems" in out
+    assert show(ds, 0)[0]["mask"]["values"] == [0] * 20
+    r = subprocess.run([pack_tool(), "show", ds, "1", "--json"], capture_output=True, text=True)
+    assert r.returncode == 1 and "neither RFPX nor a JPEG" in json.loads(r.stdout)["fields"][0]["error"]
