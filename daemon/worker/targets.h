@@ -14,7 +14,7 @@
  *          x0 = j, x1 = j + w; grid: c = (j, i, w, h), r = (size, size),
  *          o = (0, 0)
  *   eval   Resize to rw x rh then CenterCrop at (left, top), as one box:
- *          x0 = left * W / rw, x1 = (left + size) * W / rw (y alike);
+ *          x0 = left * (W / rw), x1 = (left + size) * (W / rw) (y alike);
  *          grid: c = (0, 0, W, H), r = (rw, rh), o = (left, top)
  *   none   the whole image, no flip: x0 = 0, x1 = W; grid: c = (0, 0, W,
  *          H), r = (W, H), o = (0, 0)
@@ -35,8 +35,8 @@
  * column of the rw-wide resize reads source column cx + (int)t_k where
  * t_0 = a * 0.5 and t_(k+1) = t_k + a, each sum rounded to double as it
  * goes (an accumulation, not (k + 0.5) * a: the two differ by a column
- * for about one size pair in twenty); a (int)t_k of cw or more gives 0
- * (Pillow's fill; it does not happen for sizes this format allows).
+ * for about one size pair in twenty); a (int)t_k of cw or more reads 0,
+ * as Pillow fills.
  * Output column x is the resize's column ox + x, or ox + out_w - 1 - x
  * when flip; rows alike with (cy, ch, rh, oy), never mirrored.  (Pillow's
  * mode I;16, what Image.fromarray makes of a uint16 array, takes another

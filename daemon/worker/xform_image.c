@@ -25,6 +25,11 @@
  * record's pixels as the region, so its output is the output of a JPEG
  * that decodes to those pixels at scale 8/8.  All its time is resize.
  *
+ * After an image applied with success, each of train, eval and none
+ * leaves its view in struct xform_ctx (targets.h: the source box that
+ * became the output, the flip, the masks' grid), for the sample's boxes
+ * and masks; it changes no pixel and takes no draw.
+ *
  * The `none` transform (bottom of the file) serves a dataset whose
  * MANIFEST has image_shape HxW as it is: an RFPX record's pixels, or a
  * JPEG decoded whole at scale 8/8, each checked to be H x W (else
