@@ -15,8 +15,10 @@
  * source pixels; an empty file for none).  For each k of 0..COUNT-1, with
  * the stream (SEED, epoch 0, INDEX + k), the image goes through the
  * transform, then the mask and the boxes through the view; it prints
- *   ok <k> <a> <b> <c> <d> <flip> train: i j h w of the crop; eval: the
- *                                 resized rw rh and the crop's top left
+ *   ok <k> <a> <b> <c> <d> <flip> <s>   train: i j h w of the crop; eval:
+ *                                 the resized rw rh and the crop's top
+ *                                 left; the DCT scale s/8 decoded at (8
+ *                                 for an RFPX record)
  *   view <x0> <y0> <x1> <y1>      the source box, %.17g
  *   boxes <kept> <x0> <y0> <x1> <y1> ...   the kept boxes, %.9g
  * or "bad <k> <why> <message>" when the image, mask or boxes fail, and
@@ -177,12 +179,13 @@ int main(int argc, char **argv)
                 struct xfi_crop c;
 
                 xfi_train_plan(v->src_w, v->src_h, &p, &probe, &pl, &c);
-                printf("ok %llu %u %u %u %u %d\n", k, c.i, c.j, c.h, c.w, pl.flip);
+                printf("ok %llu %u %u %u %u %d %u\n", k, c.i, c.j, c.h, c.w, pl.flip,
+                       ctx.last_scale);
             } else {
                 uint32_t rw, rh, top, left;
 
                 xfi_eval_plan(v->src_w, v->src_h, &p, &pl, &rw, &rh, &top, &left);
-                printf("ok %llu %u %u %u %u 0\n", k, rw, rh, top, left);
+                printf("ok %llu %u %u %u %u 0 %u\n", k, rw, rh, top, left, ctx.last_scale);
             }
             printf("view %.17g %.17g %.17g %.17g\n", v->x0, v->y0, v->x1, v->y1);
             printf("boxes %d", nk);

@@ -20,11 +20,19 @@ central fallback:
      half-open source box; eval's source box and resized size are
      torchvision's;
   3. the fallback cases' crops are torchvision's central fallback;
-  4. a mask of another size than its image is a bad sample, shape.
+  4. the same over 40 random image sizes (train and eval, random output
+     sizes and crop fractions), and with a JPEG image in place of the RFPX
+     one (the same view: the mask follows the full-scale image);
+  5. a mask of another size than its image is a bad sample, shape;
+  6. Pillow itself still resamples NEAREST as targets.h says (the walk for
+     modes L and I, the product for I;16), over 2000 size pairs: if a
+     Pillow upgrade changes it, this says so before the masks drift.
 """
 import os
 import struct
 import subprocess
+
+import random
 
 import numpy as np
 import pytest
@@ -85,7 +93,7 @@ def run(mode, size, seed, count, paths, out, *opts):
         view = [float(x) for x in lines[at + 1].split()[1:]]
         b = lines[at + 2].split()
         kept = np.array([float(x) for x in b[2:]], dtype=np.float64).reshape(int(b[1]), 4)
-        samples.append(([int(x) for x in f[2:7]], view, kept))
+        samples.append(([int(x) for x in f[2:7]], view, kept, int(f[7])))
         at += 3
     assert len(samples) == count
     return samples
@@ -136,6 +144,22 @@ def masks_from(out, count, size, u16):
     return np.fromfile(out, dtype=dt).reshape(count, size, size)
 
 
+def check_train(im, boxes, samples, got, size):
+    """Each sample's mask is torchvision's resized_crop (+ hflip) of its
+    crop, its boxes the reference's."""
+    for k, ((i, j, ch, cw, flip), view, kept, _) in enumerate(samples):
+        assert view == [j, i, j + cw, i + ch], (k, view)
+        want = F.resized_crop(im, i, j, ch, cw, [size, size], NEAREST)
+        if flip:
+            want = F.hflip(want)
+        want = np.asarray(want)
+        assert np.array_equal(got[k].astype(np.int64), want.astype(np.int64)), \
+            f"sample {k}: crop {i} {j} {ch} {cw} flip {flip}: " \
+            f"{int((got[k] != want).sum())} values differ"
+        ref = ref_boxes(boxes, view, size, flip)
+        assert kept.shape == ref.shape and np.allclose(kept, ref, rtol=0, atol=1e-4), k
+
+
 # (size, options, the scale and ratio ranges of runs made to fall back:
 # where no attempt can fit a crop, the crop is the central fallback)
 TRAIN_RUNS = [
@@ -160,22 +184,11 @@ def test_train(tmp_path, wh, u16):
         fb_ratio = fb[1] if fb and not can_fit(w, h, *fb) else None
         out = str(tmp_path / f"train{r}.out")
         samples = run("train", size, 1000 + r, count, paths, out, *opts)
-        got = masks_from(out, count, size, u16)
-        for k, ((i, j, ch, cw, flip), view, kept) in enumerate(samples):
-            assert view == [j, i, j + cw, i + ch], (k, view)
+        check_train(im, boxes, samples, masks_from(out, count, size, u16), size)
+        for (i, j, ch, cw, flip), _, kept, _ in samples:
             if fb_ratio is not None:
-                assert (i, j, ch, cw) == fallback(w, h, fb_ratio), (k, i, j, ch, cw)
+                assert (i, j, ch, cw) == fallback(w, h, fb_ratio), (r, i, j, ch, cw)
                 fell_back += 1
-            want = F.resized_crop(im, i, j, ch, cw, [size, size], NEAREST)
-            if flip:
-                want = F.hflip(want)
-            want = np.asarray(want)
-            assert np.array_equal(got[k].astype(np.int64), want.astype(np.int64)), \
-                f"run {r} sample {k}: crop {i} {j} {ch} {cw} flip {flip}: " \
-                f"{int((got[k] != want).sum())} values differ"
-            ref = ref_boxes(boxes, view, size, flip)
-            assert kept.shape == ref.shape, (k, kept.shape, ref.shape)
-            assert np.allclose(kept, ref, rtol=0, atol=1e-4), (k, np.abs(kept - ref).max())
             flips += flip
             kept_total += len(kept)
             dropped_total += len(boxes) - len(kept)
@@ -193,7 +206,7 @@ def test_eval(tmp_path, wh, u16):
     im = pil_mask(mask, u16)
     for r, (size, crop) in enumerate([(224, 0.875), (32, 0.875), (17, 0.6), (8, 1.0)]):
         out = str(tmp_path / f"eval{r}.out")
-        [((rw, rh, top, left, flip), view, kept)] = run("eval", size, 5, 1, paths, out,
+        [((rw, rh, top, left, flip), view, kept, _)] = run("eval", size, 5, 1, paths, out,
                                                          "--crop", crop)
         resized = F.resize(im, [int(size / crop)], NEAREST)
         assert (rw, rh) == resized.size and flip == 0
@@ -224,3 +237,90 @@ def test_mask_of_another_size_is_bad(tmp_path):
     assert len(lines) == 2 and all(
         ln.startswith("bad ") and " shape " in ln and "20x31" in ln and "20x30" in ln
         for ln in lines), lines
+
+
+def test_random_sizes(tmp_path):
+    rnd = random.Random(23)
+    for n in range(40):
+        w, h = rnd.randint(1, 700), rnd.randint(1, 700)
+        u16 = n % 2 == 1
+        mask, boxes, paths = make_case(str(tmp_path), w, h, u16, seed=n)
+        im = pil_mask(mask, u16)
+        size = rnd.choice([1, 3, 16, 31, 64, 100, 224, 257])
+        out = str(tmp_path / "train.out")
+        count = 12
+        samples = run("train", size, n, count, paths, out, "--scale",
+                      f"{rnd.uniform(0.01, 0.5)},{rnd.uniform(0.5, 1)}")
+        check_train(im, boxes, samples, masks_from(out, count, size, u16), size)
+        crop = rnd.uniform(0.3, 1)
+        out = str(tmp_path / "eval.out")
+        [((rw, rh, top, left, _), view, kept, _)] = run("eval", size, 0, 1, paths, out,
+                                                      "--crop", repr(crop))
+        resized = F.resize(im, [int(size / crop)], NEAREST)
+        assert (rw, rh) == resized.size, (w, h, size, crop)
+        want = np.asarray(F.center_crop(resized, [size, size]))
+        got = masks_from(out, 1, size, u16)[0]
+        assert np.array_equal(got.astype(np.int64), want.astype(np.int64)), \
+            f"{w}x{h} eval size {size} crop {crop}: {int((got != want).sum())} values differ"
+        box = (left * (w / rw), top * (h / rh), (left + size) * (w / rw),
+               (top + size) * (h / rh))
+        ref = ref_boxes(boxes, box, size, False)
+        assert kept.shape == ref.shape and np.allclose(kept, ref, rtol=0, atol=1e-4)
+
+
+def test_jpeg_image_same_view(tmp_path):
+    """A JPEG image decodes at a reduced DCT scale for small crops; the
+    view, and so the mask and the boxes, stay in its full-scale pixels: the
+    same lines and mask bytes as for the RFPX record of that size."""
+    w, h = 600, 410
+    mask, boxes, paths = make_case(str(tmp_path), w, h, False, seed=9)
+    jpg = str(tmp_path / "img.jpg")
+    rgb = np.random.default_rng(2).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    Image.fromarray(rgb).save(jpg, quality=90)
+    for mode, opts in (("train", ("--scale", "0.5,1")), ("eval", ("--crop", "0.875"))):
+        outs = []
+        for image in (paths["img"], jpg):
+            out = str(tmp_path / f"{mode}{len(outs)}.out")
+            samples = run(mode, 32, 4, 20 if mode == "train" else 1,
+                          dict(paths, img=image), out, *opts)
+            outs.append((samples, open(out, "rb").read()))
+        assert len(outs[0][0]) == len(outs[1][0])
+        for a, b in zip(outs[0][0], outs[1][0]):
+            assert a[0] == b[0] and a[1] == b[1] and np.array_equal(a[2], b[2])
+            assert a[3] == 8
+        assert outs[0][1] == outs[1][1]
+        # the JPEG was decoded at a reduced scale: the view did not follow it
+        assert min(b[3] for b in outs[1][0]) < 8
+
+
+def walk(c, r):
+    a, t, cols = c / r, (c / r) * 0.5, []
+    for _ in range(r):
+        cols.append(int(t))
+        t += a
+    return cols
+
+
+def product(c, r):
+    a = c / r
+    return [int(a * (k + 0.5)) for k in range(r)]
+
+
+def test_pillow_nearest_rule():
+    rnd = random.Random(4)
+    differ = 0
+    for _ in range(2000):
+        c, r = rnd.randint(1, 2000), rnd.randint(1, 600)
+        cols = np.arange(c)
+        for mode, arr, rule in (("L", (cols % 251).astype(np.uint8), walk),
+                                ("I", cols.astype(np.int32), walk),
+                                ("I;16", cols.astype(np.uint16), product)):
+            im = Image.fromarray(arr[None, :], mode)
+            got = np.asarray(im.resize((r, 1), Image.NEAREST))[0].astype(np.int64)
+            want = np.array(rule(c, r), dtype=np.int64)
+            if mode == "L":
+                want = want % 251
+            assert np.array_equal(got, want), (mode, c, r)
+        differ += walk(c, r) != product(c, r)
+    # the two rules do differ, often enough that a mismatch would show
+    assert differ > 200, differ
