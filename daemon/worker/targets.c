@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "pixels.h"
@@ -65,6 +66,8 @@ int tgt_boxes(const struct tgt_view *v, const float *in, uint32_t n, float *out,
     double sx = (double)v->out_w / (v->x1 - v->x0), sy = (double)v->out_h / (v->y1 - v->y0);
     uint32_t kept = 0;
 
+    if (n > INT32_MAX)
+        return rf_err_set(err, -EBADMSG, "%u boxes: at most %d in one sample", n, INT32_MAX);
     for (uint32_t r = 0; r < n; r++) {
         double b[4], cx, cy, x0, x1, y0, y1;
 

@@ -77,7 +77,7 @@ struct tgt_view {
  * many were kept (the first rows of out); the others' centres left the
  * source box.  A box with x1 < x0 or y1 < y0,
  * or a coordinate that is not finite, is bad: -EBADMSG with err naming
- * its row (the caller makes the sample bad).
+ * its row (the caller makes the sample bad); so is n over INT32_MAX.
  */
 int tgt_boxes(const struct tgt_view *v, const float *in, uint32_t n, float *out,
               struct rf_err *err);
