@@ -68,8 +68,9 @@ FIELDS.
   images).  ``mask="F"`` makes it the mask of the earlier image field F
   (channels=1 by default): per sample it must be F's size as given, and
   when F was shrunk by max_side it is resized to F's stored size by
-  nearest neighbour (Pillow's ``resize(size, Image.NEAREST)``: source
-  pixel floor((i + 0.5) * src / dst)), so class indices stay class indices.
+  Pillow's ``resize(size, Image.NEAREST)`` itself (mode L for uint8, I for
+  uint16: the rule the workers follow for masks, daemon/worker/targets.h),
+  so class indices stay class indices.
 * ``Tensor(dtype, shape)``: a fixed shape of uint8 int8 int16 int32 int64
   float16 bfloat16 float32 float64 (or uint16).  Values (numpy arrays,
   torch tensors incl. torch.bfloat16, nested lists) are converted exactly:
@@ -615,13 +616,17 @@ def _plane(value, dtype):
 
 
 def _nearest(a, h, w):
-    """a (HxW) resized to h x w by nearest neighbour: source pixel
-    floor((i + 0.5) * src / dst), Pillow's Image.NEAREST."""
+    """a (HxW uint8 or uint16) resized to h x w by Pillow's NEAREST, as
+    the workers resample a mask (daemon/worker/targets.h): mode L for
+    uint8, mode I for uint16 (Pillow's I;16 takes another rule)."""
     np = _np()
-    sh, sw = a.shape
-    ys = ((np.arange(h) * 2 + 1) * sh) // (2 * h)
-    xs = ((np.arange(w) * 2 + 1) * sw) // (2 * w)
-    return np.ascontiguousarray(a[ys[:, None], xs[None, :]])
+    from PIL import Image as PILImage
+    if a.dtype == np.uint8:
+        im = PILImage.fromarray(a, "L")
+    else:
+        im = PILImage.fromarray(a.astype(np.int32), "I")
+    out = np.asarray(im.resize((w, h), PILImage.NEAREST))
+    return np.ascontiguousarray(out.astype(a.dtype.newbyteorder("<")))
 
 
 def _label(value, classes):

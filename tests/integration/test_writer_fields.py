@@ -239,6 +239,25 @@ def test_max_side_shrinks_the_image_its_mask_and_boxes(tmp_path):
         shrunk = np.array(got["image"]["values"], np.int16).reshape(30, 50, 3)
         assert np.abs(shrunk - box).max() <= 1
         assert got["image"]["pixels_crc32c"] == crc32c(shrunk.astype(np.uint8).tobytes())
+    # an odd ratio, where Pillow's NEAREST walk and floor((k + 0.5) * a)
+    # part: the masks are Pillow's own (mode L for u8, I for u16)
+    px2 = rng.integers(0, 256, (122, 220, 3), dtype=np.uint8)
+    m8 = rng.integers(0, 255, (122, 220), dtype=np.uint8)
+    m16 = rng.integers(0, 65535, (122, 220), dtype=np.uint16)
+    ds4 = str(tmp_path / "odd")
+    ringfeed.pack([(px2, m8, m16)], ds4, {"image": ringfeed.Image(max_side=170),
+                                          "m8": ringfeed.Image(mask="image"),
+                                          "m16": ringfeed.Image(mask="image", dtype="uint16")})
+    got = show(ds4, 0)[0]
+    assert (got["image"]["height"], got["image"]["width"]) == (94, 170)
+    want8 = np.asarray(PILImage.fromarray(m8, "L").resize((170, 94), PILImage.NEAREST))
+    want16 = np.asarray(PILImage.fromarray(m16.astype(np.int32), "I")
+                        .resize((170, 94), PILImage.NEAREST))
+    ys, xs = (np.arange(94) * 2 + 1) * 122 // 188, (np.arange(170) * 2 + 1) * 220 // 340
+    assert (m8[ys[:, None], xs[None, :]] != want8).any()     # the case tells them apart
+    assert got["m8"]["values"] == want8.ravel().tolist()
+    assert got["m16"]["values"] == want16.ravel().tolist()
+    verify(ds4)
     # the jpeg layout records max_side as ringfeed-pack imagefolder --max-side does
     ds3 = str(tmp_path / "legacy")
     ringfeed.pack([(px, 0)], ds3, {"image": ringfeed.Image(max_side=50, quality=80),
