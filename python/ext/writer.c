@@ -385,6 +385,26 @@ static PyObject *writer_set_image_shape(ext_writer *o, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* set_field_shape(field, height, width): kind fields' image field index
+ * field (schema order) has images of one size (its shape=HxW). */
+static PyObject *writer_set_field_shape(ext_writer *o, PyObject *args)
+{
+    PyObject *fo, *ho, *wo;
+    unsigned long long f, h, w;
+    struct rf_err err;
+    int r;
+
+    if (!PyArg_ParseTuple(args, "OOO", &fo, &ho, &wo))
+        return NULL;
+    if (u64_arg(fo, "field", UINT32_MAX, &f) < 0 || u64_arg(ho, "height", UINT32_MAX, &h) < 0 ||
+        u64_arg(wo, "width", UINT32_MAX, &w) < 0 || writer_usable(o) < 0)
+        return NULL;
+    r = dataset_writer_set_field_shape(o->w, (uint32_t)f, (uint32_t)h, (uint32_t)w, &err);
+    if (r < 0)
+        return ext_raise(r, "%s", err.msg);
+    Py_RETURN_NONE;
+}
+
 static PyObject *stats_dict(const struct dataset_writer_stats *st)
 {
     return Py_BuildValue("{sKsKsKsKsIsI}", "records", (unsigned long long)st->records,
@@ -471,6 +491,9 @@ static PyMethodDef writer_methods[] = {
      "set_raw_images(n): how many records are RFPX pixels (the MANIFEST's raw_images)."},
     {"set_image_shape", (PyCFunction)writer_set_image_shape, METH_VARARGS,
      "set_image_shape(height, width): every image's size (the MANIFEST's image_shape)."},
+    {"set_field_shape", (PyCFunction)writer_set_field_shape, METH_VARARGS,
+     "set_field_shape(field, height, width): every image of image field number field "
+     "has that size (its shape=HxW in the MANIFEST)."},
     {"stats", (PyCFunction)writer_stats, METH_NOARGS, "Figures so far, as a dict."},
     {"finish", (PyCFunction)writer_finish, METH_NOARGS,
      "Completes the dataset (MANIFEST, fsync, rename); returns the final figures."},

@@ -37,7 +37,8 @@ is each field's part in order, a 4-byte little-endian length then its
 bytes.  Its records are zstd-compressed (stored as they are when zstd does
 not shrink them) unless ``raw_codec="none"``; ``classes`` is optional (the
 MANIFEST's class names; a Scalar("int64") field named "label" is then
-checked against it).
+checked against it).  An image field whose images all have one size (as
+stored) gets shape=HxW in the MANIFEST (transform none needs it).
 
 FIELDS.
 * ``Image(mode, quality, smart_pixels, max_side, raw_codec, mask, channels,
@@ -794,8 +795,9 @@ class _SampleEncoder:
         return rec, raw, given, (h, w)
 
     def encode(self, index, sample):
-        """(record, label, codec, raw, height, width) for the writer, or
-        SampleError naming index and field."""
+        """(record, label, codec, raw, height, width, shapes) for the
+        writer (shapes: kind fields' stored (h, w) of each image field, in
+        order; else None), or SampleError naming index and field."""
         values = self._fields(index, sample)
         lay = self.layout
         if lay.kind == "fields":
@@ -807,14 +809,14 @@ class _SampleEncoder:
         try:
             if lay.kind == "tensor":
                 rec = _tensor_bytes(values[lay.data], lay.spec.dtype, lay.spec.shape)
-                return rec, label, CODEC_DATASET, False, 0, 0
+                return rec, label, CODEC_DATASET, False, 0, 0, None
             rec, raw, _, (h, w) = self._rgb(lay.data, lay.spec, values[lay.data])
         except (TypeError, ValueError) as e:
             raise SampleError(index, lay.data, str(e)) from None
         codec = self.raw_codec
         if lay.spec.raw_codec is not None:
             codec = CODEC_ZSTD if lay.spec.raw_codec == "zstd" else CODEC_NONE
-        return rec, label, codec if raw else CODEC_NONE, raw, h, w
+        return rec, label, codec if raw else CODEC_NONE, raw, h, w, None
 
     def _encode_fields(self, index, values):
         lay = self.layout
@@ -862,7 +864,8 @@ class _SampleEncoder:
             raise SampleError(index, None, f"a record of {total} bytes: the limit is "
                               f"{_RECORD_MAX}")
         rec = b"".join(struct.pack("<I", len(p)) + bytes(p) for p in parts)
-        return rec, None, CODEC_DATASET, False, 0, 0
+        shapes = tuple(tuple(sizes[n][1]) for n in lay.names if n in sizes)
+        return rec, None, CODEC_DATASET, False, 0, 0, shapes
 
 
 # ---- the writer -----------------------------------------------------------
@@ -953,6 +956,7 @@ class Writer:
         self.raw_images = 0      # RFPX records among them
         self.stored_bytes = 0    # the records' bytes as given to the writer
         self._shape = None       # (h, w) of every image so far; False: mixed
+                                 # (kind fields: a list, one per image field)
 
     def write(self, sample):
         """Writes one sample (a dict or a tuple in the fields' order);
@@ -960,11 +964,16 @@ class Writer:
         self._add(self._enc.encode(self.samples, sample))
 
     def _add(self, enc):
-        rec, label, codec, raw, h, w = enc
+        rec, label, codec, raw, h, w, shapes = enc
         self._w.add(rec, label, codec)
         self.samples += 1
         self.raw_images += bool(raw)
         self.stored_bytes += len(rec)
+        if shapes is not None:
+            if self._shape is None:
+                self._shape = list(shapes)
+            else:
+                self._shape = [a if a == b else False for a, b in zip(self._shape, shapes)]
         if self._enc.layout.kind == "jpeg":
             if not w or (self._shape is not None and self._shape != (h, w)):
                 self._shape = False
@@ -977,26 +986,40 @@ class Writer:
 
     def close(self):
         """Completes the dataset: MANIFEST (with raw_images and image_shape
-        as ringfeed-pack imagefolder sets them), fsync, rename to path.
-        Returns the final figures (records, decoded_bytes, stored_bytes,
-        file_bytes, shards, raw_images, image_shape).  On failure nothing is
-        left at path.  A writer with no sample is refused (aborted)."""
+        as ringfeed-pack imagefolder sets them; for kind fields, shape=HxW
+        on each image field whose images all had one size as stored),
+        fsync, rename to path.  Returns the final figures (records,
+        decoded_bytes, stored_bytes, file_bytes, shards, raw_images, and
+        image_shape, or for kind fields image_shapes: {field: (h, w) or
+        None}).  On failure nothing is left at path.  A writer with no
+        sample is refused (aborted)."""
         if self._w.closed:
             raise ValueError("ringfeed: the writer is closed")
         if self.samples == 0:
             self._w.abort()
             raise ValueError(f"ringfeed: no sample written: nothing made at {self.path}")
+        lay = self._enc.layout
         try:
-            if self._enc.layout.kind == "jpeg":
+            if lay.kind == "jpeg":
                 self._w.set_raw_images(self.raw_images)
                 if self._shape:
                     self._w.set_image_shape(*self._shape)
+            elif lay.kind == "fields":
+                images = [i for i, n in enumerate(lay.names) if isinstance(lay.specs[n], Image)]
+                for i, shape in zip(images, self._shape):
+                    if shape:
+                        self._w.set_field_shape(i, *shape)
         except BaseException:
             self._w.abort()
             raise
         st = self._w.finish()
         st["raw_images"] = self.raw_images
-        st["image_shape"] = self._shape or None
+        if lay.kind == "fields":
+            st["image_shapes"] = {n: tuple(s) if s else None for n, s in
+                                  zip([n for n in lay.names
+                                       if isinstance(lay.specs[n], Image)], self._shape)}
+        else:
+            st["image_shape"] = self._shape or None
         return st
 
     def abort(self):

@@ -139,6 +139,7 @@ def test_every_kind_round_trips(tmp_path):
     assert "field caption bytes max=30" in text                               # 6 x "café "
     assert "field t_bfloat16 tensor dtype=bf16 shape=2x3" in text
     assert "field label scalar" in text
+    assert "field image image\n" in "\n".join(text) + "\n"              # sizes vary: no shape
     verify(ds)
     info = subprocess.run([pack_tool(), "info", ds], capture_output=True, text=True,
                           check=True).stdout
@@ -225,8 +226,12 @@ def test_max_side_shrinks_the_image_its_mask_and_boxes(tmp_path):
     fields = {"image": ringfeed.Image(max_side=50), "mask": ringfeed.Image(mask="image"),
               "boxes": ringfeed.Ragged("float32", (4,), boxes="image")}
     ds = str(tmp_path / "ds")
-    ringfeed.pack([(px, mask, boxes), (buf.getvalue(), mask, boxes)], ds, fields)
+    st = ringfeed.pack([(px, mask, boxes), (buf.getvalue(), mask, boxes)], ds, fields)
     verify(ds)
+    # one size as stored: shape=HxW on the image fields (verify checks it)
+    assert st["image_shapes"] == {"image": (30, 50), "mask": (30, 50)}
+    assert "field image image shape=30x50" in manifest(ds)
+    assert "field mask image channels=1 shape=30x50 mask=image" in manifest(ds)
     ref = PILImage.fromarray(mask).resize((50, 30), PILImage.NEAREST)
     box = np.asarray(PILImage.fromarray(px).resize((50, 30), PILImage.BOX))
     for i in range(2):
@@ -422,3 +427,17 @@ def test_verify_and_show_name_bad_image_parts(tmp_path):
     assert show(ds, 0)[0]["mask"]["values"] == [0] * 20
     r = subprocess.run([pack_tool(), "show", ds, "1", "--json"], capture_output=True, text=True)
     assert r.returncode == 1 and "neither RFPX nor a JPEG" in json.loads(r.stdout)["fields"][0]["error"]
+    # a shape=HxW the images do not have; set_field_shape on a non-image
+    ds = str(tmp_path / "shape")
+    w = _ringfeed.DatasetWriter(ds, "fields", 0, fields=["image image", "n scalar"])
+    w.add(rec(rgb, b"\0" * 8), None)
+    with pytest.raises(ringfeed.Error, match="field 1: shape=HxW is for an image field"):
+        w.set_field_shape(1, 4, 5)
+    with pytest.raises(ringfeed.Error, match="field image: shape=4x0"):
+        w.set_field_shape(0, 4, 0)
+    w.set_field_shape(0, 3, 5)
+    w.finish()
+    assert "field image image shape=3x5" in manifest(ds)
+    r = subprocess.run([pack_tool(), "verify", ds], capture_output=True, text=True)
+    assert r.returncode == 1 and \
+        "field image: 4x5 (HxW), the MANIFEST's shape is 3x5" in r.stdout
