@@ -7,12 +7,15 @@
  *   DatasetWriter  proto/dataset_writer.h: a temporary folder beside the
  *                  destination, records appended, the MANIFEST and the
  *                  atomic rename on finish(), the folder removed on abort()
- *                  (or when the object dies unfinished).
+ *                  (or when the object dies unfinished); kind fields'
+ *                  field lines parsed by schema.c, and DatasetWriter.record
+ *                  making a record of its parts (schema.h's layout).
  *   ImageEncoder   tools/imagefile.h with its coders: what `ringfeed-pack
  *                  imagefolder` makes of one image, from RGB pixels
  *                  (imagefile_run_rgb) or from an encoded file's bytes
  *                  (imagefile_run_bytes): an RFPX record or a JPEG, by
- *                  --image-mode.
+ *                  --image-mode (and --max-side); and plane(): a
+ *                  one-channel RFPX record (a mask) of given values.
  *
  * Both drop the GIL around the work (compression, decoding, encoding),
  * holding the caller's buffer meanwhile; each object is used by one thread
@@ -405,6 +408,58 @@ static PyObject *writer_set_field_shape(ext_writer *o, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/*
+ * record(parts) -> bytes (a static method): a kind-fields record of these
+ * parts (bytes-like, one per field in schema order): each a 4-byte
+ * little-endian length then its bytes (schema.h; schema_record_put_len),
+ * at most DATASET_RECORD_MAX bytes in all (ValueError saying so).  The
+ * parts are checked against the schema when the record is added.
+ */
+static PyObject *writer_record(PyObject *unused, PyObject *arg)
+{
+    PyObject *seq = PySequence_Fast(arg, "ringfeed: parts must be a sequence of bytes");
+    Py_buffer bufs[SCHEMA_MAX_FIELDS];
+    Py_ssize_t n, got = 0;
+    uint64_t total = 0;
+    PyObject *rec = NULL;
+
+    (void)unused;
+    if (!seq)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > SCHEMA_MAX_FIELDS) {
+        PyErr_Format(PyExc_ValueError, "ringfeed: a record has 1 to %d parts, not %zd",
+                     SCHEMA_MAX_FIELDS, n);
+        goto out;
+    }
+    for (; got < n; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &bufs[got],
+                               PyBUF_C_CONTIGUOUS) < 0)
+            goto out;
+        total += 4 + (uint64_t)bufs[got].len;
+    }
+    if (total > DATASET_RECORD_MAX) {
+        PyErr_Format(PyExc_ValueError, "a record of %llu bytes: the limit is %u",
+                     (unsigned long long)total, DATASET_RECORD_MAX);
+        goto out;
+    }
+    rec = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (rec) {
+        uint8_t *p = (uint8_t *)PyBytes_AS_STRING(rec);
+
+        for (Py_ssize_t i = 0; i < n; i++) {
+            schema_record_put_len(p, (uint32_t)bufs[i].len);
+            memcpy(p + 4, bufs[i].buf, (size_t)bufs[i].len);
+            p += 4 + bufs[i].len;
+        }
+    }
+out:
+    while (got > 0)
+        PyBuffer_Release(&bufs[--got]);
+    Py_DECREF(seq);
+    return rec;
+}
+
 static PyObject *stats_dict(const struct dataset_writer_stats *st)
 {
     return Py_BuildValue("{sKsKsKsKsIsI}", "records", (unsigned long long)st->records,
@@ -494,6 +549,9 @@ static PyMethodDef writer_methods[] = {
     {"set_field_shape", (PyCFunction)writer_set_field_shape, METH_VARARGS,
      "set_field_shape(field, height, width): every image of image field number field "
      "has that size (its shape=HxW in the MANIFEST)."},
+    {"record", (PyCFunction)writer_record, METH_O | METH_STATIC,
+     "record(parts) -> bytes: a kind-fields record of these parts (each a u32 LE "
+     "length then its bytes, schema.h)."},
     {"stats", (PyCFunction)writer_stats, METH_NOARGS, "Figures so far, as a dict."},
     {"finish", (PyCFunction)writer_finish, METH_NOARGS,
      "Completes the dataset (MANIFEST, fsync, rename); returns the final figures."},

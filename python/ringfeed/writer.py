@@ -16,10 +16,12 @@
 One implementation: the records, shards and MANIFEST are written by the C
 writer ringfeed-pack uses (proto/dataset_writer.h: a hidden temporary
 folder beside the destination, renamed into place complete and synced),
-the field lines are parsed and checked by proto/schema.c, and each RGB
-image becomes what ``ringfeed-pack imagefolder`` makes of it
-(tools/imagefile.h, through the extension's ImageEncoder).  This file only
-turns Python values into bytes and checks them.
+the field lines are parsed and checked by proto/schema.c, a record is
+made of its fields' parts in C (DatasetWriter.record) and split and checked
+by the writer, and each RGB image becomes what ``ringfeed-pack
+imagefolder`` makes of it (tools/imagefile.h, through the extension's
+ImageEncoder).  This file only turns Python values into bytes and checks
+them.
 
 LAYOUTS.  Two field sets write the dataset kinds every ringfeedd and client
 reads, byte for byte as before fields existed (field names are free):
@@ -859,11 +861,10 @@ class _SampleEncoder:
                     parts.append(data)
             except (TypeError, ValueError) as e:
                 raise SampleError(index, name, str(e)) from None
-        total = sum(4 + len(p) for p in parts)
-        if total > _RECORD_MAX:
-            raise SampleError(index, None, f"a record of {total} bytes: the limit is "
-                              f"{_RECORD_MAX}")
-        rec = b"".join(struct.pack("<I", len(p)) + bytes(p) for p in parts)
+        try:
+            rec = _ringfeed.DatasetWriter.record(parts)
+        except ValueError as e:
+            raise SampleError(index, None, str(e)) from None
         shapes = tuple(tuple(sizes[n][1]) for n in lay.names if n in sizes)
         return rec, None, CODEC_DATASET, False, 0, 0, shapes
 

@@ -404,6 +404,9 @@ def test_verify_and_show_name_bad_image_parts(tmp_path):
     def rec(*parts):
         return b"".join(st.pack("<I", len(p)) + p for p in parts)
 
+    assert _ringfeed.DatasetWriter.record([b"ab", b"", bytearray(b"c")]) == rec(b"ab", b"", b"c")
+    with pytest.raises(ValueError, match="1 to 16 parts, not 17"):
+        _ringfeed.DatasetWriter.record([b""] * 17)
     enc = _ringfeed.ImageEncoder()
     rgb, _, _, _ = enc.pixels(np.zeros((4, 5, 3), np.uint8), 5, 4)
     plane = enc.plane(np.zeros((4, 5), np.uint8), 5, 4, 1)
