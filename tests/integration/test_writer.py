@@ -23,7 +23,6 @@ and a real daemon:
 """
 import io
 import os
-import struct
 import subprocess
 
 import numpy as np
@@ -32,7 +31,7 @@ import torch
 from PIL import Image
 
 import ringfeed
-from conftest import binary, pack_tool
+from conftest import dump_records as dump, pack_tool
 from test_pixels import assert_clean, image, mad, pil_eval
 
 FIELDS = {"image": ringfeed.Image(), "label": ringfeed.Scalar("int64")}
@@ -97,19 +96,6 @@ def mixed(n=40):
 def leftovers(parent, name):
     """What a pack left in parent: the path itself or a hidden temporary."""
     return [f for f in os.listdir(parent) if f == name or f.startswith(f".{name}.tmp")]
-
-
-def dump(ds):
-    """[(label, record bytes)] of every record in order (tests/dump_dataset)."""
-    out = ds + ".dump"
-    subprocess.run([binary("tests/dump_dataset"), ds, out], check=True)
-    data, rows, off = open(out, "rb").read(), [], 0
-    os.unlink(out)
-    while off < len(data):
-        label, n = struct.unpack_from("<II", data, off)
-        rows.append((label, data[off + 8:off + 8 + n]))
-        off += 8 + n
-    return rows
 
 
 def files_of(ds):

@@ -145,6 +145,15 @@ def test_every_kind_round_trips(tmp_path):
                           check=True).stdout
     assert "fields    16 (the MANIFEST's field lines" in info
     assert "  field   boxes ragged dtype=f32 shape=4 max=2 boxes=image" in info
+    text = subprocess.run([pack_tool(), "show", ds, "4"], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+    assert text[0].startswith(f"sample 4 of {ds} (fields dataset, ")
+    assert text[1].startswith("image            image  u8    14x20 (HxW) x3 RFPX pixels")
+    assert text[4] == "boxes            ragged f32   1 row of (4,), 16 bytes, crc32c " + \
+        crc32c(wants[4]["boxes"].tobytes()) + "  [0 0 3 4]"
+    assert text[6] == "caption          bytes  u8    4 bytes, crc32c " + \
+        crc32c(b"xxxx") + '  "xxxx"'
+    assert text[-1] == f"label            scalar i64   {wants[4]['label']}"
     for k, want in enumerate(wants):
         got, doc = show(ds, k)
         assert doc["kind"] == "fields" and list(got) == list(fields)
@@ -338,6 +347,9 @@ def test_bad_values_name_the_sample_and_field(tmp_path):
             ({"t": ringfeed.Tensor("int8", 2), "b": ringfeed.Ragged("float32", 4, boxes="t")},
              "field b: boxes= is for")):
         refused(tmp_path, ValueError, match, lambda p: ringfeed.Writer(p, fields))
+    refused(tmp_path, ValueError, r"image_mode='jpeg' is for an RGB Image field",
+            lambda p: ringfeed.Writer(p, {"x": ringfeed.Tensor("int8", 2),
+                                          "m": ringfeed.Image(channels=1)}, image_mode="jpeg"))
     with pytest.raises(ValueError, match="Scalar dtype float32: use int64 or float64"):
         ringfeed.Scalar("float32")
     with pytest.raises(ValueError, match=r"Image\(channels=1\) is stored as its exact values"):
