@@ -255,17 +255,21 @@ int fake_ring_make_fields(struct fake_ring *r, uint32_t depth, uint32_t batch,
     atomic_store(&r->hdr->want_release, 1);
     r->hdr->dtype = t[primary].dtype;
     r->hdr->layout = t[primary].layout;
-    r->hdr->shape[0] = 1;
-    r->hdr->shape[1] = 1;
-    r->hdr->shape[2] = (uint32_t)(item / (t[primary].dtype == RING_U8 ? 1 : 1));
-    if (t[primary].dtype != RING_U8) { /* {elements, 1, 1}: FLAT of its size */
-        int d = t[primary].dtype;
+    {
+        uint32_t d = t[primary].dtype;
         uint64_t es = d == RING_I16 || d == RING_F16 || d == RING_BF16 || d == RING_U16 ? 2
                     : d == RING_I32 || d == RING_F32 ? 4
                     : d == RING_F64 || d == RING_I64 ? 8 : 1;
 
-        r->hdr->shape[0] = (uint32_t)(item / es);
-        r->hdr->shape[2] = 1;
+        /* {elements, 1, 1} for FLAT, the field's own C,H,W (or H,W,C) when
+         * it has three dims, else {1, 1, elements} */
+        r->hdr->shape[0] = r->hdr->shape[1] = r->hdr->shape[2] = 1;
+        if (t[primary].layout == RING_FLAT)
+            r->hdr->shape[0] = (uint32_t)(item / es);
+        else if (t[primary].ndim == 3)
+            memcpy(r->hdr->shape, t[primary].shape, sizeof(r->hdr->shape));
+        else
+            r->hdr->shape[2] = (uint32_t)(item / es);
     }
     r->hdr->classes = 10;
     r->hdr->dataset_samples = 1000;

@@ -82,8 +82,9 @@ int fake_ring_make(struct fake_ring *r, uint32_t depth, uint32_t batch,
  * Makes a version-3 ring as fake_ring_make does, with the n fields of f[]
  * (name, kind, dtype, layout, ndim, shape, role, of, item_bytes and a
  * RAGGED one's capacity set by the caller; the rest is laid out by
- * ring_geometry_fields) and field `primary` the data block (its dtype and
- * layout in the header, shape {1, 1, item_bytes} when it is u8).
+ * ring_geometry_fields) and field `primary` the data block (its dtype,
+ * layout and shape in the header: {elements, 1, 1} for FLAT, its own
+ * three dims, or {1, 1, elements}).
  */
 int fake_ring_make_fields(struct fake_ring *r, uint32_t depth, uint32_t batch,
                           const struct ring_field *f, uint32_t n, uint32_t primary,
