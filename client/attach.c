@@ -419,7 +419,9 @@ static int attach_one(const struct client_attach_args *a, struct client_conn *ou
         goto close_fds;
     /* ring.h: the checks run on a private copy, which is what the client
      * reads its geometry and field table from from now on */
-    priv = malloc(RING_HDR_SIZE);
+    /* struct ring_hdr is _Alignas(1024) (its field table): malloc's
+     * alignment is not enough */
+    priv = aligned_alloc(RING_PAGE, RING_HDR_SIZE);
     if (!priv) {
         rc = rf_err_set(err, -ENOMEM, "out of memory copying the ring header");
         goto unmap;
