@@ -12,6 +12,7 @@
  *   attach_line.c  the ATTACH request line and the parse of its reply
  *   fields.c  a sample's fields and a batch's columns (rf_field_*,
  *             rf_batch_column, rf_batch_dropped)
+ *   offsets.c the check of a RAGGED column's offsets
  *   wait.c    waiting for one slot: spin, futex, ring state, socket liveness
  *   handoff.c the CUDA hand-off: pinning mappings, copies whose completion
  *             releases their slot, in order (rf_cuda_*, rf_poll)
@@ -202,6 +203,15 @@ int client_parse_reply(const char *line, size_t len, const char *path,
 int client_attach(const struct client_attach_args *a, struct client_conn *out,
                   int *refused, struct rf_err *err);
 void client_conn_close(struct client_conn *cn);
+
+/* offsets.c */
+
+/* Checks a RAGGED column's count + 1 offsets off[] (ring.h VERSION 3) for
+ * field f of caller batch stream_seq: 0 first, never decreasing, the last
+ * at most f->capacity.  Reads off[0..count] only.  Returns 0, or -EBADMSG
+ * with err naming the field, the sample and the values. */
+int client_check_offsets(const struct ring_field *f, const int64_t *off, uint32_t count,
+                         uint64_t stream_seq, struct rf_err *err);
 
 /* wait.c */
 

@@ -92,30 +92,6 @@ int rf_field_find(struct rf_client *c, const char *name)
     return rf_err_set(&c->err, -ENOENT, "rf_field_find: no field \"%.40s\"", name);
 }
 
-/*
- * Checks a RAGGED column's count + 1 offsets (ring.h VERSION 3): 0 first,
- * never decreasing, the last at most the capacity.  Returns 0 or -EBADMSG
- * with the field, the sample and the values named.
- */
-static int check_offsets(struct rf_client *c, const struct ring_field *f, const int64_t *off,
-                         uint32_t count, uint64_t stream_seq)
-{
-    if (off[0] != 0)
-        return rf_err_set(&c->err, -EBADMSG,
-                          "rf_batch_column: field %s of batch %" PRIu64 ": its first offset is "
-                          "%" PRId64 ", not 0 (the ring's slot was written by this process?)",
-                          f->name, stream_seq, off[0]);
-    for (uint32_t i = 0; i < count; i++)
-        if (off[i + 1] < off[i] || (uint64_t)off[i + 1] > f->capacity)
-            return rf_err_set(&c->err, -EBADMSG,
-                              "rf_batch_column: field %s of batch %" PRIu64 ": sample %u's "
-                              "rows run from offset %" PRId64 " to %" PRId64 ", outside 0..%"
-                              PRIu64 " or backwards (the ring's slot was written by this "
-                              "process?)",
-                              f->name, stream_seq, i, off[i], off[i + 1], f->capacity);
-    return 0;
-}
-
 int rf_batch_column(struct rf_client *c, const struct rf_batch *b, uint32_t i,
                     struct rf_column *col)
 {
@@ -146,7 +122,7 @@ int rf_batch_column(struct rf_client *c, const struct rf_batch *b, uint32_t i,
     }
     /* count <= batch (deliver checked it), and the column has batch + 1 */
     off = (const int64_t *)((const char *)s + f->offsets_at);
-    rc = check_offsets(c, f, off, b->count, b->stream_seq);
+    rc = client_check_offsets(f, off, b->count, b->stream_seq, &c->err);
     if (rc < 0) {
         memset(col, 0, sizeof(*col));
         return rc;
