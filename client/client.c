@@ -197,25 +197,39 @@ static void adopt(struct rf_client *c, const struct client_conn *cn)
         .classes = h->classes,
         .dtype = h->dtype,
     };
-    c->version = h->version;
-    c->meta_size = h->meta_size;
-    c->nfields = h->version >= RING_VERSION_FIELDS ? h->nfields : 0;
-    c->primary = h->primary;
-    memcpy(c->fields, h->fields, sizeof(c->fields));
+    if (!c->attached_once) { /* the fields are the first ring's (same_fields) */
+        c->version = h->version;
+        c->meta_size = h->meta_size;
+        c->nfields = h->version >= RING_VERSION_FIELDS ? h->nfields : 0;
+        c->primary = h->primary;
+        memcpy(c->fields, h->fields, sizeof(c->fields));
+    }
     c->attached_once = 1;
     c->said = 0;
     c->state = CLIENT_ATTACHED;
     client_handoff_mapped(c);
 }
 
-/* 1 when the ring whose checked header copy is h has the fields (and the
- * layout version, slot layout) of the rings attached before: the batches
- * the caller holds and the columns it was told of stay as described. */
+/*
+ * 1 when the ring whose checked header copy is h can go on the stream of
+ * the rings attached before, whose fields the caller was told of (and may
+ * hold batches of): the same field table, offsets included, and the same
+ * slot header size.  A first ring without a table (version 2, an older
+ * daemon) may be followed by a version-3 one whose primary column is where
+ * version 2's data block was (the daemon was upgraded): the client goes on
+ * describing no fields, so held and new batches read alike.  A ring without
+ * a table after one with is refused: the caller was told of columns it
+ * does not have.
+ */
 static int same_fields(const struct rf_client *c, const struct ring_hdr *h)
 {
     uint32_t n = h->version >= RING_VERSION_FIELDS ? h->nfields : 0;
 
-    if (h->version != c->version || n != c->nfields || h->meta_size != c->meta_size)
+    if (h->meta_size != c->meta_size)
+        return 0;
+    if (c->nfields == 0)
+        return n == 0 || h->fields[h->primary].offset == c->meta_size;
+    if (n != c->nfields || h->primary != c->primary)
         return 0;
     for (uint32_t i = 0; i < n; i++) {
         const struct ring_field *a = &c->fields[i], *b = &h->fields[i];
@@ -228,7 +242,7 @@ static int same_fields(const struct rf_client *c, const struct ring_hdr *h)
             a->offsets_at != b->offsets_at)
             return 0;
     }
-    return n == 0 || h->primary == c->primary;
+    return 1;
 }
 
 /* Enters CLIENT_DEAD with code; the message is already in c->err. */
@@ -302,8 +316,9 @@ static int reconnect(struct rf_client *c, int64_t deadline_ns)
                 client_conn_close(&cn);
                 return die(c, rf_err_set(&c->err, -EPROTO,
                                          "%s; the daemon reconnected to describes the "
-                                         "sample's fields otherwise (another release or "
-                                         "dataset): not resuming at epoch %" PRIu64
+                                         "sample's fields otherwise than the ring this "
+                                         "stream began with (another dataset, or an older "
+                                         "daemon): not resuming at epoch %" PRIu64
                                          " batch %" PRIu64, c->lost.msg, c->next_epoch,
                                          c->next_seq));
             }

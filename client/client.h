@@ -130,8 +130,9 @@ struct rf_client {
                                    the position are filled by rf_get_info */
     int attached_once;          /* info is valid */
     /* the sample's fields, from the first ring attached (a reconnect must
-     * find the same ones); nfields 0 for a version-2 ring */
-    uint32_t version;           /* ring layout version of the last ring */
+     * find the same ones: same_fields in client.c); nfields 0 for a
+     * version-2 ring */
+    uint32_t version;           /* ring layout version of the first ring */
     uint32_t nfields, primary;
     uint64_t meta_size;         /* of the rings: the same for each (batch) */
     struct ring_field fields[RING_MAX_FIELDS];

@@ -66,7 +66,7 @@ static int handler(struct fake *f, int conn, const char *line)
     return fake_fleet_attach(&g_fleet, conn, line);
 }
 
-static struct rf_client *open_client(struct fake *f)
+static struct rf_client *open_client_r(struct fake *f, int reconnect_ms)
 {
     struct rf_options o;
     struct rf_client *c = NULL;
@@ -76,11 +76,16 @@ static struct rf_client *open_client(struct fake *f)
     o.socket = f->path;
     o.dataset = "coco";
     o.batch = BATCH;
-    o.reconnect_ms = 0;
+    o.reconnect_ms = reconnect_ms;
     rc = rf_open(&o, &c);
     if (!tap_ok(rc == 0, "rf_open attaches"))
         tap_diag("  %d: %s", rc, rf_last_error(c));
     return c;
+}
+
+static struct rf_client *open_client(struct fake *f)
+{
+    return open_client_r(f, 0);
 }
 
 /* The fake's ring of the fleet's first attach. */
@@ -320,6 +325,68 @@ static void version_two(int refuse)
     g_fleet.refuse_v3 = 0;
 }
 
+/* Reconnects: a daemon upgraded from version 2 to 3 under a stream goes
+ * on (the client still describes no fields); one whose fields differ from
+ * the first ring's fails the stream, and the held batch stays readable. */
+static void reconnects(void)
+{
+    static const uint32_t flat[] = {48};
+    struct ring_field legacy[2];
+    struct rf_column col;
+    struct rf_batch b, kept;
+    struct rf_client *c;
+    struct fake f;
+    int rc;
+
+    field(&legacy[0], "image", RING_FIELD_FIXED, RING_U8, RING_FLAT, 1, flat, 48, 0);
+    field(&legacy[1], "label", RING_FIELD_FIXED, RING_I64, RING_FLAT, 0, NULL, 8, 0);
+    g_fleet.nfields = 0; /* an older daemon first */
+    g_fleet.per_ring = 1; /* the next batch comes only from the next ring */
+    if (fake_start(&f, NULL, handler, NULL) < 0)
+        return (void)tap_ok(0, "fake daemon starts");
+    c = open_client_r(&f, 5000);
+    if (!c || rf_next(c, &kept, 5000) != 0)
+        return (void)tap_ok(0, "a batch from the version-2 ring"), rf_close(c),
+               fake_fleet_stop(&g_fleet, &f);
+    g_fleet.fields = legacy; /* the daemon is upgraded */
+    g_fleet.nfields = 2;
+    g_fleet.primary = 0;
+    fake_drop(&f, 0);
+    rc = rf_next(c, &b, 5000);
+    TAP_IS_INT(rc, 0, "version 2, then an upgraded daemon's version 3: the stream goes on");
+    TAP_OK(rc == 0 && g_fleet.rings[1].hdr && g_fleet.rings[1].hdr->version == 3 &&
+               b.data[5] == fake_pixel(b.epoch, b.seq, 0, 5) &&
+               kept.data[5] == fake_pixel(kept.epoch, kept.seq, 0, 5),
+           "  the new batch from the version-3 ring, the held one intact");
+    TAP_IS_INT(rf_field_count(c), -ENOTSUP, "  and the client still describes no fields");
+    TAP_IS_INT(rf_release(c, &kept), 0, "  the held batch releases");
+    if (rc == 0)
+        TAP_IS_INT(rf_release(c, &b), 0, "  then the new one");
+    rf_close(c);
+    fake_fleet_stop(&g_fleet, &f);
+
+    make_fields();
+    g_fleet.fields = g_fields;
+    g_fleet.nfields = 4;
+    if (fake_start(&f, NULL, handler, NULL) < 0)
+        return (void)tap_ok(0, "fake daemon starts");
+    c = open_client_r(&f, 5000);
+    if (!c || rf_next(c, &kept, 5000) != 0)
+        return (void)tap_ok(0, "a batch from the fields ring"), rf_close(c),
+               fake_fleet_stop(&g_fleet, &f);
+    g_fleet.fields = legacy; /* another dataset behind the same name */
+    g_fleet.nfields = 2;
+    fake_drop(&f, 0);
+    rc = rf_next(c, &b, 5000);
+    TAP_IS_INT(rc, -EPROTO, "a reconnect to other fields fails the stream");
+    TAP_OK(strstr(rf_last_error(c), "fields otherwise") != NULL, "  saying why");
+    TAP_IS_INT(rf_batch_column(c, &kept, 2, &col), 0, "  the held batch's columns still read");
+    TAP_IS_INT(rf_release(c, &kept), 0, "  and it releases");
+    rf_close(c);
+    fake_fleet_stop(&g_fleet, &f);
+    g_fleet.nfields = 0;
+}
+
 static void dtypes(void)
 {
     static const struct {
@@ -356,5 +423,6 @@ int main(void)
     primary_elsewhere();
     version_two(0);
     version_two(1);
+    reconnects();
     return tap_done();
 }
