@@ -261,6 +261,10 @@ size_t rf_dtype_size(uint32_t dtype);
  * before and the field calls below return -ENOTSUP, saying so in
  * rf_last_error.  rf_open asks for version 3 and, when the daemon refuses
  * that as a version it does not speak, asks again for version 2.
+ *
+ * The fields are those of the first ring attached.  A reconnect to a ring
+ * with other fields fails the stream (-EPROTO, final); one from a
+ * version-2 ring to a daemon upgraded meanwhile goes on as version 2.
  */
 #define RF_FIELD_FIXED 1
 #define RF_FIELD_RAGGED 2
