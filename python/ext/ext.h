@@ -7,7 +7,9 @@
  *
  * The files and their jobs:
  *   module.c  the module: its types, ringfeed.Error, raising errors
- *   client.c  Client: one libringfeed stream, next(), the release ledger
+ *   client.c  Client: one libringfeed stream, next(), next_fields() (a
+ *             column per field of a version-3 ring, all views on one
+ *             lease), fields(), the release ledger
  *   array.c   Array (a typed n-d block of memory that numpy reads through
  *             the buffer protocol and torch through DLPack) and Lease (one
  *             delivered batch's claim on its ring slot)
