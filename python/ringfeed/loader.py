@@ -30,7 +30,8 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
   ``values`` (rows, *tail) and ``offsets`` (int64, N + 1) are views of
   the ring too.  Element types: uint8, int8, int16, int32, int64,
   float16, bfloat16, float32, float64 as stored; uint16 (a u16 mask) is
-  uint16 for numpy, and int32 (a copy) for a torch without torch.uint16;
+  uint16 for numpy, and int32 (a copy) for a torch that has no uint16
+  tensors from numpy;
   bfloat16 for numpy, which has none, is float32 (a copy).  A dataset
   whose fields are just an image (or tensor) and its "label" still gives
   (images, labels), as every older dataset does.  ``loader.fields``
@@ -492,9 +493,15 @@ class Loader:
                 bits = np.asarray(a)
                 return (bits.astype(np.uint32) << 16).view(np.float32)
             return np.asarray(a)
-        if a.dtype == "uint16" and not hasattr(self._torch, "uint16"):
+        if a.dtype == "uint16":  # DLPack's kDLUInt 16 is refused by many torches
             import numpy as np
-            return self._torch.from_numpy(np.asarray(a).astype(np.int32))
+            bits = np.asarray(a)
+            if hasattr(self._torch, "uint16"):
+                try:
+                    return self._torch.from_numpy(bits)  # a view
+                except TypeError:
+                    pass
+            return self._torch.from_numpy(bits.astype(np.int32))
         return self._from(a)
 
     def _advance(self, recs, epoch, seq, sseq, sub, dropped=0):
