@@ -713,7 +713,7 @@ def _check_rows(rows, spec):
                          f"{_RECORD_MAX} bytes")
 
 
-def _boxes(a, index_hw, scale):
+def _boxes(a, scale):
     """Boxes (n x 4 float64) checked, scaled by scale (sy, sx) and made
     float32 bytes."""
     np = _np()
@@ -729,7 +729,12 @@ def _boxes(a, index_hw, scale):
         sy, sx = scale
         if sy != 1 or sx != 1:
             a = a * np.array([sx, sy, sx, sy])
-    return np.ascontiguousarray(a, dtype="<f4").tobytes()
+    with np.errstate(over="ignore"):
+        out = np.ascontiguousarray(a, dtype="<f4")
+    if not np.isfinite(out).all():
+        k = int(np.argwhere(~np.isfinite(out))[0][0])
+        raise ValueError(f"box {k} is {a[k].tolist()}: beyond float32")
+    return out.tobytes()
 
 
 CODEC_DATASET, CODEC_NONE, CODEC_ZSTD = -1, 0, 1
@@ -855,7 +860,7 @@ class _SampleEncoder:
                     _check_rows(rows, spec)
                     if isinstance(spec, Ragged) and spec.boxes is not None:
                         (h0, w0), (h, w) = sizes[spec.boxes]
-                        data = _boxes(data, (h0, w0), (h / h0, w / w0))
+                        data = _boxes(data, (h / h0, w / w0))
                     elif not isinstance(data, bytes):
                         data = data.tobytes()
                     parts.append(data)

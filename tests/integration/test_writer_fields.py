@@ -319,6 +319,7 @@ def test_bad_values_name_the_sample_and_field(tmp_path):
     cases = [
         ("boxes", [[0, 0, float("nan"), 1]], r"box 0 is \[0.0, 0.0, nan, 1.0\]: not finite"),
         ("boxes", [[5, 0, 1, 1]], r"box 0 is .*x1 < x0 or y1 < y0"),
+        ("boxes", [[0, 0, 1, 1], [0, 0, 1e39, 1]], r"box 1 is .*: beyond float32"),
         ("boxes", [[0, 0, 1]], r"shape \(1, 3\): rows of the field's shape \(4,\)"),
         ("emb", [1.0, 1.0 / 3], r".*does not fit a bfloat16 field exactly"),
         ("emb", [1.0, 2.0, 3.0], r"shape \(3,\), the field's is \(2,\)"),
