@@ -148,7 +148,12 @@ int pack_info_main(int argc, char **argv)
     printf("largest   %u bytes stored, %u decoded\n", info->max_stored,
            info->max_decoded);
     printf("classes   %u\n", info->classes);
-    if (info->classes) {
+    if (info->classes && info->kind == DATASET_FIELDS) {
+        /* the label is a field of the record, which info does not read */
+        printf("  label  name (kind fields: samples per class are not counted)\n");
+        for (uint32_t c = 0; c < info->classes; c++)
+            printf("  %5u  %s\n", c, dataset_class_name(ds, c));
+    } else if (info->classes) {
         printf("  label    samples  name\n");
         for (uint32_t c = 0; c < info->classes; c++)
             printf("  %5u  %9" PRIu64 "  %s\n", c, per_class[c],

@@ -219,6 +219,9 @@ def test_the_older_layouts_stay_and_others_are_fields(tmp_path):
          "text": ringfeed.Bytes()}
     ringfeed.pack([(img, 1, "a")], ds, f, classes=["cat", "dog"])
     assert "class 1 dog" in manifest(ds) and "kind fields" in manifest(ds)
+    info = subprocess.run([pack_tool(), "info", ds], capture_output=True, text=True,
+                          check=True).stdout
+    assert "kind fields: samples per class are not counted" in info and "      1  dog" in info
     e = refused(tmp_path, ringfeed.SampleError, r"sample 1, field 'label': label 2 is outside",
                 lambda p: ringfeed.pack([(img, 1, "a"), (img, 2, "b")], p, f, classes=2))
     assert e.index == 1
