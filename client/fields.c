@@ -20,7 +20,8 @@
 _Static_assert(RF_FIELD_FIXED == RING_FIELD_FIXED && RF_FIELD_RAGGED == RING_FIELD_RAGGED,
                "field kinds");
 _Static_assert(RF_ROLE_NONE == RING_ROLE_NONE && RF_ROLE_BOXES == RING_ROLE_BOXES &&
-               RF_ROLE_MASK == RING_ROLE_MASK, "field roles");
+               RF_ROLE_MASK == RING_ROLE_MASK && RF_ROLE_ROWS == RING_ROLE_ROWS,
+               "field roles");
 _Static_assert(RF_FIELD_NAME_MAX + 1 == RING_FIELD_NAME, "field names");
 
 /* 0 when c has a field table; else the errno, its message in c->err. */

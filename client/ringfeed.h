@@ -273,6 +273,8 @@ size_t rf_dtype_size(uint32_t dtype);
 #define RF_ROLE_BOXES 1  /* RAGGED f32 rows x0,y0,x1,y1 in the output
                             pixels of image field `of` (after its crop) */
 #define RF_ROLE_MASK 2   /* FIXED one-channel image: the mask of field `of` */
+#define RF_ROLE_ROWS 3   /* RAGGED: one row per box of boxes field `of` (a
+                            box's class, say), dropped with its box */
 
 #define RF_FIELD_NAME_MAX 31
 

@@ -139,7 +139,7 @@ int ring_field_check(const struct ring_field *f, uint32_t i, uint32_t n, struct 
     }
     if ((f->kind != RING_FIELD_FIXED && f->kind != RING_FIELD_RAGGED) || f->dtype < RING_U8 ||
         f->dtype > RING_U16 || f->layout < RING_CHW || f->layout > RING_FLAT || f->ndim > 4 ||
-        f->role > RING_ROLE_MASK || (f->role && f->of >= n))
+        f->role > RING_ROLE_ROWS || (f->role && f->of >= n))
         return rf_err_set(err, -EBADMSG, "ring field %u (%s): kind %u, dtype %u, layout %u, "
                           "ndim %u or role %u out of range", i, f->name, f->kind, f->dtype,
                           f->layout, f->ndim, f->role);

@@ -201,7 +201,12 @@ enum ring_layout { RING_CHW = 1, RING_HWC = 2, RING_FLAT = 3 };
 
 enum ring_field_kind { RING_FIELD_FIXED = 1, RING_FIELD_RAGGED = 2 };
 /* ring_field.role: what the field is to field `of` */
-enum ring_field_role { RING_ROLE_NONE = 0, RING_ROLE_BOXES = 1, RING_ROLE_MASK = 2 };
+enum ring_field_role {
+    RING_ROLE_NONE = 0,
+    RING_ROLE_BOXES = 1, /* RAGGED f32 x 4: boxes of image field `of` */
+    RING_ROLE_MASK = 2,  /* FIXED one channel: the mask of image field `of` */
+    RING_ROLE_ROWS = 3,  /* RAGGED: a row per box of boxes field `of` */
+};
 
 struct ring_field {
     char name[RING_FIELD_NAME]; /* NUL-terminated, [A-Za-z0-9_] */

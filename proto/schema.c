@@ -164,17 +164,18 @@ int schema_field_parse(const char *s, size_t len, struct schema_field *f,
             if (parse_count(val, vlen, 3, &v) < 0 || v == 2)
                 return BAD("1 or 3");
             f->channels = (uint32_t)v;
-        } else if (KEY("boxes") || KEY("mask")) {
+        } else if (KEY("boxes") || KEY("mask") || KEY("rows")) {
             if (f->role != SCHEMA_ROLE_NONE)
                 return BAD("a field has one role");
             if (!valid_name(val, vlen))
                 return BAD("not a field name");
-            f->role = KEY("boxes") ? SCHEMA_ROLE_BOXES : SCHEMA_ROLE_MASK;
+            f->role = KEY("boxes") ? SCHEMA_ROLE_BOXES
+                      : KEY("mask") ? SCHEMA_ROLE_MASK : SCHEMA_ROLE_ROWS;
             memcpy(of_name, val, vlen);
             of_name[vlen] = '\0';
         } else {
             return rf_err_set(err, -EINVAL, "field %s: unknown option \"%.*s\" (dtype shape max "
-                              "cap channels boxes mask)", f->name, (int)(klen > 64 ? 64 : klen),
+                              "cap channels boxes mask rows)", f->name, (int)(klen > 64 ? 64 : klen),
                               key);
         }
 #undef KEY
@@ -202,7 +203,9 @@ int schema_add(struct schema *s, const struct schema_field *f, const char *of_na
 
         if (of < 0)
             return rf_err_set(err, -EINVAL, "field %s: %s=%s names no field before it",
-                              f->name, f->role == SCHEMA_ROLE_BOXES ? "boxes" : "mask",
+                              f->name, f->role == SCHEMA_ROLE_BOXES  ? "boxes"
+                                       : f->role == SCHEMA_ROLE_MASK ? "mask"
+                                                                     : "rows",
                               of_name);
         to->of = (uint32_t)of;
     }
@@ -235,6 +238,12 @@ static int check_field(struct schema *s, uint32_t i, struct rf_err *err)
          s->f[f->of].kind != SCHEMA_IMAGE || s->f[f->of].role != SCHEMA_ROLE_NONE))
         return rf_err_set(err, -EINVAL, "field %s: mask= is for an image field of channels=1 "
                           "naming an earlier image field that is not a mask", f->name);
+    if (f->role == SCHEMA_ROLE_ROWS &&
+        (f->kind != SCHEMA_RAGGED || f->of >= i || s->f[f->of].role != SCHEMA_ROLE_BOXES))
+        return rf_err_set(err, -EINVAL, "field %s: rows= is for a ragged field naming an "
+                          "earlier boxes field", f->name);
+    if (f->role > SCHEMA_ROLE_ROWS)
+        return rf_err_set(err, -EINVAL, "field %s: unknown role", f->name);
     if (f->kind != SCHEMA_IMAGE && (f->channels || f->height || f->width))
         return rf_err_set(err, -EINVAL, "field %s: channels and shape=HxW are for image fields",
                           f->name);
@@ -355,6 +364,8 @@ int schema_field_format(const struct schema *s, uint32_t i, char *buf, size_t ca
         r |= put(buf, cap, &at, " boxes=%s", s->f[f->of].name, 0);
     if (f->role == SCHEMA_ROLE_MASK)
         r |= put(buf, cap, &at, " mask=%s", s->f[f->of].name, 0);
+    if (f->role == SCHEMA_ROLE_ROWS)
+        r |= put(buf, cap, &at, " rows=%s", s->f[f->of].name, 0);
     return r ? -ENOSPC : (int)at;
 }
 
@@ -453,6 +464,12 @@ int schema_record_split(const struct schema *s, const uint8_t *rec, size_t len,
         }
         parts[i] = (struct schema_part){ .off = (uint32_t)at, .len = n };
         at += n;
+        if (f->role == SCHEMA_ROLE_ROWS && f->of < i &&
+            n / f->row_bytes != parts[f->of].len / s->f[f->of].row_bytes)
+            return rf_err_set(err, -EBADMSG, "field %s at byte %zu: %llu rows, but its boxes "
+                              "field %s has %llu", f->name, at - n,
+                              (unsigned long long)(n / f->row_bytes), s->f[f->of].name,
+                              (unsigned long long)(parts[f->of].len / s->f[f->of].row_bytes));
     }
     if (at != len)
         return rf_err_set(err, -EBADMSG, "%zu bytes after the last field (%s) at byte %zu",

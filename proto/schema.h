@@ -12,6 +12,7 @@
  *     field image image                      shape=HxW when all one size
  *     field mask image channels=1 mask=image dtype=u8 (or u16)
  *     field boxes ragged dtype=f32 shape=4 max=50 boxes=image
+ *     field classes ragged dtype=i64 max=50 rows=boxes
  *     field tokens ragged dtype=i32 max=2048 cap=65536
  *     field caption bytes max=312
  *     field emb tensor dtype=f16 shape=512
@@ -33,7 +34,10 @@
  *             sample at most (the writer records the largest it wrote);
  *             cap=N rows per batch at most, optional (without it a batch
  *             holds batch * max); boxes=F: rows are boxes x0,y0,x1,y1 (f32,
- *             shape=4) in the pixels of image field F, which follow F's crop.
+ *             shape=4) in the pixels of image field F, which follow F's crop;
+ *             rows=B: one row per box of the earlier boxes field B (a box's
+ *             class, score, id), in the same order, so each sample has as
+ *             many rows as B has and a row is dropped with its box.
  *   bytes     variable bytes (text, JSON): a ragged u8 field of one value
  *             per row; max= and cap= as for ragged.
  *   scalar    one int64 or float64 (dtype=i64 or f64, default i64).
@@ -79,6 +83,8 @@ enum schema_role {
     SCHEMA_ROLE_NONE,
     SCHEMA_ROLE_BOXES, /* ragged f32 x 4: boxes of image field `of` */
     SCHEMA_ROLE_MASK,  /* image, one channel: mask of image field `of` */
+    SCHEMA_ROLE_ROWS,  /* ragged: one row per box of boxes field `of`,
+                          dropped with its box */
 };
 
 struct schema_field {

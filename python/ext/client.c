@@ -570,7 +570,8 @@ static const char *layout_name(uint32_t l)
 
 static const char *role_name(uint32_t r)
 {
-    return r == RF_ROLE_BOXES ? "boxes" : r == RF_ROLE_MASK ? "mask" : NULL;
+    return r == RF_ROLE_BOXES ? "boxes" : r == RF_ROLE_MASK ? "mask"
+                                      : r == RF_ROLE_ROWS ? "rows" : NULL;
 }
 
 /*

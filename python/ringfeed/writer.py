@@ -88,7 +88,9 @@ FIELDS.
   refused).  ``boxes="F"``: boxes x0, y0, x1, y1 in the pixels of image
   field F as given (float32, shape (4,); any float or integer values,
   rounded to float32; not finite or x1 < x0 or y1 < y0 refused), scaled
-  with F when max_side shrinks it.
+  with F when max_side shrinks it.  ``rows="B"``: one row per box of the
+  earlier boxes field B (its class, score or id), so a sample has as many
+  rows as B (else refused) and a crop that drops a box drops its row.
 * ``Bytes(max=None, cap=None)``: bytes, bytearray, memoryview or str
   (stored as UTF-8); max and cap count bytes as Ragged's count rows.
 * ``Scalar(dtype="int64")``: one int64 (an integer; bool refused) or
@@ -275,9 +277,10 @@ class Scalar(Field):
 class Ragged(Field):
     """Rows of dtype and tail shape whose number varies per sample (0
     allowed); max= rows per sample, cap= rows per batch, boxes="F": xyxy
-    boxes of image field F (float32, shape (4,))."""
+    boxes of image field F (float32, shape (4,)); rows="B": one row per
+    box of boxes field B, dropped with its box by a crop."""
 
-    def __init__(self, dtype, shape=(), max=None, cap=None, boxes=None):
+    def __init__(self, dtype, shape=(), max=None, cap=None, boxes=None, rows=None):
         name = _dtype_name(dtype)
         if name not in _DTYPES:
             raise ValueError(f"ringfeed: Ragged dtype {name}: use one of {' '.join(_DTYPES)}")
@@ -294,6 +297,11 @@ class Ragged(Field):
             raise ValueError(f"ringfeed: Ragged(boxes={boxes!r}) is Ragged(\"float32\", (4,), "
                              f"boxes=...), not dtype {name} shape {self.shape}")
         self.boxes = boxes
+        if rows is not None and not isinstance(rows, str):
+            raise TypeError(f"ringfeed: Ragged rows={rows!r}: the name of a boxes field")
+        if rows is not None and boxes is not None:
+            raise ValueError("ringfeed: a Ragged field is boxes= or rows=, not both")
+        self.rows = rows
 
     @property
     def row_bytes(self):
@@ -406,6 +414,8 @@ class _Layout:
             words.append(f"cap={spec.cap}")
         if isinstance(spec, Ragged) and spec.boxes is not None:
             words.append(f"boxes={spec.boxes}")
+        if isinstance(spec, Ragged) and spec.rows is not None:
+            words.append(f"rows={spec.rows}")
         return " ".join(words)
 
 
@@ -829,6 +839,7 @@ class _SampleEncoder:
         lay = self.layout
         parts = []
         sizes = {}                  # image field -> ((h0, w0) given, (h, w) stored)
+        counts = {}                 # ragged field -> its rows in this sample
         for name in lay.names:
             spec, value = lay.specs[name], values[name]
             try:
@@ -858,6 +869,11 @@ class _SampleEncoder:
                 else:
                     data, rows = _rows_bytes(value, spec)
                     _check_rows(rows, spec)
+                    counts[name] = rows
+                    if isinstance(spec, Ragged) and spec.rows is not None and \
+                            counts.get(spec.rows) != rows:
+                        raise ValueError(f"{rows} rows, but its boxes field {spec.rows!r} has "
+                                         f"{counts.get(spec.rows)}: one row per box")
                     if isinstance(spec, Ragged) and spec.boxes is not None:
                         (h0, w0), (h, w) = sizes[spec.boxes]
                         data = _boxes(data, (h / h0, w / w0))
