@@ -21,6 +21,7 @@
 #include "dataset.h"
 #include "err.h"
 #include "rng.h"
+#include "targets.h"
 #include "wire.h"
 
 struct xform_image_ctx;
@@ -52,6 +53,10 @@ struct xform_ctx {
     bool merged_upsampling;         /* tools only (xform_run --merged): jpg_set_merged */
     bool fast_dct;                  /* tools only (xform_run --fast-dct): jpg_set_fast_dct */
     bool no_tiles;                  /* tools only (xform_run --no-tiles): jpg_set_tiles(false) */
+    struct tgt_view view;           /* train/eval/none: how the last image they
+                                     * applied with success mapped onto the
+                                     * output, for its boxes and masks
+                                     * (targets.h); untouched by raw */
 };
 
 void xform_ctx_clear(struct xform_ctx *ctx);

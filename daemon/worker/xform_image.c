@@ -25,6 +25,11 @@
  * record's pixels as the region, so its output is the output of a JPEG
  * that decodes to those pixels at scale 8/8.  All its time is resize.
  *
+ * After an image applied with success, each of train, eval and none
+ * leaves its view in struct xform_ctx (targets.h: the source box that
+ * became the output, the flip, the masks' grid), for the sample's boxes
+ * and masks; it changes no pixel and takes no draw.
+ *
  * The `none` transform (bottom of the file) serves a dataset whose
  * MANIFEST has image_shape HxW as it is: an RFPX record's pixels, or a
  * JPEG decoded whole at scale 8/8, each checked to be H x W (else
@@ -402,6 +407,7 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
     struct jpg_header hdr;
     struct px_header px = { 0 };
     struct xfi_plan pl;
+    struct tgt_view view;
     enum rs_layout layout;
     uint64_t t0 = clock_mono_ns();
     int rc;
@@ -427,11 +433,17 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
         }
     }
     if (train) {
-        xfi_train_plan(hdr.width, hdr.height, p, rng, &pl, NULL);
+        struct xfi_crop c;
+
+        xfi_train_plan(hdr.width, hdr.height, p, rng, &pl, &c);
+        view = (struct tgt_view){ .cx = c.j, .cy = c.i, .cw = c.w, .ch = c.h,
+                                  .rw = p->size, .rh = p->size };
     } else {
         uint32_t rw, rh, top, left;
 
         xfi_eval_plan(hdr.width, hdr.height, p, &pl, &rw, &rh, &top, &left);
+        view = (struct tgt_view){ .cw = hdr.width, .ch = hdr.height, .rw = rw, .rh = rh,
+                                  .ox = left, .oy = top };
     }
     /* the resampler's vertical pass stores straight into the slot, in
      * either layout: its time counts as resize */
@@ -442,7 +454,24 @@ static int image_apply(bool train, const struct wire_xform *p, const void *rec, 
         *why = why_of(rc);
         return rc;
     }
+    /* the box the resampler took (eval's in source pixels), and the mask grid */
+    view.src_w = hdr.width;
+    view.src_h = hdr.height;
+    view.x0 = pl.x0;
+    view.x1 = pl.x1;
+    view.y0 = pl.y0;
+    view.y1 = pl.y1;
+    view.out_w = view.out_h = p->size;
+    view.flip = pl.flip;
+    ctx->view = view;
     return 0;
+}
+
+/* none's view: the whole w x h image, as it is. */
+static void whole_view(struct xform_ctx *ctx, uint32_t w, uint32_t h)
+{
+    ctx->view = (struct tgt_view){ .src_w = w, .src_h = h, .x1 = w, .y1 = h,
+                                   .out_w = w, .out_h = h, .cw = w, .ch = h, .rw = w, .rh = h };
 }
 
 int xform_train_apply(const struct dataset *ds, const struct wire_xform *p, const void *rec,
@@ -662,6 +691,7 @@ int xform_none_apply(const struct dataset *ds, const struct wire_xform *p, const
             return wrong_size("RFPX image", px.width, px.height, h, w, why, err);
         copy_pixels(px.pixels, (size_t)px.width * PX_CHANNELS, w, h, chw, dst);
         ctx->write_ns += clock_mono_ns() - t1;
+        whole_view(ctx, w, h);
         return 0;
     }
     ic = image_ctx(ctx);
@@ -691,5 +721,6 @@ int xform_none_apply(const struct dataset *ds, const struct wire_xform *p, const
     ctx->tiled += roi.from_tiles;
     copy_pixels(roi.pix, roi.stride, w, h, chw, dst); /* roi.x0 is 0: it was asked for */
     ctx->write_ns += clock_mono_ns() - t1;
+    whole_view(ctx, w, h);
     return 0;
 }
