@@ -333,3 +333,45 @@ def test_legacy_v3_label_column_and_v2_unchanged(daemon_factory, fm_packed, tmp_
         for i, (idx, label32, _) in enumerate(s3["samples"]):
             assert struct.unpack("<q", labs[i])[0] == labels[idx] == label32
             assert pix3[i * 784:(i + 1) * 784] == pixels[idx * size:(idx + 1) * size]
+
+
+def test_fields_substitute_replaces_every_field(daemon_factory, tmp_path):
+    """A record that fails its checksum is replaced by the next good sample
+    in the epoch's order, every field of it: tensor, scalars, ragged rows."""
+    samples = []
+    for i in range(12):
+        samples.append(dict(emb=np.full(3, i, np.float32).tobytes(),
+                            tokens=np.arange(i % 4, dtype=np.int32).tobytes() + b"",
+                            caption=b"cap%02d" % i + (b"DAMAGE" if i == 5 else b""),
+                            label=100 + i))
+    records = [record([s["emb"], s["tokens"], s["caption"], struct.pack("<q", s["label"])])
+               for s in samples]
+    path = pack(tmp_path, "dmg", ["emb tensor dtype=f32 shape=3", "tokens ragged dtype=i32 max=4",
+                                  "caption bytes max=16", "label scalar dtype=i64"], records)
+    shard = [f for f in os.listdir(path) if f.endswith(".rfs")]
+    assert shard, os.listdir(path)
+    fpath = os.path.join(path, sorted(shard)[0])
+    data = bytearray(open(fpath, "rb").read())
+    at = data.find(b"DAMAGE")
+    assert at > 0
+    data[at] ^= 0xFF  # codec none: the record's bytes as they are; its CRC now fails
+    open(fpath, "wb").write(bytes(data))
+    d = daemon_factory({"dmg": path}, workers=1)
+    ring = read(d.sock, "ATTACH dataset=dmg batch=4 shuffle=0 version=3", 3, tmp_path)
+    f = {x["name"]: x for x in ring["fields"]}
+    subst = 0
+    for slot in ring["slots"]:
+        slot["batch"] = ring["batch"]
+        n = slot["count"]
+        emb, lab = column(slot, f["emb"], n), column(slot, f["label"], n)
+        for i, (idx, label32, flags) in enumerate(slot["samples"]):
+            s = samples[idx]
+            assert emb[i] == s["emb"] and struct.unpack("<q", lab[i])[0] == s["label"]
+            assert label32 == s["label"]
+            if flags & 2:
+                subst += 1
+                assert idx == 6, idx  # sample 5's place, the next good one
+        check_ragged(f["tokens"], slot, lambda idx: samples[idx]["tokens"])
+        check_ragged(f["caption"], slot, lambda idx: samples[idx]["caption"])
+    assert subst == 1
+    assert ring["slots"][1]["substituted"] == 1
