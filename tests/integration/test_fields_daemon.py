@@ -22,7 +22,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import FMNIST, binary, idx_images, idx_labels, wait_for
+from conftest import FMNIST, binary, idx_images, idx_labels, wait_for, workers_held
 
 RING_HDR = 4096
 FIELDS_AT = 1024
@@ -375,3 +375,31 @@ def test_fields_substitute_replaces_every_field(daemon_factory, tmp_path):
         check_ragged(f["caption"], slot, lambda idx: samples[idx]["caption"])
     assert subst == 1
     assert ring["slots"][1]["substituted"] == 1
+
+
+def test_fields_share_group(daemon_factory, tok_data, tmp_path):
+    """Two clients of the same kind-fields stream share its batches (decode
+    once, the worker copying each batch from its own memory into both
+    rings): both get every column as the source has it."""
+    path, samples = tok_data
+    d = daemon_factory({"tok": path}, workers=1)
+    line = "ATTACH dataset=tok batch=8 shuffle=0 depth=2 version=3"
+    outs = [tmp_path / "a.bin", tmp_path / "b.bin"]
+    joins = int(d.stats()["sharing.joins"])
+    with workers_held(d):
+        procs = [subprocess.Popen([tool(), "read", d.sock, "10", str(outs[0]), line])]
+        wait_for(lambda: d.stats()["clients.attached"] == "1", "the first client")
+        procs.append(subprocess.Popen([tool(), "read", d.sock, "10", str(outs[1]), line]))
+        wait_for(lambda: int(d.stats()["sharing.joins"]) > joins, "the second to join")
+    assert [p.wait(60) for p in procs] == [0, 0]
+    assert int(d.stats()["sharing.batches"]) > 0
+    for out in outs:
+        ring = parse_ring(out.read_bytes())
+        f = {x["name"]: x for x in ring["fields"]}
+        for slot in ring["slots"]:
+            slot["batch"] = ring["batch"]
+            emb = column(slot, f["emb"], slot["count"])
+            for i, (idx, _, _) in enumerate(slot["samples"]):
+                assert emb[i] == samples[idx]["emb"]
+            check_ragged(f["tokens"], slot, lambda idx: samples[idx]["tokens"])
+            check_ragged(f["caption"], slot, lambda idx: samples[idx]["caption"])
