@@ -409,7 +409,10 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
     /* the whole layout again from this worker's own schema and the stream's
      * parameters, then compared with the header's: every column the worker
      * writes is placed by its own table (ring.h T3) */
-    if (xf->geometry(ds, &m->xform, &r->out, &err) < 0 ||
+    if (hdr.batch != m->batch)
+        rf_err_set(&err, -EBADMSG, "its header says batch %u, the stream's is %u", hdr.batch,
+                   m->batch);
+    if (hdr.batch != m->batch || xf->geometry(ds, &m->xform, &r->out, &err) < 0 ||
         ring_check(&hdr, m->total_size, &err) < 0 || hdr.sample_bytes != r->out.sample_bytes ||
         xform_fields_build(dataset_info(ds), &m->xform, &r->out,
                            m->ring_version ? m->ring_version : RING_VERSION, hdr.depth,
