@@ -128,6 +128,7 @@ struct wire_counters {
     uint64_t tiled;       /* JPEG samples decoded from restart-interval tiles */
     uint64_t bad[WIRE_BAD_KINDS];
     uint64_t substituted;
+    uint64_t boxes_dropped; /* boxes fields: boxes whose centre left the crop */
 };
 
 enum wire_status {

@@ -1133,6 +1133,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     if (r->fx.ragged)
         put_ragged(ws, r, dests, nd, job->count, done.rows);
     done.dropped = dropped;
+    ws->c.boxes_dropped += dropped;
     if (direct && !r->fx.kind_fields) /* make_fields times its own */
         ws->c.decode_ns += clock_mono_ns() - t1;
     ws->c.samples += job->count;

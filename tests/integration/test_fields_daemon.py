@@ -121,8 +121,10 @@ def read_held(d, line, batches, tmp_path, stat_key, want):
         expect = want(ring)
 
         def value():
-            vals = [int(v) for k, v in d.stats().items() if k.endswith(stat_key)]
-            return vals == [expect] and vals
+            st = d.stats()
+            vals = [int(v) for k, v in st.items()
+                    if k.startswith("clients.") and k.endswith(stat_key)]
+            return vals == [expect] and st
 
         st = wait_for(value, f"STATS {stat_key} {expect}", timeout=20)
     finally:
@@ -285,6 +287,8 @@ def test_fields_image_mask_boxes_none(daemon_factory, img_data, tmp_path):
         assert slot["dropped"] == want_drop
         dropped += want_drop
     assert dropped > 0
+    assert int(st["total.boxes_dropped"]) == int(
+        [v for k, v in st.items() if k.endswith(".boxes_dropped") and k.startswith("clients.")][0])
 
 
 def test_fields_bind_refusals(daemon_factory, img_data, tmp_path):
