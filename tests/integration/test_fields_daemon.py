@@ -407,3 +407,61 @@ def test_fields_share_group(daemon_factory, tok_data, tmp_path):
                 assert emb[i] == samples[idx]["emb"]
             check_ragged(f["tokens"], slot, lambda idx: samples[idx]["tokens"])
             check_ragged(f["caption"], slot, lambda idx: samples[idx]["caption"])
+
+
+def test_fields_train_mask_boxes_match_targets_run(daemon_factory, tmp_path):
+    """transform=train on a kind-fields dataset: each sample's mask and
+    boxes in the ring are what tests/targets_run gives for the same image,
+    seed and index (the workers' transform, then targets.c through its
+    view): the daemon wires the view of the bound image to its mask and
+    boxes, flips included."""
+    rng = random.Random(11)
+    w, h, size, seed = 20, 16, 8, 77
+    samples = []
+    for i in range(16):
+        pix = bytes(rng.randrange(256) for _ in range(w * h * 3))
+        mask = bytes(rng.randrange(5) for _ in range(w * h))
+        boxes = np.array([[rng.uniform(0, w / 2), rng.uniform(0, h / 2),
+                           rng.uniform(w / 2, w), rng.uniform(h / 2, h)] for _ in range(3)],
+                         dtype=np.float32)
+        samples.append(dict(img=rfpx(w, h, 3, pix), mask=rfpx(w, h, 1, mask), boxes=boxes))
+    records = [record([s["img"], s["mask"], s["boxes"].tobytes()]) for s in samples]
+    path = pack(tmp_path, "seg", ["image image", "mask image channels=1 mask=image",
+                                  "boxes ragged dtype=f32 shape=4 max=3 boxes=image"], records)
+    d = daemon_factory({"seg": path}, workers=2)
+    ring = read(d.sock, f"ATTACH dataset=seg batch=4 seed={seed} transform=train size={size} "
+                "version=3", 4, tmp_path)
+    f = {x["name"]: x for x in ring["fields"]}
+    assert f["mask"]["shape"] == (1, size, size)
+    runs = dropped = 0
+    flips = set()
+    for slot in ring["slots"]:
+        slot["batch"] = ring["batch"]
+        n = slot["count"]
+        masks = column(slot, f["mask"], n)
+        offs, vals = column(slot, f["boxes"], n)
+        got = np.frombuffer(vals, dtype=np.float32).reshape(-1, 4)
+        for i, (idx, _, _) in enumerate(slot["samples"]):
+            s = samples[idx]
+            files = {}
+            for k in ("img", "mask"):
+                files[k] = tmp_path / f"{k}.bin"
+                files[k].write_bytes(s[k])
+            files["boxes"] = tmp_path / "boxes.bin"
+            files["boxes"].write_bytes(s["boxes"].tobytes())
+            out = tmp_path / "mask.out"
+            out.write_bytes(b"")
+            r = subprocess.run([binary("tests/targets_run"), "train", str(size), str(seed),
+                                str(idx), "1", str(files["img"]), str(files["mask"]),
+                                str(files["boxes"]), str(out)],
+                               capture_output=True, text=True, check=True)
+            line = [x for x in r.stdout.splitlines() if x.startswith("boxes")][0].split()
+            kept = int(line[1])
+            want = np.array([float(v) for v in line[2:]], dtype=np.float32).reshape(kept, 4)
+            np.testing.assert_array_equal(got[offs[i]:offs[i + 1]], want)
+            assert masks[i] == out.read_bytes(), f"sample {idx}'s mask"
+            runs += 1
+            flips.add(r.stdout.split()[6])
+        dropped += slot["dropped"]
+    # the seed gives crops that drop boxes, and both flips (deterministic)
+    assert runs == 16 and dropped > 0 and flips == {"0", "1"}, (runs, dropped, flips)
