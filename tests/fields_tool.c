@@ -17,6 +17,9 @@
  *       is published and before it is released.  The reader of the file
  *       (the test) parses the field table and the columns itself.
  *
+ * With FIELDS_TOOL_TAMPER set, read swaps fields 1 and 2 of the ring's
+ * table right after the attach and says whether ring_check still passes it
+ * (a hostile client; the workers must refuse the ring, not trust it).
  * With FIELDS_TOOL_HOLD set in the environment, read prints "held" after
  * the batches and stays attached until its stdin closes (for STATS).
  *
@@ -183,6 +186,22 @@ static int read_ring(const char *sock, uint64_t batches, const char *out, const 
     memcpy(&hdr, mem, sizeof(hdr));
     if (ring_check(&hdr, sz.v, &err) < 0)
         return fail("ring_check", err.msg);
+    if (getenv("FIELDS_TOOL_TAMPER") && hdr.nfields >= 3) {
+        /* a hostile client: fields 1 and 2 swapped in the shared header
+         * before the workers map the ring; when their columns take as many
+         * pages the table stays self-consistent (ring_check passes it) */
+        struct ring_hdr *w = (struct ring_hdr *)mem;
+        struct ring_field a = w->fields[1], b = w->fields[2];
+
+        /* each keeps its place's offsets, as ring_geometry_fields gives them */
+        b.offset = w->fields[1].offset, b.offsets_at = w->fields[1].offsets_at;
+        a.offset = w->fields[2].offset, a.offsets_at = w->fields[2].offsets_at;
+        w->fields[1] = b;
+        w->fields[2] = a;
+        memcpy(&hdr, mem, sizeof(hdr));
+        printf("tampered %s\n", ring_check(&hdr, sz.v, &err) == 0 ? "consistent" : err.msg);
+        fflush(stdout);
+    }
     f = fopen(out, "wb");
     if (!f)
         return fail("cannot write", out);

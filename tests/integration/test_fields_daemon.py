@@ -465,3 +465,28 @@ def test_fields_train_mask_boxes_match_targets_run(daemon_factory, tmp_path):
         dropped += slot["dropped"]
     # the seed gives crops that drop boxes, and both flips (deterministic)
     assert runs == 16 and dropped > 0 and flips == {"0", "1"}, (runs, dropped, flips)
+
+
+def test_fields_tampered_table_is_refused(daemon_factory, tok_data, tmp_path):
+    """A client that rewrites its ring's field table before the workers map
+    it (tokens and caption swapped: as many pages each, so the table stays
+    self-consistent and ring_check passes it) gets a failed stream: the
+    workers build the table from their own schema and compare (ring.h T3),
+    never writing tokens where the header says; the next client of the
+    dataset reads it whole."""
+    path, samples = tok_data
+    d = daemon_factory({"tok": path}, workers=1)
+    out = tmp_path / "t.bin"
+    with workers_held(d):
+        p = subprocess.Popen([tool(), "read", d.sock, "2", str(out),
+                              "ATTACH dataset=tok batch=8 shuffle=0 version=3 share=0"],
+                             stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, FIELDS_TOOL_TAMPER="1"))
+        assert p.stdout.readline().strip() == "tampered consistent"
+    rest = p.stdout.read()
+    assert p.wait(60) == 3, rest
+    assert rest.startswith("failed:") and "not mapped" in rest, rest
+    assert "does not match" in d.read_log(), d.read_log()[-2000:]
+    ring = read(d.sock, "ATTACH dataset=tok batch=8 shuffle=0 version=3", 5, tmp_path)
+    seen = sorted(idx for slot in ring["slots"] for idx, _, _ in slot["samples"])
+    assert seen == list(range(40))
