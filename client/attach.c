@@ -12,7 +12,10 @@
  *   - the memfd carries F_SEAL_SHRINK, F_SEAL_GROW and F_SEAL_SEAL, so the
  *     daemon can never shrink it under the mapping (no SIGBUS),
  *   - its size is the size= of the reply and the header's total_size,
- *   - the header passes ring_check() (magic, version, geometry), its state
+ *   - a private copy of the header (taken once: the mapping is
+ *     client-writable and every later check and offset must see the same
+ *     bytes) passes ring_check() (magic, version 2 or 3, geometry, the
+ *     field table of version 3), its state
  *     is RING_LIVE, and it describes what was asked for (batch, resume
  *     point) with a known element type and a sample shape that matches
  *     the sample size,
@@ -20,6 +23,11 @@
  * On every failure path each descriptor received is closed and the mapping
  * undone, so a refused attach leaks nothing.  The request and reply lines
  * themselves are attach_line.c's.
+ *
+ * Versions.  The client asks for RING_VERSION (3: fields).  A daemon that
+ * predates it answers ERR version (-EPROTONOSUPPORT); the client then asks
+ * once more, on a new connection, for version 2, whose rings carry one data
+ * block and no field table (the field calls of ringfeed.h say -ENOTSUP).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -337,6 +345,14 @@ static int check_header(const struct ring_hdr *h, const struct client_attach_arg
     if (dtype < 0 || h->layout < RING_CHW || h->layout > RING_FLAT)
         return rf_err_set(err, -EPROTO, "the ring's sample type %u / layout %u is unknown",
                           h->dtype, h->layout);
+    if (h->version >= RING_VERSION_FIELDS &&
+        (h->fields[h->primary].dtype != h->dtype || h->fields[h->primary].layout != h->layout))
+        return rf_err_set(err, -EPROTO,
+                          "the ring's primary field %.*s (type %u, layout %u) is not the "
+                          "sample type %u / layout %u of its header",
+                          (int)RING_FIELD_NAME, h->fields[h->primary].name,
+                          h->fields[h->primary].dtype, h->fields[h->primary].layout,
+                          h->dtype, h->layout);
     elem = dataset_dtype_size((enum dataset_dtype)dtype);
     if (__builtin_mul_overflow((uint64_t)h->shape[0] * h->shape[1], h->shape[2], &bytes) ||
         __builtin_mul_overflow(bytes, elem, &bytes) || bytes != h->sample_bytes)
@@ -355,13 +371,14 @@ static int check_header(const struct ring_hdr *h, const struct client_attach_arg
  * *refused is 1 when the daemon answered with ERR (the errno is its code's),
  * 0 when no answer came.
  */
-int client_attach(const struct client_attach_args *a, struct client_conn *out,
-                  int *refused, struct rf_err *err)
+static int attach_one(const struct client_attach_args *a, struct client_conn *out,
+                      int *refused, struct rf_err *err)
 {
     char line[CTL_LINE_MAX + 1];
     int fds[CLIENT_FDS_MAX];
     struct client_reply r;
     size_t nfds = 0;
+    struct ring_hdr *priv = NULL;
     void *mem = NULL;
     ssize_t n;
     int sock, rc;
@@ -400,10 +417,27 @@ int client_attach(const struct client_attach_args *a, struct client_conn *out,
     rc = map_memfd(fds[0], r.size, &mem, err);
     if (rc < 0)
         goto close_fds;
-    rc = ring_check(mem, r.size, err);
+    /* ring.h: the checks run on a private copy, which is what the client
+     * reads its geometry and field table from from now on */
+    /* struct ring_hdr is _Alignas(1024) (its field table): malloc's
+     * alignment is not enough */
+    priv = aligned_alloc(RING_PAGE, RING_HDR_SIZE);
+    if (!priv) {
+        rc = rf_err_set(err, -ENOMEM, "out of memory copying the ring header");
+        goto unmap;
+    }
+    memcpy(priv, mem, RING_HDR_SIZE);
+    rc = ring_check(priv, r.size, err);
     if (rc < 0)
         goto unmap;
-    rc = check_header(mem, a, &r, err);
+    rc = check_header(priv, a, &r, err);
+    if (rc < 0)
+        goto unmap;
+    /* an older layout than asked for is one the daemon speaks and the
+     * client reads (ring_check took it); a newer one it never asked for */
+    if (priv->version > a->version)
+        rc = rf_err_set(err, -EPROTO, "asked for ring layout version %u, the daemon sent "
+                        "version %u", a->version, priv->version);
     if (rc < 0)
         goto unmap;
     close(fds[0]); /* the mapping keeps the memory */
@@ -411,12 +445,14 @@ int client_attach(const struct client_attach_args *a, struct client_conn *out,
         .sock = sock,
         .efd = fds[1],
         .hdr = mem,
+        .priv = priv,
         .size = (size_t)r.size,
         .id = r.id,
     };
     return 0;
 
 unmap:
+    free(priv);
     munmap(mem, (size_t)r.size);
 close_fds:
     for (size_t i = 0; i < nfds; i++)
@@ -426,9 +462,25 @@ close_sock:
     return rc;
 }
 
+int client_attach(const struct client_attach_args *a, struct client_conn *out,
+                  int *refused, struct rf_err *err)
+{
+    struct client_attach_args v = *a;
+    int rc;
+
+    v.version = RING_VERSION;
+    rc = attach_one(&v, out, refused, err);
+    if (rc != -EPROTONOSUPPORT || !*refused)
+        return rc;
+    /* an older daemon: the version-2 layout, one data block, no fields */
+    v.version = 2;
+    return attach_one(&v, out, refused, err);
+}
+
 /* Detaches (closing the socket) and unmaps.  Leaves cn empty. */
 void client_conn_close(struct client_conn *cn)
 {
+    free(cn->priv);
     if (cn->hdr)
         munmap(cn->hdr, cn->size);
     if (cn->efd >= 0)

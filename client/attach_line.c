@@ -124,7 +124,7 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
         at.size = o->size;
     at.shuffle = o->shuffle != 0;
     at.drop_last = o->drop_last != 0;
-    at.version = RING_VERSION;
+    at.version = a->version ? a->version : RING_VERSION;
     rc = ctl_format_attach(&at, buf, cap, &e);
     if (rc == -ENOSPC)
         return rf_err_set(err, -EMSGSIZE, "the ATTACH line is longer than %zu bytes",

@@ -65,7 +65,9 @@ _Static_assert(RF_LAYOUT_CHW == RING_CHW && RF_LAYOUT_HWC == RING_HWC &&
                RF_LAYOUT_FLAT == RING_FLAT, "layouts");
 _Static_assert(RF_DTYPE_U8 == RING_U8 && RF_DTYPE_I8 == RING_I8 && RF_DTYPE_I16 == RING_I16 &&
                RF_DTYPE_I32 == RING_I32 && RF_DTYPE_F32 == RING_F32 &&
-               RF_DTYPE_F64 == RING_F64, "dtypes");
+               RF_DTYPE_F64 == RING_F64 && RF_DTYPE_I64 == RING_I64 &&
+               RF_DTYPE_F16 == RING_F16 && RF_DTYPE_BF16 == RING_BF16 &&
+               RF_DTYPE_U16 == RING_U16, "dtypes");
 #if UINTPTR_MAX == UINT64_MAX
 /* 0.4 added dtype in the tail padding of rf_batch and in rf_info's pad_:
  * both keep their 0.3 size, so programs built against 0.3 still work */
@@ -174,29 +176,73 @@ static struct client_attach_args attach_args(const struct rf_client *c)
 /* Takes a fresh connection: its ring batch 0 is the next batch. */
 static void adopt(struct rf_client *c, const struct client_conn *cn)
 {
+    const struct ring_hdr *h = cn->priv;
+
     c->conn = *cn;
     c->first = c->delivered;
-    c->depth = cn->hdr->depth;
-    c->batches_per_epoch = cn->hdr->batches_per_epoch;
+    c->depth = h->depth;
+    c->batches_per_epoch = h->batches_per_epoch;
     /* the position as the daemon normalized it (a start seq past the
      * epoch's end names a later epoch's batch; check_header checked it) */
-    c->next_epoch = cn->hdr->start_epoch;
-    c->next_seq = cn->hdr->start_seq;
+    c->next_epoch = h->start_epoch;
+    c->next_seq = h->start_seq;
     c->info = (struct rf_info){
-        .batch = cn->hdr->batch,
-        .depth = cn->hdr->depth,
-        .dataset_samples = cn->hdr->dataset_samples,
-        .batches_per_epoch = cn->hdr->batches_per_epoch,
-        .sample_bytes = cn->hdr->sample_bytes,
-        .layout = cn->hdr->layout,
-        .shape = {cn->hdr->shape[0], cn->hdr->shape[1], cn->hdr->shape[2]},
-        .classes = cn->hdr->classes,
-        .dtype = cn->hdr->dtype,
+        .batch = h->batch,
+        .depth = h->depth,
+        .dataset_samples = h->dataset_samples,
+        .batches_per_epoch = h->batches_per_epoch,
+        .sample_bytes = h->sample_bytes,
+        .layout = h->layout,
+        .shape = {h->shape[0], h->shape[1], h->shape[2]},
+        .classes = h->classes,
+        .dtype = h->dtype,
     };
+    if (!c->attached_once) { /* the fields are the first ring's (same_fields) */
+        c->version = h->version;
+        c->meta_size = h->meta_size;
+        c->nfields = h->version >= RING_VERSION_FIELDS ? h->nfields : 0;
+        c->primary = h->primary;
+        memcpy(c->fields, h->fields, sizeof(c->fields));
+    }
     c->attached_once = 1;
     c->said = 0;
     c->state = CLIENT_ATTACHED;
     client_handoff_mapped(c);
+}
+
+/*
+ * 1 when the ring whose checked header copy is h can go on the stream of
+ * the rings attached before, whose fields the caller was told of (and may
+ * hold batches of): the same field table, offsets included, and the same
+ * slot header size.  A first ring without a table (version 2, an older
+ * daemon) may be followed by a version-3 one whose primary column is where
+ * version 2's data block was (the daemon was upgraded): the client goes on
+ * describing no fields, so held and new batches read alike.  A ring without
+ * a table after one with is refused: the caller was told of columns it
+ * does not have.
+ */
+static int same_fields(const struct rf_client *c, const struct ring_hdr *h)
+{
+    uint32_t n = h->version >= RING_VERSION_FIELDS ? h->nfields : 0;
+
+    if (h->meta_size != c->meta_size)
+        return 0;
+    if (c->nfields == 0)
+        return n == 0 || h->fields[h->primary].offset == c->meta_size;
+    if (n != c->nfields || h->primary != c->primary)
+        return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct ring_field *a = &c->fields[i], *b = &h->fields[i];
+
+        if (memcmp(a->name, b->name, sizeof(a->name)) || a->kind != b->kind ||
+            a->dtype != b->dtype || a->layout != b->layout || a->ndim != b->ndim ||
+            memcmp(a->shape, b->shape, sizeof(a->shape)) || a->role != b->role ||
+            a->of != b->of || a->item_bytes != b->item_bytes ||
+            a->capacity != b->capacity || a->offset != b->offset ||
+            a->offsets_at != b->offsets_at)
+            return 0;
+    }
+    return 1;
 }
 
 /* Enters CLIENT_DEAD with code; the message is already in c->err. */
@@ -218,6 +264,8 @@ static void lose(struct rf_client *c)
             .size = c->conn.size,
             .first = c->first,
             .end = c->delivered,
+            .depth = c->conn.priv->depth,
+            .stride = c->conn.priv->slot_stride,
         };
         c->conn.hdr = NULL; /* the retired ring owns the mapping now */
     }
@@ -264,6 +312,16 @@ static int reconnect(struct rf_client *c, int64_t deadline_ns)
         now = client_now_ns();
         if (now >= c->next_try_ns && now < give_up) {
             rc = client_attach(&a, &cn, &refused, &c->attempt);
+            if (rc == 0 && !same_fields(c, cn.priv)) {
+                client_conn_close(&cn);
+                return die(c, rf_err_set(&c->err, -EPROTO,
+                                         "%s; the daemon reconnected to describes the "
+                                         "sample's fields otherwise than the ring this "
+                                         "stream began with (another dataset, or an older "
+                                         "daemon): not resuming at epoch %" PRIu64
+                                         " batch %" PRIu64, c->lost.msg, c->next_epoch,
+                                         c->next_seq));
+            }
             if (rc == 0) {
                 adopt(c, &cn);
                 c->st.reconnects++;
@@ -292,14 +350,22 @@ static int reconnect(struct rf_client *c, int64_t deadline_ns)
     }
 }
 
+/* Where rf_batch.data is within a slot: the primary field's column (ring.h:
+ * the one the header's sample size and shape describe), the data block at
+ * meta_size in a version-2 ring. */
+static uint64_t primary_offset(const struct rf_client *c)
+{
+    return c->nfields ? c->fields[c->primary].offset : c->meta_size;
+}
+
 /* The live ring's slot for the next batch is published: checks it and
  * hands it to the caller. */
 static int deliver(struct rf_client *c, struct rf_batch *b)
 {
-    const struct ring_hdr *h = c->conn.hdr;
+    const struct ring_hdr *h = c->conn.priv;
     uint64_t g = c->delivered - c->first;
     uint32_t slot = (uint32_t)(g % h->depth);
-    struct ring_slot *s = ring_slot(c->conn.hdr, slot);
+    struct ring_slot *s = client_slot(c->conn.hdr, h->slot_stride, slot);
 
     if (s->stream_seq != g || s->epoch != c->next_epoch || s->seq != c->next_seq ||
         s->count < 1 || s->count > h->batch || s->substituted > s->count)
@@ -312,7 +378,7 @@ static int deliver(struct rf_client *c, struct rf_batch *b)
                                  slot, s->stream_seq, s->epoch, s->seq, s->count,
                                  s->substituted, g, c->next_epoch, c->next_seq, h->batch));
     *b = (struct rf_batch){
-        .data = ring_slot_data(c->conn.hdr, slot),
+        .data = (const uint8_t *)s + primary_offset(c),
         .samples = (const struct rf_sample *)ring_samples(s),
         .count = s->count,
         .substituted = s->substituted,
@@ -495,8 +561,6 @@ static int release_live(struct rf_client *c, uint64_t g)
 int client_check_handback(struct rf_client *c, const struct rf_batch *b, const char *what)
 {
     uint64_t n = c->released + c->ho.n_pend; /* the oldest not handed back */
-    struct ring_hdr *hdr = NULL;
-    uint64_t first = 0;
 
     if (n == c->delivered)
         return rf_err_set(&c->err, -EINVAL,
@@ -508,23 +572,43 @@ int client_check_handback(struct rf_client *c, const struct rf_batch *b, const c
                           "oldest held batch is %" PRIu64 "; release batches in the "
                           "order rf_next returned them",
                           what, b->stream_seq, n);
+    return client_batch_slot(c, b, what) ? 0 : -EINVAL;
+}
+
+struct ring_slot *client_batch_slot(struct rf_client *c, const struct rf_batch *b,
+                                    const char *what)
+{
+    uint64_t n = b->stream_seq, first = 0, stride = 0;
+    struct ring_hdr *hdr = NULL;
+    uint32_t depth = 0;
+
+    if (n < c->released + c->ho.n_pend || n >= c->delivered) {
+        rf_err_set(&c->err, -EINVAL,
+                   "%s: batch %" PRIu64 " is not held (batches %" PRIu64 " to %" PRIu64
+                   " are): pass a batch rf_next returned and not yet released",
+                   what, n, c->released + c->ho.n_pend, c->delivered);
+        return NULL;
+    }
     if (c->conn.hdr && n >= c->first) {
         hdr = c->conn.hdr;
         first = c->first;
+        depth = c->conn.priv->depth;
+        stride = c->conn.priv->slot_stride;
     }
     for (unsigned i = 0; !hdr && i < c->n_old; i++)
         if (c->old[i].first <= n && n < c->old[i].end) {
             hdr = c->old[i].hdr;
             first = c->old[i].first;
+            depth = c->old[i].depth;
+            stride = c->old[i].stride;
         }
-    if (!hdr)
-        return rf_err_set(&c->err, -EINVAL, "%s: batch %" PRIu64 " has no ring", what, n);
-    if (b->slot != (n - first) % hdr->depth || b->data != ring_slot_data(hdr, b->slot))
-        return rf_err_set(&c->err, -EINVAL,
-                          "%s: batch %" PRIu64 " is not the one this client "
-                          "delivered (slot %u)",
-                          what, n, b->slot);
-    return 0;
+    if (!hdr || b->slot != (n - first) % depth ||
+        b->data != (const uint8_t *)client_slot(hdr, stride, b->slot) + primary_offset(c)) {
+        rf_err_set(&c->err, -EINVAL, "%s: batch %" PRIu64 " is not the one this client "
+                   "delivered (slot %u)", what, n, b->slot);
+        return NULL;
+    }
+    return client_slot(hdr, stride, b->slot);
 }
 
 int client_release_oldest(struct rf_client *c)

@@ -10,6 +10,9 @@
  *   attach.c  the ATTACH handshake: connect, send, receive the reply and its
  *             descriptors, check the memfd and the eventfd, map the ring
  *   attach_line.c  the ATTACH request line and the parse of its reply
+ *   fields.c  a sample's fields and a batch's columns (rf_field_*,
+ *             rf_batch_column, rf_batch_dropped)
+ *   offsets.c the check of a RAGGED column's offsets
  *   wait.c    waiting for one slot: spin, futex, ring state, socket liveness
  *   handoff.c the CUDA hand-off: pinning mappings, copies whose completion
  *             releases their slot, in order (rf_cuda_*, rf_poll)
@@ -44,13 +47,19 @@ struct client_ring {
     size_t size;                /* bytes mapped */
     uint64_t first;             /* caller stream number of ring batch 0 */
     uint64_t end;               /* first caller stream number not in it */
+    uint32_t depth;             /* its slots and their stride, from its */
+    uint64_t stride;            /* checked header copy */
 };
 
 /* What one successful ATTACH yields. */
 struct client_conn {
     int sock;                   /* control connection; closing it detaches */
     int efd;                    /* eventfd the daemon watches for releases */
-    struct ring_hdr *hdr;       /* the mapped ring */
+    struct ring_hdr *hdr;       /* the mapped ring (client-writable) */
+    struct ring_hdr *priv;      /* a private copy of its header, taken
+                                   before ring_check and checked: every
+                                   geometry the client uses is read here
+                                   (RING_HDR_SIZE bytes, owned) */
     size_t size;
     uint64_t id;                /* the daemon's attach id */
 };
@@ -61,6 +70,7 @@ struct client_attach_args {
     const char *path;           /* socket path, checked to fit sun_path */
     int32_t rank, world;
     uint64_t epoch, seq;        /* first batch wanted */
+    uint32_t version;           /* ring layout version asked for */
 };
 
 /* handoff.c's state.  Batch numbers are the caller's stream numbers. */
@@ -119,6 +129,13 @@ struct rf_client {
     struct rf_info info;        /* of the last ring attached; rank, world and
                                    the position are filled by rf_get_info */
     int attached_once;          /* info is valid */
+    /* the sample's fields, from the first ring attached (a reconnect must
+     * find the same ones: same_fields in client.c); nfields 0 for a
+     * version-2 ring */
+    uint32_t version;           /* ring layout version of the first ring */
+    uint32_t nfields, primary;
+    uint64_t meta_size;         /* of the rings: the same for each (batch) */
+    struct ring_field fields[RING_MAX_FIELDS];
 
     /* retired rings still holding batches the caller has not released */
     struct client_ring old[RING_MAX_DEPTH];
@@ -149,6 +166,13 @@ struct rf_client {
     struct rf_err err;
 };
 
+/* Slot i of the ring mapped at base, whose checked geometry (the private
+ * copy's, never the client-writable header's) has slot stride `stride`. */
+static inline struct ring_slot *client_slot(void *base, uint64_t stride, uint32_t i)
+{
+    return (struct ring_slot *)((char *)base + RING_HDR_SIZE + (uint64_t)i * stride);
+}
+
 /* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
 int64_t client_now_ns(void);
 
@@ -170,9 +194,25 @@ int client_parse_reply(const char *line, size_t len, const char *path,
                        struct client_reply *r, int *refused, struct rf_err *err);
 
 /* attach.c */
+
+/* Connects to a->path, attaches from (a->epoch, a->seq) asking for ring
+ * version RING_VERSION and, when the daemon refuses that as a version it
+ * does not speak (ERR version), once more for version 2; maps the ring.
+ * Returns 0 with *out filled (the caller owns it: client_conn_close), or a
+ * negative errno with err saying why, nothing left open, and *refused 1
+ * when the daemon answered ERR.  a->version is ignored. */
 int client_attach(const struct client_attach_args *a, struct client_conn *out,
                   int *refused, struct rf_err *err);
 void client_conn_close(struct client_conn *cn);
+
+/* offsets.c */
+
+/* Checks a RAGGED column's count + 1 offsets off[] (ring.h VERSION 3) for
+ * field f of caller batch stream_seq: 0 first, never decreasing, the last
+ * at most f->capacity.  Reads off[0..count] only.  Returns 0, or -EBADMSG
+ * with err naming the field, the sample and the values. */
+int client_check_offsets(const struct ring_field *f, const int64_t *off, uint32_t count,
+                         uint64_t stream_seq, struct rf_err *err);
 
 /* wait.c */
 
@@ -192,6 +232,11 @@ int client_check_owner(struct rf_client *c, const char *what);
  * pending); 0 or -EINVAL with the message in c->err, `what` naming the
  * caller's function. */
 int client_check_handback(struct rf_client *c, const struct rf_batch *b, const char *what);
+/* The slot of batch b, which must be held (delivered, not yet handed
+ * back) and be the batch rf_next filled; NULL with -EINVAL's message in
+ * c->err otherwise, `what` naming the caller's function. */
+struct ring_slot *client_batch_slot(struct rf_client *c, const struct rf_batch *b,
+                                    const char *what);
 /* Releases batch c->released to the daemon (or drops its retired ring). */
 int client_release_oldest(struct rf_client *c);
 

@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define RF_VERSION_MAJOR 0
-#define RF_VERSION_MINOR 4
+#define RF_VERSION_MINOR 5
 
 struct rf_client;
 
@@ -113,6 +113,10 @@ struct rf_sample {
 #define RF_DTYPE_I32 4
 #define RF_DTYPE_F32 5
 #define RF_DTYPE_F64 6
+#define RF_DTYPE_I64 7   /* 7..10: since 0.5, from a version-3 ring */
+#define RF_DTYPE_F16 8   /* IEEE half */
+#define RF_DTYPE_BF16 9  /* bfloat16: the top half of an f32 */
+#define RF_DTYPE_U16 10
 
 /* A view of one delivered batch, valid until rf_release(). */
 struct rf_batch {
@@ -224,12 +228,108 @@ int rf_ready(const struct rf_client *c);
 int rf_get_info(const struct rf_client *c, struct rf_info *info);
 
 /* The name of an RF_DTYPE_* ("u8", "i8", "i16", "i32", "f32", "f64"; since
- * 0.4), or NULL for a number that names none. */
+ * 0.4; "i64", "f16", "bf16", "u16" since 0.5), or NULL for a number that
+ * names none. */
 const char *rf_dtype_name(uint32_t dtype);
 
 /* Bytes of one element of an RF_DTYPE_* (since 0.4), or 0 for a number
  * that names none. */
 size_t rf_dtype_size(uint32_t dtype);
+
+/*
+ * Fields (since 0.5).  A sample of a dataset is a list of named fields (an
+ * image, a mask, boxes, tokens, a caption, a label...), and a ring of
+ * layout version 3 describes each and carries one column per field in
+ * every batch:
+ *
+ *  RF_FIELD_FIXED   every sample has item_bytes bytes (an image after its
+ *                   transform, a tensor, a scalar): the column is count *
+ *                   item_bytes bytes, sample i's at data + i * item_bytes.
+ *  RF_FIELD_RAGGED  every sample has its own number of rows of item_bytes
+ *                   bytes each (boxes, tokens; bytes fields are u8 rows of
+ *                   one value): count + 1 offsets in rows, sample i's rows
+ *                   from offsets[i] to offsets[i + 1], at most capacity
+ *                   rows in a batch.
+ *
+ * Field order is the dataset's schema order.  A dataset of images (or
+ * tensors) with labels has two fields: the image (or tensor) whose column
+ * is rf_batch.data, and "label" (FIXED i64).  rf_batch.data, sample_bytes,
+ * dtype, layout and shape describe the primary field: the one the
+ * transform is bound to (rf_options.params field=NAME).
+ *
+ * A daemon that predates fields gives a version-2 ring: rf_next works as
+ * before and the field calls below return -ENOTSUP, saying so in
+ * rf_last_error.  rf_open asks for version 3 and, when the daemon refuses
+ * that as a version it does not speak, asks again for version 2.
+ *
+ * The fields are those of the first ring attached.  A reconnect to a ring
+ * with other fields fails the stream (-EPROTO, final); one from a
+ * version-2 ring to a daemon upgraded meanwhile goes on as version 2.
+ */
+#define RF_FIELD_FIXED 1
+#define RF_FIELD_RAGGED 2
+
+#define RF_ROLE_NONE 0
+#define RF_ROLE_BOXES 1  /* RAGGED f32 rows x0,y0,x1,y1 in the output
+                            pixels of image field `of` (after its crop) */
+#define RF_ROLE_MASK 2   /* FIXED one-channel image: the mask of field `of` */
+
+#define RF_FIELD_NAME_MAX 31
+
+/* One field of a sample, as the ring describes it. */
+struct rf_field {
+    char name[RF_FIELD_NAME_MAX + 1]; /* [A-Za-z0-9_], NUL-terminated */
+    uint32_t kind;       /* RF_FIELD_* */
+    uint32_t dtype;      /* RF_DTYPE_* of its elements */
+    uint32_t layout;     /* RF_LAYOUT_*: CHW or HWC for an image, else FLAT */
+    uint32_t ndim;       /* dims of one sample (FIXED; 0: one value) or of
+                            one row (RAGGED; 0: one value per row) */
+    uint32_t shape[4];   /* the first ndim are set, in elements */
+    uint32_t role;       /* RF_ROLE_* */
+    uint32_t of;         /* the field index the role refers to */
+    uint64_t item_bytes; /* FIXED: one sample's bytes; RAGGED: one row's */
+    uint64_t capacity;   /* FIXED: the batch size; RAGGED: rows per batch,
+                            at most */
+};
+
+/* One field's column in one batch, valid until the batch is released. */
+struct rf_column {
+    const void *data;       /* the values: bytes bytes, page aligned */
+    const int64_t *offsets; /* RAGGED: count + 1 row offsets, checked (0
+                               first, never decreasing, the last at most the
+                               capacity); FIXED: NULL */
+    uint64_t rows;          /* RAGGED: offsets[count]; FIXED: count */
+    size_t bytes;           /* rows * item_bytes */
+};
+
+/* Fields of a sample: 1..16 (version-3 ring), or -ENOTSUP (version 2),
+ * -ENOTCONN (never attached), -EINVAL (c NULL). */
+int rf_field_count(struct rf_client *c);
+
+/* Fills *f with field i.  Returns 0, -EINVAL (c or f NULL), -ERANGE (i not
+ * below rf_field_count), -ENOTSUP or -ENOTCONN as rf_field_count; *f is
+ * zeroed on failure. */
+int rf_field_info(struct rf_client *c, uint32_t i, struct rf_field *f);
+
+/* The index of the field called name, or -ENOENT (none), -EINVAL,
+ * -ENOTSUP or -ENOTCONN. */
+int rf_field_find(struct rf_client *c, const char *name);
+
+/*
+ * Fills *col with field i's column in batch b (a batch rf_next returned and
+ * not yet handed back).  Returns 0; -EINVAL when b is not such a batch or an
+ * argument is NULL; -ERANGE for i out of range; -ENOTSUP for a version-2
+ * ring; -EBADMSG when a RAGGED column's offsets break the rules above (the
+ * ring is client-writable: only this process can have garbled it) with
+ * rf_last_error naming the field, the sample and the offsets.  Nothing is
+ * read outside the slot.  *col is zeroed on failure.
+ */
+int rf_batch_column(struct rf_client *c, const struct rf_batch *b, uint32_t i,
+                    struct rf_column *col);
+
+/* Boxes the crop dropped in batch b (their centre left the crop), 0 for a
+ * version-2 ring; -EINVAL when b is not a held batch. */
+int64_t rf_batch_dropped(struct rf_client *c, const struct rf_batch *b);
 
 /* Detaches, unmaps and frees.  Accepts NULL.  Held batches become invalid. */
 void rf_close(struct rf_client *c);

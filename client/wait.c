@@ -113,9 +113,9 @@ int rf_ready(const struct rf_client *c)
     if (!c || c->state != CLIENT_ATTACHED || !c->conn.hdr || c->ho.n_pend ||
         (c->depth && c->delivered - c->released >= c->depth - 1))
         return 0;
-    h = c->conn.hdr;
+    h = c->conn.priv;
     g = c->delivered - c->first;
-    s = ring_slot(c->conn.hdr, (uint32_t)(g % h->depth));
+    s = client_slot(c->conn.hdr, h->slot_stride, (uint32_t)(g % h->depth));
     return atomic_load_explicit(&s->ready, memory_order_acquire) == ring_ready_word(g);
 }
 
@@ -128,9 +128,9 @@ int rf_ready(const struct rf_client *c)
  */
 int client_wait(struct rf_client *c, int64_t deadline_ns)
 {
-    const struct ring_hdr *h = c->conn.hdr;
+    const struct ring_hdr *h = c->conn.priv;
     uint64_t g = c->delivered - c->first;
-    struct ring_slot *s = ring_slot(c->conn.hdr, (uint32_t)(g % h->depth));
+    struct ring_slot *s = client_slot(c->conn.hdr, h->slot_stride, (uint32_t)(g % h->depth));
     uint32_t want = ring_ready_word(g), seen;
     int64_t now, nap;
     int rc;

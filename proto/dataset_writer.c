@@ -584,6 +584,22 @@ int dataset_writer_set_image_shape(struct dataset_writer *w, uint32_t height,
     return 0;
 }
 
+int dataset_writer_set_field_shape(struct dataset_writer *w, uint32_t field, uint32_t height,
+                                   uint32_t width, struct rf_err *err)
+{
+    if (w->m.kind != DATASET_FIELDS || field >= w->schema.n ||
+        w->schema.f[field].kind != SCHEMA_IMAGE)
+        return rf_err_set(err, -EINVAL, "field %" PRIu32 ": shape=HxW is for an image field "
+                          "of a kind-fields dataset", field);
+    if (!height != !width || height > PX_SIDE_MAX || width > PX_SIDE_MAX)
+        return rf_err_set(err, -EINVAL, "field %s: shape=%" PRIu32 "x%" PRIu32 ": give each "
+                          "side 1..%u, or 0x0 for none", w->schema.f[field].name, height, width,
+                          PX_SIDE_MAX);
+    w->schema.f[field].height = height;
+    w->schema.f[field].width = width;
+    return 0;
+}
+
 void dataset_writer_get_stats(const struct dataset_writer *w,
                               struct dataset_writer_stats *st)
 {

@@ -13,6 +13,9 @@
  *                              how many records are RFPX pixels
  *   dataset_writer_set_image_shape  (jpeg only, optional, before finish)
  *                              every image's height and width
+ *   dataset_writer_set_field_shape  (fields only, optional, before
+ *                              finish) every image's height and width
+ *                              in one image field
  *   dataset_writer_finish      writes the last index and header, the
  *                              MANIFEST, fsyncs everything, and renames the
  *                              temporary folder to the destination
@@ -145,6 +148,20 @@ int dataset_writer_set_raw_images(struct dataset_writer *w, uint64_t n,
  */
 int dataset_writer_set_image_shape(struct dataset_writer *w, uint32_t height,
                                    uint32_t width, struct rf_err *err);
+
+/*
+ * For a kind-fields dataset: every image of image field `field` decodes at
+ * full scale to height x width pixels, written to the MANIFEST as that
+ * field's shape=HxW (schema.h; none when both are 0, the default).  Call
+ * it any time before finish; the last value counts.  The writer does not
+ * decode the records: the caller vouches for them (ringfeed-pack verify
+ * checks them).  Returns 0, or -EINVAL with err set for another kind, a
+ * field that is not an image, one side 0 and not the other, or a side
+ * over PX_SIDE_MAX.
+ */
+int dataset_writer_set_field_shape(struct dataset_writer *w, uint32_t field,
+                                   uint32_t height, uint32_t width,
+                                   struct rf_err *err);
 
 /* Figures so far (for progress lines and the summary). */
 void dataset_writer_get_stats(const struct dataset_writer *w,

@@ -684,6 +684,10 @@ int manifest_parse(const char *buf, size_t len, struct manifest *m,
     r = manifest_check(m, err);
     if (r < 0)
         goto fail;
+    /* checked (on a copy) above: this fills each field's row_bytes, which
+     * schema_record_split divides by */
+    if (m->schema.n)
+        schema_check(&m->schema, NULL);
     return 0;
 
 fail:

@@ -221,6 +221,74 @@ fail:
     return rc;
 }
 
+int fake_ring_make_fields(struct fake_ring *r, uint32_t depth, uint32_t batch,
+                          const struct ring_field *f, uint32_t n, uint32_t primary,
+                          uint64_t bpe, uint64_t epoch, uint64_t seq, int seals)
+{
+    struct ring_field t[RING_MAX_FIELDS];
+    struct ring_geom g;
+    uint64_t item;
+    int rc;
+
+    if (n > RING_MAX_FIELDS || primary >= n)
+        return -EINVAL;
+    memcpy(t, f, n * sizeof(*t));
+    rc = ring_geometry_fields(depth, batch, t, n, primary, &g, NULL);
+    if (rc < 0)
+        return rc;
+    item = t[primary].item_bytes;
+    /* the v2 ring of the primary's size, then grown to the fields' layout */
+    rc = fake_ring_make(r, depth, batch, item, bpe, epoch, seq, 0);
+    if (rc < 0)
+        return rc;
+    munmap(r->hdr, r->size);
+    r->hdr = NULL;
+    if (ftruncate(r->memfd, (off_t)g.total_size) == -1)
+        goto fail;
+    r->hdr = mmap(NULL, g.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->memfd, 0);
+    if (r->hdr == MAP_FAILED) {
+        r->hdr = NULL;
+        goto fail;
+    }
+    r->size = g.total_size;
+    ring_init(r->hdr, &g, 3);
+    atomic_store(&r->hdr->want_release, 1);
+    r->hdr->dtype = t[primary].dtype;
+    r->hdr->layout = t[primary].layout;
+    {
+        uint32_t d = t[primary].dtype;
+        uint64_t es = d == RING_I16 || d == RING_F16 || d == RING_BF16 || d == RING_U16 ? 2
+                    : d == RING_I32 || d == RING_F32 ? 4
+                    : d == RING_F64 || d == RING_I64 ? 8 : 1;
+
+        /* {elements, 1, 1} for FLAT, the field's own C,H,W (or H,W,C) when
+         * it has three dims, else {1, 1, elements} */
+        r->hdr->shape[0] = r->hdr->shape[1] = r->hdr->shape[2] = 1;
+        if (t[primary].layout == RING_FLAT)
+            r->hdr->shape[0] = (uint32_t)(item / es);
+        else if (t[primary].ndim == 3)
+            memcpy(r->hdr->shape, t[primary].shape, sizeof(r->hdr->shape));
+        else
+            r->hdr->shape[2] = (uint32_t)(item / es);
+    }
+    r->hdr->classes = 10;
+    r->hdr->dataset_samples = 1000;
+    r->hdr->batches_per_epoch = bpe;
+    r->hdr->start_epoch = epoch;
+    r->hdr->start_seq = seq;
+    r->hdr->attach_id = 7;
+    r->hdr->nfields = n;
+    r->hdr->primary = primary;
+    memcpy(r->hdr->fields, t, n * sizeof(*t));
+    if (seals && fcntl(r->memfd, F_ADD_SEALS, seals) == -1)
+        goto fail;
+    return 0;
+fail:
+    rc = -errno;
+    fake_ring_free(r);
+    return rc;
+}
+
 int fake_ring_send(const struct fake_ring *r, int conn)
 {
     char line[256];
@@ -258,6 +326,48 @@ uint32_t fake_count(const struct ring_hdr *h, uint64_t seq)
     return seq % 3 == 2 ? h->batch - 1 + (h->batch == 1) : h->batch;
 }
 
+uint8_t fake_field_byte(const struct ring_hdr *h, uint32_t k, uint64_t epoch, uint64_t seq,
+                        uint32_t i, uint64_t j)
+{
+    return fake_pixel(epoch, seq, i, j + (k == h->primary ? 0 : 17u * (k + 1)));
+}
+
+uint32_t fake_rows(uint64_t seq, uint32_t i)
+{
+    return (uint32_t)((i + seq) % 3);
+}
+
+uint32_t fake_dropped(uint64_t seq)
+{
+    return (uint32_t)(seq % 5);
+}
+
+/* Version 3: sample i of every column of slot s (the primary's written by
+ * the caller as the data block); a RAGGED column's offsets[i + 1] too. */
+static void fill_fields(struct ring_hdr *h, struct ring_slot *s, uint64_t epoch,
+                        uint64_t seq, uint32_t i)
+{
+    for (uint32_t k = 0; k < h->nfields; k++) {
+        const struct ring_field *f = &h->fields[k];
+        uint8_t *col = (uint8_t *)s + f->offset;
+
+        if (k == h->primary)
+            continue;
+        if (f->kind == RING_FIELD_FIXED) {
+            for (uint64_t j = 0; j < f->item_bytes; j++)
+                col[i * f->item_bytes + j] = fake_field_byte(h, k, epoch, seq, i, j);
+        } else {
+            int64_t *off = (int64_t *)((uint8_t *)s + f->offsets_at);
+            uint64_t at = (uint64_t)off[i] * f->item_bytes;
+            uint64_t len = (uint64_t)fake_rows(seq, i) * f->item_bytes;
+
+            for (uint64_t j = 0; j < len; j++)
+                col[at + j] = fake_field_byte(h, k, epoch, seq, i, j);
+            off[i + 1] = off[i] + fake_rows(seq, i);
+        }
+    }
+}
+
 void fake_publish(struct ring_hdr *h, uint64_t g)
 {
     uint64_t pos = h->start_seq + g;
@@ -266,7 +376,9 @@ void fake_publish(struct ring_hdr *h, uint64_t g)
     uint32_t slot = (uint32_t)(g % h->depth);
     struct ring_slot *s = ring_slot(h, slot);
     struct ring_sample *smp = ring_samples(s);
-    uint8_t *data = ring_slot_data(h, slot);
+    uint8_t *data = h->version >= RING_VERSION_FIELDS
+                        ? (uint8_t *)s + h->fields[h->primary].offset
+                        : ring_slot_data(h, slot);
     uint32_t count = fake_count(h, seq), half = count / 2;
 
     /* M2: the scheduler's plain stores, then the release of the words */
@@ -276,6 +388,12 @@ void fake_publish(struct ring_hdr *h, uint64_t g)
     s->seq = seq;
     s->chunks = 2;
     s->substituted = count > 1 ? 1 : 0;
+    if (h->version >= RING_VERSION_FIELDS) {
+        s->dropped = fake_dropped(seq);
+        for (uint32_t k = 0; k < h->nfields; k++)
+            if (h->fields[k].kind == RING_FIELD_RAGGED)
+                ((int64_t *)((uint8_t *)s + h->fields[k].offsets_at))[0] = 0;
+    }
     atomic_store_explicit(&s->chunks_done, 0, memory_order_release);
     atomic_store_explicit(&s->ready, 0, memory_order_release);
     /* W1 for chunk 0 = samples [0, half), chunk 1 = [half, count) */
@@ -289,6 +407,8 @@ void fake_publish(struct ring_hdr *h, uint64_t g)
             smp[i].flags = i == 0 && count > 1 ? RING_SAMPLE_SUBSTITUTED : 0;
             for (uint64_t j = 0; j < h->sample_bytes; j++)
                 data[i * h->sample_bytes + j] = fake_pixel(epoch, seq, i, j);
+            if (h->version >= RING_VERSION_FIELDS)
+                fill_fields(h, s, epoch, seq, i);
         }
         old = atomic_fetch_or_explicit(&s->chunks_done, 1ull << k, memory_order_acq_rel);
         /* W2: the chunk that completes the mask publishes */
@@ -392,14 +512,29 @@ int fake_fleet_attach(struct fake_fleet *fl, int conn, const char *line)
     uint64_t epoch = 0, seq = 0;
     int k = fl->n;
 
+    uint32_t version = RING_VERSION;
+    int rc;
+
     if (k >= FAKE_MAX_CONNS)
         return 0;
     if (fake_line_value(line, "epoch", v, sizeof(v)) == 0)
         epoch = strtoull(v, NULL, 10);
     if (fake_line_value(line, "seq", v, sizeof(v)) == 0)
         seq = strtoull(v, NULL, 10);
-    if (fake_ring_make(&fl->rings[k], fl->depth, fl->batch, fl->sample, fl->bpe, epoch, seq,
-                       fl->seals) < 0)
+    if (fake_line_value(line, "version", v, sizeof(v)) == 0)
+        version = (uint32_t)strtoul(v, NULL, 10);
+    if (version >= RING_VERSION_FIELDS && fl->refuse_v3) {
+        fake_send(conn, "ERR version client speaks ring layout version 3, this daemon "
+                  "versions 1 to 2\n", NULL, 0);
+        return 0;
+    }
+    if (version >= RING_VERSION_FIELDS && fl->nfields)
+        rc = fake_ring_make_fields(&fl->rings[k], fl->depth, fl->batch, fl->fields,
+                                   fl->nfields, fl->primary, fl->bpe, epoch, seq, fl->seals);
+    else
+        rc = fake_ring_make(&fl->rings[k], fl->depth, fl->batch, fl->sample, fl->bpe, epoch,
+                            seq, fl->seals);
+    if (rc < 0)
         return 0;
     fake_ring_send(&fl->rings[k], conn);
     fake_pub_start(&fl->pubs[k], &fl->rings[k], fl->per_ring);

@@ -78,6 +78,18 @@ int fake_ring_make(struct fake_ring *r, uint32_t depth, uint32_t batch,
                    uint64_t sample_bytes, uint64_t bpe, uint64_t epoch, uint64_t seq,
                    int seals);
 
+/*
+ * Makes a version-3 ring as fake_ring_make does, with the n fields of f[]
+ * (name, kind, dtype, layout, ndim, shape, role, of, item_bytes and a
+ * RAGGED one's capacity set by the caller; the rest is laid out by
+ * ring_geometry_fields) and field `primary` the data block (its dtype,
+ * layout and shape in the header: {elements, 1, 1} for FLAT, its own
+ * three dims, or {1, 1, elements}).
+ */
+int fake_ring_make_fields(struct fake_ring *r, uint32_t depth, uint32_t batch,
+                          const struct ring_field *f, uint32_t n, uint32_t primary,
+                          uint64_t bpe, uint64_t epoch, uint64_t seq, int seals);
+
 /* Sends "OK attach id=7 size=... depth=... batches=..." with [memfd, efd]. */
 int fake_ring_send(const struct fake_ring *r, int conn);
 
@@ -88,6 +100,14 @@ void fake_ring_free(struct fake_ring *r);
 uint64_t fake_index(uint64_t epoch, uint64_t seq, uint32_t i);
 uint8_t fake_pixel(uint64_t epoch, uint64_t seq, uint32_t i, uint64_t j);
 uint32_t fake_count(const struct ring_hdr *h, uint64_t seq);
+/* Version 3: byte j of sample i in FIXED field k (the primary's bytes are
+ * fake_pixel's), rows of sample i in a RAGGED field (0, 1 or 2: the first
+ * sample of every third batch has none), byte j of those rows, and the
+ * dropped boxes of a batch. */
+uint8_t fake_field_byte(const struct ring_hdr *h, uint32_t k, uint64_t epoch, uint64_t seq,
+                        uint32_t i, uint64_t j);
+uint32_t fake_rows(uint64_t seq, uint32_t i);
+uint32_t fake_dropped(uint64_t seq);
 
 /*
  * A publisher thread: publishes ring batches [0, n) of r in order (epoch and
@@ -125,13 +145,20 @@ struct fake_fleet {
     uint64_t bpe;
     int seals;
     uint64_t per_ring;
+    /* version 3: when nfields, an ATTACH with version=3 gets a ring of
+     * these fields; with refuse_v3 it is refused (ERR version) as an older
+     * daemon does, and version=2 gets a version-2 ring */
+    const struct ring_field *fields;
+    uint32_t nfields, primary;
+    int refuse_v3;
     struct fake_ring rings[FAKE_MAX_CONNS];
     struct fake_pub pubs[FAKE_MAX_CONNS];
     int n;
 };
 
 /* The handler's work for one ATTACH line: 1 when answered, 0 when the ring
- * could not be made (the fake then answers ERR). */
+ * could not be made (the fake then closes the connection unanswered) or
+ * version 3 was refused (refuse_v3: ERR version sent). */
 int fake_fleet_attach(struct fake_fleet *fl, int conn, const char *line);
 /* Stops the fake, then every publisher, and frees every ring. */
 void fake_fleet_stop(struct fake_fleet *fl, struct fake *f);

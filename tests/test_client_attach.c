@@ -206,7 +206,7 @@ static int handler(struct fake *f, int conn, const char *line)
     case C_F32_BYTES:
     case C_DTYPE_UNKNOWN:
         make(0);
-        g_ring.hdr->dtype = g_case == C_DTYPE_UNKNOWN ? 7 : RING_F32;
+        g_ring.hdr->dtype = g_case == C_DTYPE_UNKNOWN ? RING_U16 + 1 : RING_F32;
         if (g_case == C_F32)
             g_ring.hdr->shape[2] = 4;
         fcntl(g_ring.memfd, F_ADD_SEALS, SEALS);
@@ -309,9 +309,14 @@ int main(void)
     run(C_GOOD, "good ring", 0, "");
     TAP_OK(strncmp(g_sent, "ATTACH dataset=fm batch=8 ", 26) == 0,
            "ATTACH line starts with the dataset and batch");
-    TAP_OK(strstr(g_sent, " flip=0.25") && strstr(g_sent, " version=2") &&
-               g_sent[strlen(g_sent) - 1] == '\n',
-           "ATTACH line carries params and the ring version");
+    {
+        char want[32];
+
+        snprintf(want, sizeof(want), " version=%u\n", RING_VERSION);
+        TAP_OK(strstr(g_sent, " flip=0.25") && strstr(g_sent, want) &&
+                   g_sent[strlen(g_sent) - 1] == '\n',
+               "ATTACH line carries params and the ring version");
+    }
     tap_diag("sent: %.*s", (int)strcspn(g_sent, "\n"), g_sent);
 
     run(C_NOSEAL, "memfd without seals", -EPROTO, "lacks seals: F_SEAL_SHRINK F_SEAL_GROW F_SEAL_SEAL");
@@ -346,20 +351,22 @@ int main(void)
     TAP_OK(g_info.dtype == RF_DTYPE_F32 && g_info.sample_bytes == 16 && g_info.shape[2] == 4,
            "an f32 ring: rf_info says f32, 4 elements of 16 bytes");
     run(C_F32_BYTES, "f32 shape counted in bytes", -EPROTO, "sample shape 1x1x16 of f32");
-    run(C_DTYPE_UNKNOWN, "unknown element type", -EPROTO, "sample type 7");
+    run(C_DTYPE_UNKNOWN, "unknown element type", -EPROTO, "sample type 11");
     {
         static const struct { uint32_t dt; const char *name; size_t size; } dts[] = {
             {RF_DTYPE_U8, "u8", 1},   {RF_DTYPE_I8, "i8", 1},   {RF_DTYPE_I16, "i16", 2},
             {RF_DTYPE_I32, "i32", 4}, {RF_DTYPE_F32, "f32", 4}, {RF_DTYPE_F64, "f64", 8},
+            {RF_DTYPE_I64, "i64", 8}, {RF_DTYPE_F16, "f16", 2}, {RF_DTYPE_BF16, "bf16", 2},
+            {RF_DTYPE_U16, "u16", 2},
         };
 
         for (size_t i = 0; i < sizeof(dts) / sizeof(dts[0]); i++)
             tap_ok(rf_dtype_name(dts[i].dt) && strcmp(rf_dtype_name(dts[i].dt), dts[i].name) == 0 &&
                        rf_dtype_size(dts[i].dt) == dts[i].size,
                    "RF_DTYPE %u is %s, %zu bytes", dts[i].dt, dts[i].name, dts[i].size);
-        TAP_OK(rf_dtype_name(0) == NULL && rf_dtype_size(0) == 0 && rf_dtype_name(7) == NULL &&
-                   rf_dtype_size(7) == 0,
-               "rf_dtype_name/size: NULL and 0 for 0 and 7");
+        TAP_OK(rf_dtype_name(0) == NULL && rf_dtype_size(0) == 0 && rf_dtype_name(11) == NULL &&
+                   rf_dtype_size(11) == 0,
+               "rf_dtype_name/size: NULL and 0 for 0 and 11");
     }
     no_daemon();
 

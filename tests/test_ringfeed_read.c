@@ -4,7 +4,9 @@
  * its digest equals XXH64 over the published indices, labels and pixels
  * computed here, --dump-indices lists every sample in order, --json and the
  * human output carry the figures, and a refused attach exits 1 with the
- * daemon's message.
+ * daemon's message.  A version-3 ring of named fields gets a digest of
+ * every column and one per field; one of an older dataset's image and
+ * label keeps the digest of a version-2 ring, byte for byte.
  *
  *     test_ringfeed_read PATH-TO-ringfeed-read
  */
@@ -34,6 +36,23 @@ static struct fake_ring g_rings[FAKE_MAX_CONNS];
 static struct fake_pub g_pubs[FAKE_MAX_CONNS];
 static int g_nrings;
 static int g_refuse;
+/* 0: version-2 rings; 2: version 3, an older dataset's image and label;
+ * 3: version 3, named fields (image, boxes, label) */
+static int g_fields;
+static struct ring_field g_table[3];
+
+static void table(void)
+{
+    g_table[0] = (struct ring_field){.name = "image", .kind = RING_FIELD_FIXED,
+                                     .dtype = RING_U8, .layout = RING_FLAT, .ndim = 1,
+                                     .shape = {SAMPLE}, .item_bytes = SAMPLE};
+    g_table[1] = (struct ring_field){.name = "boxes", .kind = RING_FIELD_RAGGED,
+                                     .dtype = RING_F32, .layout = RING_FLAT, .ndim = 1,
+                                     .shape = {4}, .item_bytes = 16, .capacity = 2 * BATCH,
+                                     .role = RING_ROLE_BOXES};
+    g_table[2] = (struct ring_field){.name = "label", .kind = RING_FIELD_FIXED,
+                                     .dtype = RING_I64, .layout = RING_FLAT, .item_bytes = 8};
+}
 
 static int handler(struct fake *f, int conn, const char *line)
 {
@@ -50,7 +69,11 @@ static int handler(struct fake *f, int conn, const char *line)
         epoch = strtoull(v, NULL, 10);
     if (fake_line_value(line, "seq", v, sizeof(v)) == 0)
         seq = strtoull(v, NULL, 10);
-    if (fake_ring_make(&g_rings[k], DEPTH, BATCH, SAMPLE, BPE, epoch, seq, SEALS) < 0)
+    if (g_fields == 2)
+        g_table[1] = g_table[2];
+    if (g_fields ? fake_ring_make_fields(&g_rings[k], DEPTH, BATCH, g_table, (uint32_t)g_fields,
+                                         0, BPE, epoch, seq, SEALS) < 0
+                 : fake_ring_make(&g_rings[k], DEPTH, BATCH, SAMPLE, BPE, epoch, seq, SEALS) < 0)
         return 0;
     fake_ring_send(&g_rings[k], conn);
     fake_pub_start(&g_pubs[k], &g_rings[k], 40); /* more than will be read */
@@ -119,6 +142,57 @@ static uint64_t expected(uint64_t epoch, uint64_t seq, uint64_t n, uint64_t *sam
         if (++seq == BPE)
             epoch++, seq = 0;
     }
+    return digest_final(&d);
+}
+
+/* Version 3, named fields: the combined digest of stream batches [0, n)
+ * from (epoch, seq) and each field's, as fake_publish wrote them. */
+static uint64_t expected_fields(uint64_t epoch, uint64_t seq, uint64_t n, uint64_t per[3])
+{
+    struct ring_hdr h = {.batch = BATCH, .primary = 0};
+    struct digest d, fd[3];
+    uint8_t buf[2 * BATCH * 16];
+
+    digest_init(&d, 0);
+    for (int k = 0; k < 3; k++)
+        digest_init(&fd[k], 0);
+    for (uint64_t g = 0; g < n; g++) {
+        uint32_t count = fake_count(&h, seq);
+
+        for (uint32_t i = 0; i < count; i++) {
+            digest_update_u64(&d, fake_index(epoch, seq, i));
+            digest_update_u32(&d, i % 10);
+        }
+        for (uint32_t k = 0; k < 3; k++) {
+            size_t len = 0;
+
+            for (int pass = 0; pass < 2; pass++) {
+                struct digest *t = pass ? &fd[k] : &d;
+                int64_t at = 0;
+
+                if (g_table[k].kind == RING_FIELD_RAGGED)
+                    for (uint32_t i = 0; i <= count; i++) {
+                        digest_update_u64(t, (uint64_t)at);
+                        if (i < count)
+                            at += fake_rows(seq, i);
+                    }
+            }
+            for (uint32_t i = 0; i < count; i++) {
+                uint64_t bytes = g_table[k].kind == RING_FIELD_RAGGED
+                                     ? fake_rows(seq, i) * g_table[k].item_bytes
+                                     : g_table[k].item_bytes;
+
+                for (uint64_t j = 0; j < bytes; j++)
+                    buf[len++] = fake_field_byte(&h, k, epoch, seq, i, j);
+            }
+            digest_update(&d, buf, len);
+            digest_update(&fd[k], buf, len);
+        }
+        if (++seq == BPE)
+            epoch++, seq = 0;
+    }
+    for (int k = 0; k < 3; k++)
+        per[k] = digest_final(&fd[k]);
     return digest_final(&d);
 }
 
@@ -219,6 +293,56 @@ int main(int argc, char **argv)
                strstr(out, "\nrf_next ready: ") && strstr(out, "\nsamples: 55\n"),
            "samples/s, first batch and rf_next latency lines");
     stop_all(&f);
+
+    /* version 3: an older dataset's image and label, the same digest */
+    table();
+    g_fields = 2;
+    fake_start(&f, NULL, handler, NULL);
+    rc = run((char *[]){argv[1], "--socket", f.path, "--dataset", "fm", "--batch", "8",
+                        "--epochs", "2", "--start-epoch", "2", "--start-seq", "3", NULL},
+             out, sizeof(out), err, sizeof(err));
+    TAP_IS_INT(rc, 0, "version 3, image and label: exits 0");
+    diag_lines("stderr", err);
+    snprintf(want, sizeof(want), "\ndigest: %s\n", digest_hex(h, hex));
+    TAP_OK(strstr(out, want) && !strstr(out, "\nfield "),
+           "version 3, image and label: the version-2 digest, no field lines");
+    stop_all(&f);
+
+    /* version 3, named fields: every column, and each field's own */
+    table();
+    g_fields = 3;
+    {
+        uint64_t per[3];
+        char fl[3][128];
+
+        h = expected_fields(2, 3, 7, per);
+        fake_start(&f, NULL, handler, NULL);
+        rc = run((char *[]){argv[1], "--socket", f.path, "--dataset", "det", "--batch", "8",
+                            "--epochs", "2", "--start-epoch", "2", "--start-seq", "3", NULL},
+                 out, sizeof(out), err, sizeof(err));
+        TAP_IS_INT(rc, 0, "named fields: exits 0");
+        diag_lines("stderr", err);
+        diag_lines("stdout", out);
+        for (int k = 0; k < 3; k++)
+            snprintf(fl[k], sizeof(fl[k]), "\nfield %s: %s\n", g_table[k].name,
+                     digest_hex(per[k], hex));
+        snprintf(want, sizeof(want), "\ndigest: %s\n", digest_hex(h, hex));
+        TAP_OK(strstr(out, want), "named fields: the digest covers every column");
+        TAP_OK(strstr(out, fl[0]) && strstr(out, fl[1]) && strstr(out, fl[2]) &&
+                   strstr(out, fl[2]) < strstr(out, want),
+               "named fields: a digest line per field, before the combined one");
+        stop_all(&f);
+        fake_start(&f, NULL, handler, NULL);
+        rc = run((char *[]){argv[1], "--socket", f.path, "--dataset", "det", "--batch", "8",
+                            "--epochs", "2", "--start-epoch", "2", "--start-seq", "3",
+                            "--json", NULL},
+                 out, sizeof(out), err, sizeof(err));
+        snprintf(want, sizeof(want), "\"fields\":[{\"name\":\"image\",\"digest\":\"%s\"},",
+                 digest_hex(per[0], hex));
+        TAP_OK(rc == 0 && strstr(out, want), "named fields: --json has a fields array");
+        stop_all(&f);
+    }
+    g_fields = 0;
 
     /* refused */
     g_refuse = 1;

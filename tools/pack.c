@@ -5,6 +5,7 @@
  *   ringfeed-pack imagefolder SRC_DIR OUT_DIR [options]
  *   ringfeed-pack verify DIR
  *   ringfeed-pack info DIR
+ *   ringfeed-pack show DIR INDEX [--json]
  *
  * This file holds main, the subcommand table and the helpers the
  * subcommands share (pack.h); each subcommand lives in its own file.
@@ -31,6 +32,7 @@ static const struct subcmd {
      "pack class folders of JPEGs (torchvision's ImageFolder layout)"},
     {"verify", pack_verify_main, "check every record of a dataset"},
     {"info", pack_info_main, "describe a dataset"},
+    {"show", pack_show_main, "print one sample's fields"},
 };
 
 #define NSUBCMDS (sizeof(subcmds) / sizeof(subcmds[0]))

@@ -20,6 +20,9 @@
  *   jpeg_pair.c         the libjpeg glue both re-encoders share
  *   pack_verify.c       verify: check every record of a dataset
  *   pack_info.c         info: what a dataset holds
+ *   pack_show.c         show: one sample's fields
+ *   pack_fields.c       a record's fields and an image part's check
+ *                       (verify, show)
  *
  * Exit codes: 0 done; 1 failed (bad input, I/O, damaged records found);
  * 2 bad arguments; 128+N killed by signal N (the temporary folder is
@@ -31,7 +34,9 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "dataset.h"
 #include "dataset_writer.h"
+#include "schema.h"
 
 #define PACK_EXIT_OK    0
 #define PACK_EXIT_FAIL  1
@@ -106,5 +111,31 @@ int pack_idx_main(int argc, char **argv);
 int pack_imagefolder_main(int argc, char **argv);
 int pack_verify_main(int argc, char **argv);
 int pack_info_main(int argc, char **argv);
+int pack_show_main(int argc, char **argv);
+
+/*
+ * The parts of a record of len bytes (info->schema.n of them): kind
+ * fields' by schema_record_split; a jpeg or tensor record is its first
+ * field whole (the label, the second, is the entry's: an empty part).
+ * Returns 0 or a negative errno with err naming the field.
+ */
+int pack_record_parts(const struct dataset_info *info, const uint8_t *rec, size_t len,
+                      struct schema_part *parts, struct rf_err *err);
+
+/* An image part, checked against its field. */
+struct pack_image {
+    int rfpx;                    /* 1: RFPX; 0: JPEG */
+    uint32_t width, height, channels, value_bytes;
+    const uint8_t *pixels;       /* RFPX: into the part */
+    size_t pixel_bytes;          /* RFPX: width * height * channels * values */
+};
+
+/*
+ * Checks the n bytes at p as field f's image: an RFPX record (pixels.h) of
+ * f's channels and value size, or for an RGB field a JPEG whose header
+ * parses.  Returns 0 with *out filled, or -EBADMSG with err saying why.
+ */
+int pack_image_part(const struct schema_field *f, const uint8_t *p, size_t n,
+                    struct pack_image *out, struct rf_err *err);
 
 #endif

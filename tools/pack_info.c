@@ -20,7 +20,8 @@
 static const char usage_text[] =
     "usage: ringfeed-pack info DIR\n"
     "\n"
-    "Describes the dataset at DIR: kind, shape, samples, shards, codec,\n"
+    "Describes the dataset at DIR: kind, shape, its fields (one line each,\n"
+    "the MANIFEST's words: name, kind, options), samples, shards, codec,\n"
     "the largest side it was packed with and how its JPEGs were written\n"
     "(jpeg), how many records are decoded pixels (RFPX) rather than JPEG,\n"
     "bytes stored and decoded, and the samples of each class by name.\n"
@@ -98,6 +99,18 @@ int pack_info_main(int argc, char **argv)
             printf("%s%" PRIu64, d ? "x" : "", info->shape[d]);
         printf(" (%" PRIu64 " bytes a sample)", info->sample_bytes);
     }
+    if (info->schema.n) {
+        printf("\nfields    %u%s", info->schema.n, info->kind == DATASET_FIELDS
+               ? " (the MANIFEST's field lines: name kind options)"
+               : " (implicit: the label is the shard entry's, not in the record)");
+        for (uint32_t i = 0; i < info->schema.n; i++) {
+            char line[SCHEMA_LINE_MAX];
+
+            if (schema_field_format(&info->schema, i, line, sizeof(line)) < 0)
+                snprintf(line, sizeof(line), "%s (too long to show)", info->schema.f[i].name);
+            printf("\n  field   %s", line);
+        }
+    }
     printf("\nsamples   %" PRIu64 " in %u shard%s\n", info->samples,
            info->shards, info->shards == 1 ? "" : "s");
     printf("codec     %s", codec_name(info->codec));
@@ -135,7 +148,12 @@ int pack_info_main(int argc, char **argv)
     printf("largest   %u bytes stored, %u decoded\n", info->max_stored,
            info->max_decoded);
     printf("classes   %u\n", info->classes);
-    if (info->classes) {
+    if (info->classes && info->kind == DATASET_FIELDS) {
+        /* the label is a field of the record, which info does not read */
+        printf("  label  name (kind fields: samples per class are not counted)\n");
+        for (uint32_t c = 0; c < info->classes; c++)
+            printf("  %5u  %s\n", c, dataset_class_name(ds, c));
+    } else if (info->classes) {
         printf("  label    samples  name\n");
         for (uint32_t c = 0; c < info->classes; c++)
             printf("  %5u  %9" PRIu64 "  %s\n", c, per_class[c],

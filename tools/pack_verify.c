@@ -5,7 +5,10 @@
  * checksums) to exactly its decoded length, and for jpeg datasets that the
  * JPEG header parses, or for a record that starts with RFPX's magic that
  * it parses as one (pixels.h); the RFPX records are counted and the count
- * must be the MANIFEST's raw_images (0 without the key).
+ * must be the MANIFEST's raw_images (0 without the key).  A kind-fields
+ * record must split by the schema (schema_record_split), each image part
+ * be an RFPX record of its field's channels and value size or (RGB) a
+ * JPEG whose header parses, and each mask its image's size.
  *
  * The dataset is opened tolerantly (DATASET_OPEN_TOLERANT), so one damaged
  * shard does not hide the state of the others: a shard whose header or size
@@ -32,10 +35,56 @@ static const char usage_text[] =
     "Checks every record of the dataset at DIR: index entries, checksums,\n"
     "that zstd records decode to their exact length, that JPEG headers\n"
     "parse, that pixel (RFPX) records parse and that there are as many as\n"
-    "the MANIFEST's raw_images says.  Prints one line per problem (shard file, record, byte offset,\n"
+    "the MANIFEST's raw_images says; for a dataset of kind fields, that every\n"
+    "record splits into its fields (schema.h) and that each image field holds\n"
+    "RFPX pixels of its channels or a JPEG, each mask its image's size.\n"
+    "Prints one line per problem (shard file, record, byte offset, field,\n"
     "reason) and a summary; exits 0 when the dataset is clean, 1 otherwise.\n"
     "\n"
     "  --help   this text\n";
+
+/*
+ * A kind-fields record: split by the schema (schema_record_split), each
+ * image part an RFPX record of its field's channels and value size or
+ * (RGB fields) a JPEG whose header parses, each mask its image's size.
+ * Returns 0, or -EBADMSG with err naming the record and the field.
+ */
+static int check_fields(const struct dataset_info *info, const uint8_t *rec, size_t len,
+                        const struct dataset_loc *loc, struct rf_err *err)
+{
+    struct schema_part parts[SCHEMA_MAX_FIELDS];
+    struct pack_image im[SCHEMA_MAX_FIELDS];
+    struct rf_err why;
+
+    if (schema_record_split(&info->schema, rec, len, parts, &why) < 0)
+        return rf_err_set(err, -EBADMSG, "%s: record %" PRIu64 " at byte %" PRIu64 ": %s",
+                          loc->shard_path, loc->record, loc->offset, why.msg);
+    for (uint32_t i = 0; i < info->schema.n; i++) {
+        const struct schema_field *f = &info->schema.f[i];
+
+        if (f->kind != SCHEMA_IMAGE)
+            continue;
+        if (pack_image_part(f, rec + parts[i].off, parts[i].len, &im[i], &why) < 0)
+            return rf_err_set(err, -EBADMSG, "%s: record %" PRIu64 " at byte %" PRIu64
+                              ": field %s: %s", loc->shard_path, loc->record, loc->offset,
+                              f->name, why.msg);
+        if (f->role == SCHEMA_ROLE_MASK &&
+            (im[i].width != im[f->of].width || im[i].height != im[f->of].height))
+            return rf_err_set(err, -EBADMSG, "%s: record %" PRIu64 " at byte %" PRIu64
+                              ": field %s: a mask of %" PRIu32 "x%" PRIu32 " (HxW) for "
+                              "field %s of %" PRIu32 "x%" PRIu32, loc->shard_path,
+                              loc->record, loc->offset, f->name, im[i].height, im[i].width,
+                              info->schema.f[f->of].name, im[f->of].height,
+                              im[f->of].width);
+        if (f->height && (im[i].width != f->width || im[i].height != f->height))
+            return rf_err_set(err, -EBADMSG, "%s: record %" PRIu64 " at byte %" PRIu64
+                              ": field %s: %" PRIu32 "x%" PRIu32 " (HxW), the MANIFEST's "
+                              "shape is %" PRIu32 "x%" PRIu32, loc->shard_path, loc->record,
+                              loc->offset, f->name, im[i].height, im[i].width, f->height,
+                              f->width);
+    }
+    return 0;
+}
 
 int pack_verify_main(int argc, char **argv)
 {
@@ -119,6 +168,9 @@ int pack_verify_main(int argc, char **argv)
                     n = -EBADMSG;
                 }
             }
+            if (n >= 0 && info->kind == DATASET_FIELDS &&
+                check_fields(info, out, (size_t)n, &loc, &err) < 0)
+                n = -EBADMSG;
             if (n < 0) {
                 progress_end(&prog);
                 printf("%s\n", err.msg);

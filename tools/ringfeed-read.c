@@ -21,6 +21,16 @@
  * sample_bytes bytes).  Same dataset, seed, transform, ranks and start
  * point give the same digest whatever the worker count or crashes.
  *
+ * A dataset of named fields (a ring with a field table other than an older
+ * dataset's image-or-tensor and label, whose digest stays as above) has
+ * every field in the digest: per batch the samples' indices and labels,
+ * then each field's column in the schema's order (a fixed-size field its
+ * count * item bytes; a ragged one its count + 1 offsets, 8 bytes little
+ * endian each, then its rows' bytes).  Each field also gets a digest of its
+ * own (XXH64 of just its columns, the same way), printed before the
+ * combined one: `field <name>: <16 hex digits>` lines, or a "fields" array
+ * of {"name", "digest"} in the JSON.
+ *
  * Human output (stdout):
  *     epoch <e>: <n> samples in <s> s, <x> samples/s, waited <w> s
  *     ...one line per epoch...
@@ -86,6 +96,10 @@ struct run {
     uint64_t samples, batches;
     double seconds, wait_s, first_ms;
     struct digest dg;
+    /* a dataset of named fields: its fields, each one's digest */
+    uint32_t nfields;
+    struct rf_field fields[16];
+    struct digest fdg[16];
 };
 
 static void usage(FILE *f)
@@ -99,7 +113,8 @@ static void usage(FILE *f)
             "       [--dump-indices FILE] [--json]\n"
             "\n"
             "Reads E epochs from the daemon without computing, then prints samples/s\n"
-            "and a digest of every delivered index, label and pixel.\n"
+            "and a digest of every delivered index, label and pixel (and of every\n"
+            "field, each alone and all together, for a dataset of named fields).\n"
             "\n"
             "  --socket PATH        the daemon's control socket (default: as libringfeed)\n"
             "  --dataset NAME       the dataset, a name from 'ringfeedctl datasets'\n"
@@ -217,13 +232,60 @@ static long workers_alive(const char *socket_path)
     return n;
 }
 
-static void digest_batch(struct digest *d, const struct rf_batch *b)
+/* 1 when c's ring has a field table that is not an older dataset's pair
+ * of an image (or tensor) and its label: then r->fields are filled. */
+static int named_fields(struct rf_client *c, struct run *r)
 {
+    int n = rf_field_count(c);
+
+    if (n < 1) /* -ENOTSUP: a daemon older than fields */
+        return 0;
+    if (n > (int)(sizeof(r->fields) / sizeof(r->fields[0])))
+        n = (int)(sizeof(r->fields) / sizeof(r->fields[0]));
+    for (int i = 0; i < n; i++)
+        if (rf_field_info(c, (uint32_t)i, &r->fields[i]) < 0)
+            return 0;
+    if (n == 2 && r->fields[0].kind == RF_FIELD_FIXED &&
+        (strcmp(r->fields[0].name, "image") == 0 || strcmp(r->fields[0].name, "tensor") == 0) &&
+        strcmp(r->fields[1].name, "label") == 0 && r->fields[1].kind == RF_FIELD_FIXED &&
+        r->fields[1].dtype == RF_DTYPE_I64 && r->fields[1].ndim == 0)
+        return 0;
+    r->nfields = (uint32_t)n;
+    for (int i = 0; i < n; i++)
+        digest_init(&r->fdg[i], 0);
+    return 1;
+}
+
+/* Adds batch b to the digests (see the file's comment).  0, or the
+ * negative errno of a column libringfeed refused (message in
+ * rf_last_error). */
+static int digest_batch(struct rf_client *c, struct run *r, const struct rf_batch *b)
+{
+    struct digest *d = &r->dg;
+
     for (uint32_t i = 0; i < b->count; i++) {
         digest_update_u64(d, b->samples[i].index);
         digest_update_u32(d, (uint32_t)b->samples[i].label);
     }
-    digest_update(d, b->data, (size_t)b->count * b->sample_bytes);
+    if (!r->nfields) {
+        digest_update(d, b->data, (size_t)b->count * b->sample_bytes);
+        return 0;
+    }
+    for (uint32_t k = 0; k < r->nfields; k++) {
+        struct rf_column col;
+        int rc = rf_batch_column(c, b, k, &col);
+
+        if (rc < 0)
+            return rc;
+        for (int pass = 0; pass < 2; pass++) {
+            struct digest *t = pass ? &r->fdg[k] : d;
+
+            for (uint32_t i = 0; col.offsets && i <= b->count; i++)
+                digest_update_u64(t, (uint64_t)col.offsets[i]);
+            digest_update(t, col.data, col.bytes);
+        }
+    }
+    return 0;
 }
 
 static void print_human(const struct run *r, uint64_t reconnects, long workers, bool note)
@@ -255,6 +317,9 @@ static void print_human(const struct run *r, uint64_t reconnects, long workers, 
             printf("workers: unknown\n");
     }
     printf("samples/s: %.1f\n", r->seconds > 0 ? (double)r->samples / r->seconds : 0.0);
+    for (uint32_t k = 0; k < r->nfields; k++) {
+        printf("field %s: %s\n", r->fields[k].name, digest_hex(digest_final(&r->fdg[k]), hex));
+    }
     printf("digest: %s\n", digest_hex(digest_final(&r->dg), hex));
 }
 
@@ -287,6 +352,15 @@ static void print_json(const struct run *r, uint64_t reconnects, long workers, b
             printf(",\"workers\":%ld", workers);
         else
             fputs(",\"workers\":null", stdout);
+    }
+    if (r->nfields) {
+        fputs(",\"fields\":[", stdout);
+        for (uint32_t k = 0; k < r->nfields; k++) {
+            /* field names are [A-Za-z0-9_]: nothing to escape */
+            printf("%s{\"name\":\"%s\",\"digest\":\"%s\"}", k ? "," : "",
+                   r->fields[k].name, digest_hex(digest_final(&r->fdg[k]), hex));
+        }
+        fputc(']', stdout);
     }
     printf(",\"digest\":\"%s\",\"epochs\":[", digest_hex(digest_final(&r->dg), hex));
     for (size_t i = 0; i < r->nepochs; i++) {
@@ -419,6 +493,7 @@ int main(int argc, char **argv)
         }
         total = epochs * bpe - info.next_seq;
     }
+    named_fields(c, &r);
     t_mark = t_open;
     for (uint64_t n = 0; n < total; n++) {
         struct epoch_rec *e;
@@ -458,7 +533,11 @@ int main(int argc, char **argv)
         r.samples += b.count;
         r.batches++;
         r.wait_s += waited;
-        digest_batch(&r.dg, &b);
+        rc = digest_batch(c, &r, &b);
+        if (rc < 0) {
+            fprintf(stderr, "%s: batch %" PRIu64 ": %s\n", prog, n, rf_last_error(c));
+            goto out;
+        }
         for (uint32_t i = 0; dump && i < b.count; i++)
             fprintf(dump, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId32 " %" PRIu32 "\n",
                     b.epoch, b.seq, b.samples[i].index, b.samples[i].label,

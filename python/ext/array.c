@@ -23,8 +23,13 @@
 #include <string.h>
 
 /* An element type as each consumer names it.  Batches carry their
- * libringfeed RF_DTYPE_* (rf: 0 for types no batch has); elements are
- * little-endian, as on the hosts this builds for, so the native codes. */
+ * libringfeed RF_DTYPE_*; elements are little-endian, as on the hosts this
+ * builds for, so the native codes.  numpy has no bfloat16: the buffer
+ * protocol shows those elements as their uint16 bit patterns ("H") and
+ * ringfeed.Loader widens them to float32 for output="numpy"; DLPack names
+ * them (kDLBfloat) and torch takes them as they are.  uint16 goes to
+ * DLPack as kDLUInt 16, which older torch refuses (the Loader copies to
+ * int32 there). */
 static const struct {
     const char *format;   /* PEP 3118, for numpy */
     Py_ssize_t itemsize;
@@ -36,9 +41,12 @@ static const struct {
     [EXT_I8] = {"b", 1, kDLInt, RF_DTYPE_I8, "int8"},
     [EXT_I16] = {"h", 2, kDLInt, RF_DTYPE_I16, "int16"},
     [EXT_I32] = {"i", 4, kDLInt, RF_DTYPE_I32, "int32"},
-    [EXT_I64] = {"q", 8, kDLInt, 0, "int64"},
+    [EXT_I64] = {"q", 8, kDLInt, RF_DTYPE_I64, "int64"},
     [EXT_F32] = {"f", 4, kDLFloat, RF_DTYPE_F32, "float32"},
     [EXT_F64] = {"d", 8, kDLFloat, RF_DTYPE_F64, "float64"},
+    [EXT_F16] = {"e", 2, kDLFloat, RF_DTYPE_F16, "float16"},
+    [EXT_BF16] = {"H", 2, kDLBfloat, RF_DTYPE_BF16, "bfloat16"},
+    [EXT_U16] = {"H", 2, kDLUInt, RF_DTYPE_U16, "uint16"},
 };
 
 int ext_dtype_of(uint32_t rf_dtype)
@@ -253,8 +261,17 @@ static PyMethodDef array_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *array_get_dtype(ext_array *a, void *unused)
+{
+    (void)unused;
+    return PyUnicode_FromString(dtypes[a->dtype].name);
+}
+
 static PyGetSetDef array_getset[] = {
     {"shape", (getter)array_get_shape, NULL, "the array's shape", NULL},
+    {"dtype", (getter)array_get_dtype, NULL,
+     "its element type as numpy and torch name it (\"bfloat16\": the buffer "
+     "protocol shows uint16 bit patterns)", NULL},
     {"address", (getter)array_get_address, NULL, "where its first byte is", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

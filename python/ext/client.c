@@ -566,6 +566,224 @@ static const char *layout_name(uint32_t l)
     return l == RF_LAYOUT_CHW ? "chw" : l == RF_LAYOUT_HWC ? "hwc" : "flat";
 }
 
+/* ---- fields (ring version 3) --------------------------------------------- */
+
+static const char *role_name(uint32_t r)
+{
+    return r == RF_ROLE_BOXES ? "boxes" : r == RF_ROLE_MASK ? "mask" : NULL;
+}
+
+/*
+ * Field i's info into *f and one sample's (FIXED) or one row's (RAGGED)
+ * shape into tail[0..*nd).  Checks that the shape's elements times the
+ * dtype's size is item_bytes and that this binding knows the dtype; 0, or
+ * -1 with ringfeed.Error naming the field.
+ */
+static int field_geometry(ext_client *o, uint32_t i, struct rf_field *f, Py_ssize_t *tail,
+                          int *nd, int *dtype)
+{
+    uint64_t elems = 1;
+    int rc = rf_field_info(o->c, i, f);
+
+    if (rc < 0) {
+        ext_raise(rc, "%s", rf_last_error(o->c));
+        return -1;
+    }
+    *dtype = ext_dtype_of(f->dtype);
+    if (*dtype < 0) {
+        ext_raise(-EPROTO, "field %s: element type %u (%s) is unknown to this binding: use a "
+                  "ringfeed module as new as libringfeed", f->name, f->dtype,
+                  rf_dtype_name(f->dtype) ? rf_dtype_name(f->dtype) : "?");
+        return -1;
+    }
+    if (f->ndim > EXT_NDIM_MAX - 1) {
+        ext_raise(-EPROTO, "field %s: %u dims, at most %d", f->name, f->ndim, EXT_NDIM_MAX - 1);
+        return -1;
+    }
+    for (uint32_t k = 0; k < f->ndim; k++) {
+        tail[k] = f->shape[k];
+        elems *= f->shape[k];
+    }
+    *nd = (int)f->ndim;
+    if (elems * rf_dtype_size(f->dtype) != f->item_bytes) {
+        ext_raise(-EPROTO, "field %s: %llu elements of %s are not its %llu bytes per %s",
+                  f->name, (unsigned long long)elems, rf_dtype_name(f->dtype),
+                  (unsigned long long)f->item_bytes,
+                  f->kind == RF_FIELD_RAGGED ? "row" : "sample");
+        return -1;
+    }
+    return 0;
+}
+
+/* fields() -> None for a ring without a field table (an older daemon), or
+ * a list of dicts, one per field in the schema's order. */
+static PyObject *client_fields(ext_client *o, PyObject *unused)
+{
+    PyObject *list;
+    int n;
+
+    (void)unused;
+    if (!o->c)
+        return ext_raise(-EBADF, "the loader is closed");
+    n = rf_field_count(o->c);
+    if (n == -ENOTSUP)
+        Py_RETURN_NONE;
+    if (n < 0)
+        return ext_raise(n, "%s", rf_last_error(o->c));
+    list = PyList_New(n);
+    for (int i = 0; list && i < n; i++) {
+        struct rf_field f;
+        Py_ssize_t tail[EXT_NDIM_MAX];
+        PyObject *shape, *d;
+        int nd, dtype;
+
+        if (field_geometry(o, (uint32_t)i, &f, tail, &nd, &dtype) < 0) {
+            Py_CLEAR(list);
+            break;
+        }
+        shape = PyTuple_New(nd);
+        for (int k = 0; shape && k < nd; k++)
+            PyTuple_SET_ITEM(shape, k, PyLong_FromSsize_t(tail[k]));
+        d = shape ? Py_BuildValue("{s:s,s:s,s:s,s:s,s:N,s:z,s:I,s:K,s:K}", "name", f.name,
+                                  "kind", f.kind == RF_FIELD_RAGGED ? "ragged" : "fixed",
+                                  "dtype", ext_dtype_name(dtype), "layout",
+                                  layout_name(f.layout), "shape", shape, "role",
+                                  role_name(f.role), "of", f.of, "item_bytes",
+                                  (unsigned long long)f.item_bytes, "capacity",
+                                  (unsigned long long)f.capacity)
+                  : NULL;
+        if (!d) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, d);
+    }
+    return list;
+}
+
+/* An Array of the bytes at src with this shape: a view kept alive by base,
+ * or (base NULL) a copy.  NULL with an exception. */
+static ext_array *column_array(ext_client *o, const void *src, int dtype, int ndim,
+                               const Py_ssize_t *shape, PyObject *base)
+{
+    ext_array *a;
+    Py_ssize_t bytes;
+
+    if (base)
+        return ext_array_new((void *)src, (enum ext_dtype)dtype, ndim, shape, base);
+    a = ext_array_new(NULL, (enum ext_dtype)dtype, ndim, shape, NULL);
+    if (!a)
+        return NULL;
+    bytes = ext_array_nbytes(a);
+    if (bytes >= COPY_NOGIL_BYTES) {
+        o->in_next = 1;
+        Py_BEGIN_ALLOW_THREADS
+        memcpy(a->data, src, (size_t)bytes);
+        Py_END_ALLOW_THREADS
+        o->in_next = 0;
+    } else if (bytes) {
+        memcpy(a->data, src, (size_t)bytes);
+    }
+    return a;
+}
+
+/* Field i of batch b: an Array [count, *shape] (FIXED) or a tuple (values
+ * [rows, *tail], offsets int64 [count + 1]) (RAGGED); views kept alive by
+ * base, or copies when base is NULL.  NULL with an exception. */
+static PyObject *column(ext_client *o, const struct rf_batch *b, uint32_t i, PyObject *base)
+{
+    Py_ssize_t shape[EXT_NDIM_MAX], n1 = (Py_ssize_t)b->count + 1;
+    struct rf_column col;
+    struct rf_field f;
+    ext_array *v, *off;
+    int nd, dtype, rc;
+
+    if (field_geometry(o, i, &f, shape + 1, &nd, &dtype) < 0)
+        return NULL;
+    rc = rf_batch_column(o->c, b, i, &col);
+    if (rc < 0)
+        return ext_raise(rc, "%s", rf_last_error(o->c));
+    shape[0] = (Py_ssize_t)col.rows;
+    v = column_array(o, col.data, dtype, nd + 1, shape, base);
+    if (!v || f.kind == RF_FIELD_FIXED)
+        return (PyObject *)v;
+    off = column_array(o, col.offsets, EXT_I64, 1, &n1, base);
+    if (!off) {
+        Py_DECREF(v);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", v, off);
+}
+
+/*
+ * next_fields(timeout_ms=-1, copy=False) -> (columns, labels, records,
+ * epoch, seq, stream_seq, substituted, dropped): the next batch of a ring
+ * with a field table, one entry of `columns` per field (see column());
+ * every view shares one lease, so the slot goes back when the last view of
+ * any column dies.  Arrays are returned as they are (never capsules): the
+ * Loader turns each into what its output asks for.
+ */
+static PyObject *client_next_fields(ext_client *o, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"timeout_ms", "copy", NULL};
+    int timeout_ms = -1, copy = 0, nf;
+    struct rf_batch b;
+    ext_lease *lease = NULL;
+    PyObject *cols = NULL, *t;
+    int64_t dropped;
+    uint64_t n;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ip:next_fields", names, &timeout_ms, &copy))
+        return NULL;
+    if (check_open(o) < 0)
+        return NULL;
+    nf = rf_field_count(o->c);
+    if (nf < 0)
+        return ext_raise(nf, "%s", rf_last_error(o->c));
+    drain(o);
+    if (wait_next(o, &b, timeout_ms) < 0)
+        return NULL;
+    n = o->delivered++;
+    o->held[n % EXT_HELD_MAX] = b;
+    o->done[n % EXT_HELD_MAX] = 1; /* until a lease takes it */
+    if (!copy) {
+        lease = ext_lease_new(o, n);
+        if (!lease)
+            goto fail;
+        o->done[n % EXT_HELD_MAX] = 0;
+        client_check(o);
+    }
+    dropped = rf_batch_dropped(o->c, &b);
+    cols = PyTuple_New(nf);
+    for (int i = 0; cols && i < nf; i++) {
+        PyObject *c = column(o, &b, (uint32_t)i, (PyObject *)lease);
+
+        if (!c) {
+            Py_CLEAR(cols);
+            break;
+        }
+        PyTuple_SET_ITEM(cols, i, c);
+    }
+    t = cols ? batch_tuple(o, &b, cols) : NULL;
+    if (t) {
+        PyObject *u = Py_BuildValue("(OOOOOOOL)", PyTuple_GET_ITEM(t, 0),
+                                    PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2),
+                                    PyTuple_GET_ITEM(t, 3), PyTuple_GET_ITEM(t, 4),
+                                    PyTuple_GET_ITEM(t, 5), PyTuple_GET_ITEM(t, 6),
+                                    (long long)(dropped < 0 ? 0 : dropped));
+
+        Py_DECREF(t);
+        t = u;
+    }
+    Py_XDECREF(lease); /* the views hold it now, or it is gone */
+    if (copy)
+        drain(o); /* copied: the slot goes back now */
+    return t;
+fail:
+    drain(o);
+    return NULL;
+}
+
 static PyObject *client_info(ext_client *o, PyObject *unused)
 {
     struct rf_info in = o->info;
@@ -629,6 +847,13 @@ static PyMethodDef client_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "next_cuda(dst, stream, timeout_ms=-1) -> (count, labels, records, epoch, seq, "
      "stream_seq, substituted)"},
+    {"next_fields", (PyCFunction)(void (*)(void))client_next_fields,
+     METH_VARARGS | METH_KEYWORDS,
+     "next_fields(timeout_ms=-1, copy=False) -> (columns, labels, records, epoch, seq, "
+     "stream_seq, substituted, dropped); columns: per field an Array (fixed) or "
+     "(values, offsets) (ragged)"},
+    {"fields", (PyCFunction)client_fields, METH_NOARGS,
+     "The ring's fields as a list of dicts, or None (a ring without a field table)."},
     {"close", (PyCFunction)client_close, METH_NOARGS,
      "Detaches now, or once the last view of a batch is freed."},
     {"info", (PyCFunction)client_info, METH_NOARGS, "The stream's rf_get_info as a dict."},

@@ -7,7 +7,9 @@
  *
  * The files and their jobs:
  *   module.c  the module: its types, ringfeed.Error, raising errors
- *   client.c  Client: one libringfeed stream, next(), the release ledger
+ *   client.c  Client: one libringfeed stream, next(), next_fields() (a
+ *             column per field of a version-3 ring, all views on one
+ *             lease), fields(), the release ledger
  *   array.c   Array (a typed n-d block of memory that numpy reads through
  *             the buffer protocol and torch through DLPack) and Lease (one
  *             delivered batch's claim on its ring slot)
@@ -56,11 +58,15 @@
 
 /* Held batches a client may have: the protocol's largest depth. */
 #define EXT_HELD_MAX 64
-#define EXT_NDIM_MAX 4
+#define EXT_NDIM_MAX 5 /* a batch of a field of 4 dims */
 
 /* Element types of an Array: a batch's RF_DTYPE_* (array.c's table maps
- * them) and the labels' int64. */
-enum ext_dtype { EXT_U8, EXT_I8, EXT_I16, EXT_I32, EXT_I64, EXT_F32, EXT_F64, EXT_DTYPE_COUNT };
+ * them; int64 is also the labels' and a RAGGED column's offsets'). */
+enum ext_dtype {
+    EXT_U8, EXT_I8, EXT_I16, EXT_I32, EXT_I64, EXT_F32, EXT_F64,
+    EXT_F16, EXT_BF16, EXT_U16, /* since ring version 3 */
+    EXT_DTYPE_COUNT
+};
 
 /* Client states, driven by ext_client_* transitions; client_check() after
  * each one. */

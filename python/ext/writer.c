@@ -7,12 +7,15 @@
  *   DatasetWriter  proto/dataset_writer.h: a temporary folder beside the
  *                  destination, records appended, the MANIFEST and the
  *                  atomic rename on finish(), the folder removed on abort()
- *                  (or when the object dies unfinished).
+ *                  (or when the object dies unfinished); kind fields'
+ *                  field lines parsed by schema.c, and DatasetWriter.record
+ *                  making a record of its parts (schema.h's layout).
  *   ImageEncoder   tools/imagefile.h with its coders: what `ringfeed-pack
  *                  imagefolder` makes of one image, from RGB pixels
  *                  (imagefile_run_rgb) or from an encoded file's bytes
  *                  (imagefile_run_bytes): an RFPX record or a JPEG, by
- *                  --image-mode.
+ *                  --image-mode (and --max-side); and plane(): a
+ *                  one-channel RFPX record (a mask) of given values.
  *
  * Both drop the GIL around the work (compression, decoding, encoding),
  * holding the caller's buffer meanwhile; each object is used by one thread
@@ -139,20 +142,72 @@ static int parse_shape(PyObject *shape, struct dataset_writer_opts *opts)
 }
 
 /*
+ * fields: a sequence of field lines (str, the MANIFEST's words after
+ * "field": proto/schema.h) parsed, added and checked by schema.c itself
+ * (ValueError naming the field), so a line Python makes means what it
+ * means in a MANIFEST.
+ */
+static int parse_fields(PyObject *fields, struct schema *s)
+{
+    PyObject *seq = PySequence_Fast(fields, "ringfeed: fields must be a sequence of str");
+    Py_ssize_t n;
+    int rc = -1;
+
+    if (!seq)
+        return -1;
+    memset(s, 0, sizeof(*s));
+    n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        struct schema_field f;
+        char of[SCHEMA_NAME_MAX + 1];
+        struct rf_err err;
+        Py_ssize_t len;
+        const char *line = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(seq, i), &len);
+
+        if (!line)
+            goto out;
+        if (schema_field_parse(line, (size_t)len, &f, of, &err) < 0 ||
+            schema_add(s, &f, of, &err) < 0) {
+            PyErr_Format(PyExc_ValueError, "ringfeed: %s", err.msg);
+            goto out;
+        }
+    }
+    {
+        struct rf_err err;
+
+        if (schema_check(s, &err) < 0) {
+            PyErr_Format(PyExc_ValueError, "ringfeed: %s", err.msg);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    Py_DECREF(seq);
+    return rc;
+}
+
+/*
  * DatasetWriter(path, kind, classes, class_names=None, dtype=None,
- *               shape=None, shard_bytes=0, jpeg_restart=False)
- * kind "jpeg" or "tensor"; dtype ("u8", ...) and shape for a tensor.
+ *               shape=None, shard_bytes=0, jpeg_restart=False, fields=None,
+ *               codec=None, max_side=0, max_side_quality=0)
+ * kind "jpeg", "tensor" or "fields"; dtype ("u8", ...) and shape for a
+ * tensor; fields (field lines) for kind fields; codec "none" or "zstd"
+ * (default: none for jpeg, zstd otherwise); max_side and its quality
+ * (jpeg only) recorded in the MANIFEST as ringfeed-pack imagefolder
+ * --max-side records them.
  */
 static int writer_init(ext_writer *o, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"path", "kind", "classes", "class_names", "dtype", "shape",
-                             "shard_bytes", "jpeg_restart", NULL};
+                             "shard_bytes", "jpeg_restart", "fields", "codec", "max_side",
+                             "max_side_quality", NULL};
     PyObject *path_obj = NULL, *names = Py_None, *shape = Py_None, *names_seq = NULL;
-    PyObject *classes_obj, *shard_obj = NULL;
-    const char *kind, *dtype = NULL;
+    PyObject *classes_obj, *shard_obj = NULL, *fields = Py_None;
+    const char *kind, *dtype = NULL, *codec = NULL;
     unsigned long long classes, shard_bytes = 0;
-    int restart = 0, r, rc = -1;
+    int restart = 0, max_side = 0, max_side_quality = 0, r, rc = -1;
     struct dataset_writer_opts opts = {0};
+    struct schema schema;
     const char **cnames = NULL;
     struct rf_err err;
 
@@ -160,20 +215,43 @@ static int writer_init(ext_writer *o, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "ringfeed: DatasetWriter already created");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&sO|OzOOp", kwlist, PyUnicode_FSConverter,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&sO|OzOOpOzii", kwlist, PyUnicode_FSConverter,
                                      &path_obj, &kind, &classes_obj, &names, &dtype, &shape,
-                                     &shard_obj, &restart))
+                                     &shard_obj, &restart, &fields, &codec, &max_side,
+                                     &max_side_quality))
         return -1;
     if (u64_arg(classes_obj, "classes", DATASET_MAX_CLASSES, &classes) < 0 ||
         (shard_obj && u64_arg(shard_obj, "shard_bytes", UINT64_MAX, &shard_bytes) < 0))
         goto out;
     r = dataset_kind_parse(kind, strlen(kind));
-    if (r != DATASET_JPEG && r != DATASET_TENSOR) {
-        PyErr_Format(PyExc_ValueError, "ringfeed: kind %s: use jpeg or tensor", kind);
+    if (r != DATASET_JPEG && r != DATASET_TENSOR && r != DATASET_FIELDS) {
+        PyErr_Format(PyExc_ValueError, "ringfeed: kind %s: use jpeg, tensor or fields", kind);
         goto out;
     }
     opts.kind = (enum dataset_kind)r;
-    opts.codec = opts.kind == DATASET_TENSOR ? DATASET_CODEC_ZSTD : DATASET_CODEC_NONE;
+    opts.codec = opts.kind == DATASET_JPEG ? DATASET_CODEC_NONE : DATASET_CODEC_ZSTD;
+    if (codec && (r = codec_parse(codec, strlen(codec))) < 0) {
+        PyErr_Format(PyExc_ValueError, "ringfeed: codec %s: use none or zstd", codec);
+        goto out;
+    }
+    if (codec)
+        opts.codec = (unsigned)r;
+    if ((fields != Py_None) != (opts.kind == DATASET_FIELDS)) {
+        PyErr_SetString(PyExc_ValueError, "ringfeed: fields= is for kind fields, which needs "
+                        "it");
+        goto out;
+    }
+    if (fields != Py_None) {
+        if (parse_fields(fields, &schema) < 0)
+            goto out;
+        opts.schema = &schema;
+    }
+    if (max_side < 0 || max_side_quality < 0) {
+        PyErr_SetString(PyExc_ValueError, "ringfeed: max_side and its quality are positive");
+        goto out;
+    }
+    opts.max_side = (uint32_t)max_side;
+    opts.max_side_quality = (uint32_t)max_side_quality;
     opts.classes = (uint32_t)classes;
     opts.shard_bytes = shard_bytes;
     opts.jpeg_restart = restart ? DATASET_JPEG_RESTART_LOSSLESS : DATASET_JPEG_AS_IS;
@@ -237,8 +315,8 @@ out:
     return rc;
 }
 
-/* add(data, label, codec=-1): one record; codec -1 the dataset's, 0 none,
- * 1 zstd. */
+/* add(data, label, codec=-1): one record; label None for none (kind
+ * fields: a label is a field); codec -1 the dataset's, 0 none, 1 zstd. */
 static PyObject *writer_add(ext_writer *o, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"data", "label", "codec", NULL};
@@ -250,7 +328,9 @@ static PyObject *writer_add(ext_writer *o, PyObject *args, PyObject *kw)
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "y*O|i", kwlist, &buf, &label_obj, &codec))
         return NULL;
-    if (u64_arg(label_obj, "label", UINT32_MAX, &label) < 0 || writer_usable(o) < 0) {
+    label = DATASET_NO_LABEL;
+    if ((label_obj != Py_None && u64_arg(label_obj, "label", UINT32_MAX, &label) < 0) ||
+        writer_usable(o) < 0) {
         PyBuffer_Release(&buf);
         return NULL;
     }
@@ -306,6 +386,78 @@ static PyObject *writer_set_image_shape(ext_writer *o, PyObject *args)
     if (r < 0)
         return ext_raise(r, "%s", err.msg);
     Py_RETURN_NONE;
+}
+
+/* set_field_shape(field, height, width): kind fields' image field index
+ * field (schema order) has images of one size (its shape=HxW). */
+static PyObject *writer_set_field_shape(ext_writer *o, PyObject *args)
+{
+    PyObject *fo, *ho, *wo;
+    unsigned long long f, h, w;
+    struct rf_err err;
+    int r;
+
+    if (!PyArg_ParseTuple(args, "OOO", &fo, &ho, &wo))
+        return NULL;
+    if (u64_arg(fo, "field", UINT32_MAX, &f) < 0 || u64_arg(ho, "height", UINT32_MAX, &h) < 0 ||
+        u64_arg(wo, "width", UINT32_MAX, &w) < 0 || writer_usable(o) < 0)
+        return NULL;
+    r = dataset_writer_set_field_shape(o->w, (uint32_t)f, (uint32_t)h, (uint32_t)w, &err);
+    if (r < 0)
+        return ext_raise(r, "%s", err.msg);
+    Py_RETURN_NONE;
+}
+
+/*
+ * record(parts) -> bytes (a static method): a kind-fields record of these
+ * parts (bytes-like, one per field in schema order): each a 4-byte
+ * little-endian length then its bytes (schema.h; schema_record_put_len),
+ * at most DATASET_RECORD_MAX bytes in all (ValueError saying so).  The
+ * parts are checked against the schema when the record is added.
+ */
+static PyObject *writer_record(PyObject *unused, PyObject *arg)
+{
+    PyObject *seq = PySequence_Fast(arg, "ringfeed: parts must be a sequence of bytes");
+    Py_buffer bufs[SCHEMA_MAX_FIELDS];
+    Py_ssize_t n, got = 0;
+    uint64_t total = 0;
+    PyObject *rec = NULL;
+
+    (void)unused;
+    if (!seq)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > SCHEMA_MAX_FIELDS) {
+        PyErr_Format(PyExc_ValueError, "ringfeed: a record has 1 to %d parts, not %zd",
+                     SCHEMA_MAX_FIELDS, n);
+        goto out;
+    }
+    for (; got < n; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &bufs[got],
+                               PyBUF_C_CONTIGUOUS) < 0)
+            goto out;
+        total += 4 + (uint64_t)bufs[got].len;
+    }
+    if (total > DATASET_RECORD_MAX) {
+        PyErr_Format(PyExc_ValueError, "a record of %llu bytes: the limit is %u",
+                     (unsigned long long)total, DATASET_RECORD_MAX);
+        goto out;
+    }
+    rec = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (rec) {
+        uint8_t *p = (uint8_t *)PyBytes_AS_STRING(rec);
+
+        for (Py_ssize_t i = 0; i < n; i++) {
+            schema_record_put_len(p, (uint32_t)bufs[i].len);
+            memcpy(p + 4, bufs[i].buf, (size_t)bufs[i].len);
+            p += 4 + bufs[i].len;
+        }
+    }
+out:
+    while (got > 0)
+        PyBuffer_Release(&bufs[--got]);
+    Py_DECREF(seq);
+    return rec;
 }
 
 static PyObject *stats_dict(const struct dataset_writer_stats *st)
@@ -394,6 +546,12 @@ static PyMethodDef writer_methods[] = {
      "set_raw_images(n): how many records are RFPX pixels (the MANIFEST's raw_images)."},
     {"set_image_shape", (PyCFunction)writer_set_image_shape, METH_VARARGS,
      "set_image_shape(height, width): every image's size (the MANIFEST's image_shape)."},
+    {"set_field_shape", (PyCFunction)writer_set_field_shape, METH_VARARGS,
+     "set_field_shape(field, height, width): every image of image field number field "
+     "has that size (its shape=HxW in the MANIFEST)."},
+    {"record", (PyCFunction)writer_record, METH_O | METH_STATIC,
+     "record(parts) -> bytes: a kind-fields record of these parts (each a u32 LE "
+     "length then its bytes, schema.h)."},
     {"stats", (PyCFunction)writer_stats, METH_NOARGS, "Figures so far, as a dict."},
     {"finish", (PyCFunction)writer_finish, METH_NOARGS,
      "Completes the dataset (MANIFEST, fsync, rename); returns the final figures."},
@@ -443,12 +601,13 @@ static PyObject *encoder_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return type->tp_alloc(type, 0);
 }
 
-/* ImageEncoder(mode="raw", quality=90, smart_pixels=65536) */
+/* ImageEncoder(mode="raw", quality=90, smart_pixels=65536, max_side=0):
+ * max_side as ringfeed-pack imagefolder --max-side (0: none). */
 static int encoder_init(ext_encoder *o, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"mode", "quality", "smart_pixels", NULL};
+    static char *kwlist[] = {"mode", "quality", "smart_pixels", "max_side", NULL};
     const char *mode = "raw";
-    int quality = 90;
+    int quality = 90, max_side = 0;
     PyObject *smart_obj = NULL;
     unsigned long long smart = 65536;
     size_t m;
@@ -457,8 +616,14 @@ static int encoder_init(ext_encoder *o, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "ringfeed: ImageEncoder already created");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|siO", kwlist, &mode, &quality, &smart_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|siOi", kwlist, &mode, &quality, &smart_obj,
+                                     &max_side))
         return -1;
+    if (max_side < 0 || max_side > (int)PX_SIDE_MAX) {
+        PyErr_Format(PyExc_ValueError, "ringfeed: max_side=%d: use 1 to %u (0: none)",
+                     max_side, PX_SIDE_MAX);
+        return -1;
+    }
     if (smart_obj && u64_arg(smart_obj, "smart_pixels", UINT64_MAX, &smart) < 0)
         return -1;
     for (m = 0; m < sizeof(encoder_modes) / sizeof(encoder_modes[0]); m++)
@@ -474,7 +639,8 @@ static int encoder_init(ext_encoder *o, PyObject *args, PyObject *kw)
         return -1;
     }
     o->opts = (struct imagefile_opts){.quality = quality, .mode = (enum imagefile_mode)m,
-                                      .smart_pixels = smart};
+                                      .smart_pixels = smart,
+                                      .max_side = (uint32_t)max_side};
     if (imagefile_coders_init(&o->coders, &o->opts) < 0) {
         imagefile_coders_fini(&o->coders);
         PyErr_NoMemory();
@@ -568,6 +734,44 @@ static PyObject *encoder_encoded(ext_encoder *o, PyObject *arg)
     return encoder_result(o);
 }
 
+/*
+ * plane(data, width, height, value_bytes) -> record: a one-channel RFPX
+ * record (pixels.h: a mask's class indices or a grayscale image) of height
+ * rows of width values, 1 or 2 bytes each (u16 little-endian), as given:
+ * no shrink, no conversion.
+ */
+static PyObject *encoder_plane(ext_encoder *o, PyObject *args)
+{
+    Py_buffer buf;
+    PyObject *wo, *ho, *rec;
+    unsigned long long w, h;
+    int vb;
+    size_t size;
+
+    (void)o;
+    if (!PyArg_ParseTuple(args, "y*OOi", &buf, &wo, &ho, &vb))
+        return NULL;
+    if (u64_arg(wo, "width", PX_SIDE_MAX, &w) < 0 || u64_arg(ho, "height", PX_SIDE_MAX, &h) < 0) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    size = (vb == 1 || vb == 2) ? px_record_size_of((uint32_t)w, (uint32_t)h, 1, (uint32_t)vb)
+                                : 0;
+    if (!size || (unsigned long long)buf.len != w * h * (unsigned long long)vb) {
+        PyBuffer_Release(&buf);
+        return PyErr_Format(PyExc_ValueError, "ringfeed: %zd bytes for %llux%llu values of %d "
+                            "bytes (sides 1 to %u, values of 1 or 2 bytes)", buf.len, w, h, vb,
+                            PX_SIDE_MAX);
+    }
+    rec = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (rec) {
+        px_write_header_of(PyBytes_AS_STRING(rec), (uint32_t)w, (uint32_t)h, 1, (uint32_t)vb);
+        memcpy(PyBytes_AS_STRING(rec) + PX_HEADER_SIZE, buf.buf, (size_t)buf.len);
+    }
+    PyBuffer_Release(&buf);
+    return rec;
+}
+
 static void encoder_dealloc(ext_encoder *o)
 {
     imagefile_fini(&o->f);
@@ -582,6 +786,9 @@ static PyMethodDef encoder_methods[] = {
     {"encoded", (PyCFunction)encoder_encoded, METH_O,
      "encoded(data) -> (record, raw, height, width): what ringfeed-pack imagefolder "
      "stores for an image file of these bytes."},
+    {"plane", (PyCFunction)encoder_plane, METH_VARARGS,
+     "plane(data, width, height, value_bytes) -> record: a one-channel RFPX record of "
+     "these values (1 or 2 bytes each, little-endian)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,6 +15,12 @@ Datasets are written from Python by the same C code as ringfeed-pack:
 
 (ringfeed.Writer writes sample by sample; see ringfeed.writer's help.)
 
+A dataset of named fields (an image with boxes, a mask, a caption, ...)
+gives each batch as a dict {field name: value}: a tensor per fixed-size
+field, a ringfeed.RaggedBatch (values, offsets; split(), pad()) per ragged
+or bytes field.  A dataset of images or tensors with labels gives
+(images, labels).
+
 Images are zero-copy views of the daemon's shared-memory ring; a batch's
 slot goes back to the daemon when the last tensor or array viewing it is
 freed, in the order batches came.  Rank and world size come from
@@ -23,7 +29,8 @@ ringfeed.Error, an OSError carrying libringfeed's full message.
 """
 from ._ringfeed import Error, SAMPLE_PADDING, SAMPLE_SUBSTITUTED
 from .loader import BatchInfo, Loader
+from .ragged import RaggedBatch
 from .writer import Bytes, Image, Ragged, SampleError, Scalar, Tensor, Writer, pack
 
-__all__ = ["Loader", "BatchInfo", "Error", "SAMPLE_PADDING", "SAMPLE_SUBSTITUTED",
+__all__ = ["Loader", "BatchInfo", "RaggedBatch", "Error", "SAMPLE_PADDING", "SAMPLE_SUBSTITUTED",
            "Writer", "pack", "Image", "Tensor", "Scalar", "Bytes", "Ragged", "SampleError"]

@@ -23,6 +23,21 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
   to ``depth - 1`` batches at once; asking for more raises ringfeed.Error
   (ENOBUFS) rather than waiting forever.  ``copy=True`` hands out batches
   the program owns (one memcpy each) and frees slots at once.
+* A dataset of named fields (MANIFEST kind fields) gives each batch as a
+  dict {field name: value} in the schema's order: a fixed-size field (an
+  image after its transform, a mask, a tensor, a scalar) a tensor of
+  shape (N, *shape), a ragged or bytes field a ringfeed.RaggedBatch whose
+  ``values`` (rows, *tail) and ``offsets`` (int64, N + 1) are views of
+  the ring too.  Element types: uint8, int8, int16, int32, int64,
+  float16, bfloat16, float32, float64 as stored; uint16 (a u16 mask) is
+  uint16 for numpy, and int32 (a copy) for a torch that has no uint16
+  tensors from numpy;
+  bfloat16 for numpy, which has none, is float32 (a copy).  A dataset
+  whose fields are just an image (or tensor) and its "label" still gives
+  (images, labels), as every older dataset does.  ``loader.fields``
+  describes the fields (None from a daemon older than fields), and
+  ``loader.last.dropped`` counts the boxes the crop dropped in the last
+  batch.
 * The stream is a pure function of (dataset, seed, epoch, rank, world,
   batch, transform): ``state_dict()`` is that cursor, and
   ``load_state_dict()`` continues with the next batch exactly.
@@ -40,6 +55,7 @@ import os
 
 from . import _ringfeed
 from ._ringfeed import Error
+from .ragged import RaggedBatch
 
 _RECORD_DTYPE = None  # numpy dtype of libringfeed's struct rf_sample, made on first use
 
@@ -105,18 +121,21 @@ class BatchInfo:
     samples replaced bad ones), and per sample ``indices`` (dataset index),
     ``labels`` and ``flags`` (ringfeed.SAMPLE_PADDING,
     ringfeed.SAMPLE_SUBSTITUTED) with the masks ``padding`` and
-    ``substitutes``.  Arrays come as the loader's output type.
+    ``substitutes``; ``dropped``, the boxes the crop dropped in this batch
+    (their centre left it; 0 for a dataset without boxes).  Arrays come as
+    the loader's output type.
     """
 
-    __slots__ = ("_recs", "_torch", "epoch", "seq", "stream_seq", "substituted")
+    __slots__ = ("_recs", "_torch", "epoch", "seq", "stream_seq", "substituted", "dropped")
 
-    def __init__(self, recs, epoch, seq, stream_seq, substituted, torch_mod):
+    def __init__(self, recs, epoch, seq, stream_seq, substituted, torch_mod, dropped=0):
         self._recs = recs
         self._torch = torch_mod
         self.epoch = epoch
         self.seq = seq
         self.stream_seq = stream_seq
         self.substituted = substituted
+        self.dropped = dropped
 
     def __len__(self):
         return len(self._recs) // 16
@@ -148,7 +167,16 @@ class BatchInfo:
 
     def __repr__(self):
         return (f"BatchInfo(epoch={self.epoch}, seq={self.seq}, samples={len(self)}, "
-                f"substituted={self.substituted})")
+                f"substituted={self.substituted}, dropped={self.dropped})")
+
+
+def _legacy(fields):
+    """True for a field table that is an older dataset's (an image or a
+    tensor, and its label), whose batches stay (images, labels)."""
+    return (len(fields) == 2 and fields[0]["name"] in ("image", "tensor") and
+            fields[0]["kind"] == "fixed" and fields[1]["name"] == "label" and
+            fields[1]["kind"] == "fixed" and fields[1]["dtype"] == "int64" and
+            fields[1]["shape"] == ())
 
 
 class Loader:
@@ -176,6 +204,8 @@ class Loader:
     copy: hand out owned copies instead of views of the ring.
     device: "cuda[:N]" copies each batch to that GPU on the current stream
       (the slot goes back when the copy is done); needs torch with CUDA.
+      A dict batch has every column copied on that stream (RaggedBatch
+      values and offsets both), each copy complete when next() returns.
     timeout: seconds a batch may take before ringfeed.Error(ETIMEDOUT);
       None waits for as long as it takes (still noticing Ctrl-C).
     reconnect_timeout: seconds to keep reconnecting to a daemon that went
@@ -286,7 +316,11 @@ class Loader:
         self._pos = (self._info["next_epoch"], self._info["next_seq"])
         self._bpe = self._info["batches_per_epoch"]
         self.dtype = self._info["dtype"]  # the images' element type: "uint8", "float32", ...
-        if self._device is not None:
+        # the sample's fields (None: a daemon older than fields); batches
+        # are dicts unless they are an older dataset's image and label
+        self.fields = self._client.fields()
+        self._dict = self.fields is not None and not _legacy(self.fields)
+        if self._device is not None and not self._dict:
             # the device buffer gets the batch's element type: the copy is
             # byte for byte, so its dtype and shape are what the ring's are
             shape = self._info["shape"]
@@ -411,6 +445,8 @@ class Loader:
     # ---- one batch
     def _next(self):
         c = self._live()
+        if self._dict:
+            return self._next_dict(c)
         if self._device is not None:
             return self._next_device(c)
         images, labels, recs, epoch, seq, sseq, sub = c.next(self._timeout_ms, self._copy)
@@ -428,8 +464,48 @@ class Loader:
         self._advance(recs, epoch, seq, sseq, sub)
         return buf[:count], self._from(labels).to(self._device, non_blocking=True)
 
-    def _advance(self, recs, epoch, seq, sseq, sub):
-        self.last = BatchInfo(recs, epoch, seq, sseq, sub, self._torch)
+    def _next_dict(self, c):
+        # with a device, host views are taken and copied (each column on
+        # the current stream, the copy complete before the views go, so the
+        # slot goes back once this returns)
+        cols, labels, recs, epoch, seq, sseq, sub, dropped = c.next_fields(
+            self._timeout_ms, self._copy)
+        out = {}
+        for f, col in zip(self.fields, cols):
+            if f["kind"] == "ragged":
+                out[f["name"]] = RaggedBatch(self._column(col[0]), self._column(col[1]),
+                                             f["name"])
+            else:
+                out[f["name"]] = self._column(col)
+        del cols
+        if self._device is not None:
+            with self._torch.cuda.device(self._device):  # this device's current stream
+                out = {k: v.to(self._device) for k, v in out.items()}
+        self._advance(recs, epoch, seq, sseq, sub, dropped)
+        return out
+
+    def _column(self, a):
+        """One column's Array as the loader's output type: a zero-copy view
+        but for the element types an output lacks (see the module's help)."""
+        if self.output == "numpy":
+            import numpy as np
+            if a.dtype == "bfloat16":  # the bit patterns, widened to float32
+                bits = np.asarray(a)
+                return (bits.astype(np.uint32) << 16).view(np.float32)
+            return np.asarray(a)
+        if a.dtype == "uint16":  # DLPack's kDLUInt 16 is refused by many torches
+            import numpy as np
+            bits = np.asarray(a)
+            if hasattr(self._torch, "uint16"):
+                try:
+                    return self._torch.from_numpy(bits)  # a view
+                except TypeError:
+                    pass
+            return self._torch.from_numpy(bits.astype(np.int32))
+        return self._from(a)
+
+    def _advance(self, recs, epoch, seq, sseq, sub, dropped=0):
+        self.last = BatchInfo(recs, epoch, seq, sseq, sub, self._torch, dropped)
         self._pos = (epoch + 1, 0) if seq + 1 >= self._bpe else (epoch, seq + 1)
 
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -77,6 +78,35 @@ def ringfeedd():
 
 def pack_tool():
     return binary("tools/ringfeed-pack")
+
+
+# ringfeed-pack and tests/dump_dataset for the packer's tests (test_pack.py,
+# test_pack_formats.py, test_writer.py), overridable to test other builds
+PACK = os.environ.get("RINGFEED_PACK", os.path.join(BUILD, "tools/ringfeed-pack"))
+DUMP = os.environ.get("RINGFEED_DUMP", os.path.join(BUILD, "tests/dump_dataset"))
+
+
+def pack_run(*args, timeout=300):
+    """ringfeed-pack ARGS..., its output captured as text."""
+    return subprocess.run([PACK] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def dump_records(path, tmp=None):
+    """Every sample of the dataset at path, in order: [(label, record
+    bytes)] (tests/dump_dataset, its output file in tmp or beside path)."""
+    out = os.path.join(tmp, "dump.bin") if tmp is not None else str(path) + ".dump"
+    r = subprocess.run([DUMP, str(path), out], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    data = open(out, "rb").read()
+    os.unlink(out)
+    recs, at = [], 0
+    while at < len(data):
+        label, n = struct.unpack_from("<II", data, at)
+        recs.append((label, data[at + 8:at + 8 + n]))
+        at += 8 + n
+    return recs
 
 
 def ctl_tool():

@@ -30,8 +30,7 @@ import pytest
 
 BUILD = os.environ.get("RINGFEED_BUILD_DIR",
                        os.path.join(os.path.dirname(__file__), "../../build"))
-PACK = os.environ.get("RINGFEED_PACK", os.path.join(BUILD, "tools/ringfeed-pack"))
-DUMP = os.environ.get("RINGFEED_DUMP", os.path.join(BUILD, "tests/dump_dataset"))
+from conftest import DUMP, PACK, dump_records as dump, pack_run as pack  # noqa: E402
 FMNIST = "/usr/share/datasets/fashion-mnist"
 NATURE = "/usr/share/backgrounds/mate/nature"
 PNG = "/usr/share/backgrounds/mate/desktop/Float-into-MATE.png"
@@ -53,32 +52,11 @@ def test_binaries_are_built():
         assert os.access(path, os.X_OK), f"{path} is not built (RINGFEED_BUILD_DIR={BUILD})"
 
 
-def pack(*args, timeout=300):
-    return subprocess.run([PACK] + [str(a) for a in args], capture_output=True,
-                          text=True, timeout=timeout)
-
-
 def idx_src(split):
     prefix, _ = SPLITS[split]
     images = gzip.open(f"{FMNIST}/{prefix}-images-idx3-ubyte.gz").read()
     labels = gzip.open(f"{FMNIST}/{prefix}-labels-idx1-ubyte.gz").read()
     return images, labels
-
-
-def dump(path, tmp):
-    """Every sample of the dataset at path: list of (label, bytes)."""
-    out = os.path.join(tmp, "dump.bin")
-    r = subprocess.run([DUMP, str(path), out], capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
-    data = open(out, "rb").read()
-    os.unlink(out)
-    recs, at = [], 0
-    while at < len(data):
-        label, n = struct.unpack_from("<II", data, at)
-        recs.append((label, data[at + 8:at + 8 + n]))
-        at += 8 + n
-    return recs
 
 
 def shard_layout(path):
@@ -346,6 +324,11 @@ def test_idx_input_errors(tmp_path):
     (["verify"], "DIR is required"),
     (["verify", "a", "b"], "also got 'b'"),
     (["info", "--json"], "unknown option '--json'"),
+    (["show", "a"], "DIR and INDEX are required"),
+    (["show", "a", "x1"], "INDEX 'x1' is not a sample number"),
+    (["show", "a", "-1"], "INDEX '-1' is not a sample number"),
+    (["show", "a", "1", "2"], "also got '2'"),
+    (["show", "a", "1", "--yaml"], "unknown option '--yaml'"),
 ])
 def test_bad_arguments_exit_2(args, needle):
     r = pack(*args)
@@ -353,7 +336,7 @@ def test_bad_arguments_exit_2(args, needle):
     assert needle in r.stderr
 
 
-@pytest.mark.parametrize("cmd", ["idx", "imagefolder", "verify", "info"])
+@pytest.mark.parametrize("cmd", ["idx", "imagefolder", "verify", "info", "show"])
 def test_help(cmd):
     r = pack(cmd, "--help")
     assert r.returncode == 0 and r.stdout.startswith(f"usage: ringfeed-pack {cmd}")

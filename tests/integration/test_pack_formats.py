@@ -26,8 +26,7 @@ from PIL import Image
 
 BUILD = os.environ.get("RINGFEED_BUILD_DIR",
                        os.path.join(os.path.dirname(__file__), "../../build"))
-PACK = os.environ.get("RINGFEED_PACK", os.path.join(BUILD, "tools/ringfeed-pack"))
-DUMP = os.environ.get("RINGFEED_DUMP", os.path.join(BUILD, "tests/dump_dataset"))
+from conftest import DUMP, PACK, dump_records as dump, pack_run as pack  # noqa: E402
 # torchvision.datasets.folder.IMG_EXTENSIONS
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif",
                   ".tiff", ".webp")
@@ -36,27 +35,6 @@ IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif",
 def test_binaries_are_built():
     for path in (PACK, DUMP):
         assert os.access(path, os.X_OK), f"{path} is not built (RINGFEED_BUILD_DIR={BUILD})"
-
-
-def pack(*args, timeout=300):
-    return subprocess.run([PACK] + [str(a) for a in args], capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def dump(path, tmp):
-    """Every sample of the dataset at path: list of (label, bytes)."""
-    out = os.path.join(tmp, "dump.bin")
-    r = subprocess.run([DUMP, str(path), out], capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
-    data = open(out, "rb").read()
-    os.unlink(out)
-    recs, at = [], 0
-    while at < len(data):
-        label, n = struct.unpack_from("<II", data, at)
-        recs.append((label, data[at + 8:at + 8 + n]))
-        at += 8 + n
-    return recs
 
 
 def image_folder(root):
