@@ -1,5 +1,5 @@
 /*
- * test_fields.c - a stream's ring field table (daemon/worker/fields.c):
+ * test_fields_table.c - a stream's ring field table (daemon/worker/fields.c):
  *   - ATTACH field= resolved: the default (the first image that is not a
  *     mask), a name; refused naming the field and listing the fields: an
  *     unknown name, a scalar, a mask, a second image, field= with raw, raw
