@@ -10,7 +10,7 @@
  * stream is the same for any worker count and after any crash.
  *
  * Batch g is cut into chunks (at most RING_MAX_CHUNKS, at most WIRE_JOB_MAX
- * samples each), one job per chunk, queued in its stream's queue
+ * samples each; one chunk when the ring has a ragged column), one job per chunk, queued in its stream's queue
  * (fairq.c).  A job names every ring it writes (job.t[]: one, or a share
  * group's members, share.c) and holds each of those streams (jobs_live)
  * until it is freed: a detached stream's struct lives on until its last
@@ -164,6 +164,11 @@ int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
         per = (uint32_t)(JOB_WORK_NS / st->cost_ns);
     if (per > WIRE_JOB_MAX)
         per = WIRE_JOB_MAX;
+    /* a ragged column's values and offsets are written in order by one
+     * worker, which never reads the ring back (ring.h T2, T3): one job per
+     * batch (sched_attach holds such a batch to WIRE_JOB_MAX) */
+    if (st->fx.ragged)
+        per = count ? count : 1;
     chunks = (count + per - 1) / per;
     /* every job first: a batch is planned whole or not at all */
     for (uint32_t c = 0; c < chunks; c++) {
@@ -186,6 +191,7 @@ int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
         slot->seq = seq;
         slot->chunks = chunks;
         slot->substituted = 0;
+        slot->dropped = 0;
         atomic_store_explicit(&slot->chunks_done, 0, memory_order_release);
         atomic_store_explicit(&slot->ready, 0, memory_order_release);
         m[i]->slot_g[slot_i] = g;
@@ -410,6 +416,9 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, 
             continue;
         switch (m->status) {
         case WIRE_OK:
+            st->boxes_dropped += m->dropped;
+            for (uint32_t k = 0; k < WIRE_FIELDS_MAX && k < st->fx.n; k++)
+                st->rows[k] += m->rows[k];
             plan_advance_published(d, st);
             break;
         case WIRE_STREAM_FAILED:

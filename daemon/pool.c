@@ -99,6 +99,7 @@ static void add_counters(struct wire_counters *a, const struct wire_counters *b)
     for (int i = 0; i < WIRE_BAD_KINDS; i++)
         a->bad[i] += b->bad[i];
     a->substituted += b->substituted;
+    a->boxes_dropped += b->boxes_dropped;
 }
 
 void pool_totals(const struct daemon *d, struct wire_counters *out)

@@ -6,7 +6,8 @@
  *
  * Two clients whose streams are the same function (same_function: the
  * dataset as opened, seed, transform and every parameter of it, batch,
- * rank, world, shuffle, drop_last, drop_last_batch) deliver the same bytes
+ * rank, world, shuffle, drop_last, drop_last_batch, and the same ring
+ * layout: version and field table, fields.h) deliver the same bytes
  * at the same place k = epoch * B + seq (B the batches per epoch).  A
  * stream that may share (ATTACH share=1, the default) always stands in a
  * share group, alone at first; a group plans each of its batches once, for
@@ -97,7 +98,8 @@ static bool same_function(const struct stream *a, const struct stream *b)
            a->a.drop_last == b->a.drop_last && a->a.drop_last_batch == b->a.drop_last_batch &&
            a->xform_id == b->xform_id && memcmp(&a->xp, &b->xp, sizeof(a->xp)) == 0 &&
            a->bpe == b->bpe && a->geom.slot_stride == b->geom.slot_stride &&
-           a->geom.meta_size == b->geom.meta_size && a->out.sample_bytes == b->out.sample_bytes;
+           a->geom.meta_size == b->geom.meta_size && a->out.sample_bytes == b->out.sample_bytes &&
+           xform_fields_equal(&a->fx, &b->fx); /* the same columns (version 3) */
 }
 
 
@@ -214,6 +216,7 @@ static bool join_planned(struct daemon *d, struct share_group *g, struct stream 
         slot->seq = from->seq;
         slot->chunks = from->chunks;
         slot->substituted = 0;
+        slot->dropped = 0;
         atomic_store_explicit(&slot->chunks_done, 0, memory_order_release);
         atomic_store_explicit(&slot->ready, 0, memory_order_release);
         st->slot_g[si] = g_new;

@@ -153,6 +153,8 @@ static double bad_total(struct daemon *d)
       totals(d).bad[BAD_QUARANTINED])                                                    \
     X("errors.substituted", "counter", "Samples replaced by the next good one",          \
       totals(d).substituted)                                                             \
+    X("total.boxes_dropped", "counter", "Boxes whose centre left their image's crop",     \
+      totals(d).boxes_dropped)                                                           \
     X("errors.quarantined", "counter", "Samples quarantined for killing workers",        \
       d->quarantine.total)                                                                    \
     X("sharing.groups", "gauge", "Groups of 2+ clients whose batches are decoded once",     \

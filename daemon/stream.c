@@ -107,6 +107,7 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
     m->drop_last = st->a.drop_last;
     m->drop_last_batch = st->a.drop_last_batch;
     m->wake_always = st->version < 2;
+    m->ring_version = st->version;
     m->max_bad = st->d->cf.max_bad_samples > UINT32_MAX ? UINT32_MAX
                                                         : (uint32_t)st->d->cf.max_bad_samples;
     m->xform = st->xp;
@@ -288,9 +289,10 @@ static void ring_header(struct daemon *d, struct stream *st)
 {
     struct ring_hdr *h;
 
-    ring_init(st->mem, &st->geom, 2);
+    ring_init(st->mem, &st->geom, st->version >= RING_VERSION_FIELDS ? RING_VERSION_FIELDS : 2);
     h = st->mem;
     h->version = st->version;
+    xform_fields_put(&st->fx, h);
     h->dtype = st->out.dtype;
     h->layout = st->out.layout;
     memcpy(h->shape, st->out.shape, sizeof(h->shape));
@@ -353,15 +355,16 @@ static void unmake_ring(struct daemon *d, struct stream *st)
 #define AUTO_DEPTH_MAX 16u
 #define AUTO_RING_BYTES (16ull << 20)
 
-static uint32_t auto_depth(uint32_t batch, uint64_t sample_bytes)
+static uint32_t auto_depth(const struct daemon *d, const struct stream *st, uint32_t batch)
 {
-    struct ring_geom g;
+    struct xform_fields fx;
     struct rf_err err;
     uint64_t n;
 
-    if (ring_geometry(AUTO_DEPTH_MIN, batch, sample_bytes, &g, &err) < 0)
-        return AUTO_DEPTH_MIN; /* ring_geometry says why with the real depth */
-    n = AUTO_RING_BYTES / g.slot_stride;
+    if (xform_fields_build(dataset_info(d->cat[st->dataset_id].ds), &st->xp, &st->out,
+                           st->version, AUTO_DEPTH_MIN, batch, &fx, &err) < 0)
+        return AUTO_DEPTH_MIN; /* the build says why with the real depth */
+    n = AUTO_RING_BYTES / fx.g.slot_stride;
     return n < AUTO_DEPTH_MIN ? AUTO_DEPTH_MIN : n > AUTO_DEPTH_MAX ? AUTO_DEPTH_MAX : (uint32_t)n;
 }
 
@@ -609,6 +612,11 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     xf = xform_get((uint32_t)xi);
     st->cost_ns = xf->cost_ns ? xf->cost_ns : 1;
     st->out = (struct xform_out){ 0 };
+    /* field=: the image field the transform is bound to (fields.h) */
+    rc = xform_bind_field(dataset_info(d->cat[ds].ds), strcmp(xf->name, "raw") == 0, a->field,
+                          &st->xp.field, err);
+    if (rc < 0)
+        goto fail;
     rc = xf->geometry(d->cat[ds].ds, &st->xp, &st->out, err);
     if (rc < 0)
         goto fail;
@@ -645,10 +653,22 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     }
     st->start_epoch += st->start_seq / st->bpe;
     st->start_seq %= st->bpe;
-    rc = ring_geometry(a->depth ? a->depth : auto_depth(a->batch, st->out.sample_bytes),
-                       a->batch, st->out.sample_bytes, &st->geom, err);
+    /* the ring's layout: version 2's, or version 3's field table (fields.h);
+     * a version-2 client is refused what it cannot read */
+    rc = xform_fields_build(dataset_info(d->cat[ds].ds), &st->xp, &st->out, st->version,
+                            a->depth ? a->depth : auto_depth(d, st, a->batch), a->batch,
+                            &st->fx, err);
     if (rc < 0)
         goto fail;
+    st->geom = st->fx.g;
+    /* a ragged column is written by one worker per batch (plan.c), and a
+     * job holds at most WIRE_JOB_MAX samples */
+    if (st->fx.ragged && a->batch > WIRE_JOB_MAX) {
+        rc = rf_err_set(err, -EINVAL, "batch=%u: dataset %s has variable-length (ragged or "
+                        "bytes) fields, whose batches are made whole by one worker: give "
+                        "batch <= %u", a->batch, a->dataset, WIRE_JOB_MAX);
+        goto fail;
+    }
     if (d->sched.mem_used + st->geom.total_size > d->cf.memory_budget) {
         rc = rf_err_set(err, -ENOMEM,
                         "attach needs %llu bytes (depth %u x %llu-byte slots + header); "
@@ -763,7 +783,7 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
             "dataset", "name", "rank", "world", "batch", "depth", "batches", "samples",
             "waited_s", "ready", "inflight", "ring_bytes", "locked", "failed",
             "weight", "worker_s", "worker_share", "weight_share", "group", "group_members",
-            "shared_batches", "weight_asked",
+            "shared_batches", "weight_asked", "boxes_dropped",
         };
         enum { NV = sizeof(names) / sizeof(names[0]) };
         char vals[NV][80];
@@ -790,10 +810,25 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
         snprintf(vals[19], 80, "%u", st->sh.grp ? st->sh.grp->n : 1);
         snprintf(vals[20], 80, "%llu", (unsigned long long)st->sh.shared_batches);
         snprintf(vals[21], 80, "%u", st->weight_asked);
+        snprintf(vals[22], 80, "%llu", (unsigned long long)st->boxes_dropped);
         for (unsigned i = 0; i < NV; i++) {
             int n = snprintf(buf + *len, cap - *len, "clients.%u.%s %s\n", st->id, names[i],
                              vals[i]);
 
+            if (n < 0 || (size_t)n >= cap - *len)
+                return -ENOSPC;
+            *len += (size_t)n;
+            lines++;
+        }
+        /* rows delivered per variable-length field (version-3 rings) */
+        for (uint32_t k = 0; k < st->fx.n && k < WIRE_FIELDS_MAX; k++) {
+            int n;
+
+            if (st->fx.f[k].kind != RING_FIELD_RAGGED)
+                continue;
+            n = snprintf(buf + *len, cap - *len, "clients.%u.fields.%.*s.rows %llu\n", st->id,
+                         (int)RING_FIELD_NAME, st->fx.f[k].name,
+                         (unsigned long long)st->rows[k]);
             if (n < 0 || (size_t)n >= cap - *len)
                 return -ENOSPC;
             *len += (size_t)n;

@@ -34,6 +34,7 @@
 #include "ring.h"
 #include "sampler.h"
 #include "share.h"
+#include "fields.h"
 #include "transform.h"
 #include "wire.h"
 
@@ -60,6 +61,8 @@ struct stream {
     uint64_t cost_ns;               /* the transform's cost per sample */
     struct xform_out out;
     struct wire_xform xp;
+    struct xform_fields fx;         /* the ring's field table (version 3) and
+                                       geometry (fields.h); geom is fx.g */
     struct ring_geom geom;
     uint64_t n;                     /* dataset samples */
     uint64_t bpe;                   /* batches per epoch for this rank */
@@ -89,6 +92,8 @@ struct stream {
     uint64_t starved_ns;            /* time the client waited on the daemon, ended waits */
     uint64_t waits;                 /* waits ended (observed into wait_hist) */
     uint64_t production_ns;         /* plan to publication, its published batches */
+    uint64_t boxes_dropped;         /* boxes the crop dropped (wire_done.dropped) */
+    uint64_t rows[WIRE_FIELDS_MAX]; /* rows delivered per RAGGED field (wire_done.rows) */
 };
 
 /* No batch in this slot (slot_g). */

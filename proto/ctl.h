@@ -130,7 +130,8 @@
 #define CTL_WORKERS_MAX 256
 #define CTL_DATASET_NAME_MAX 64   /* bytes of [A-Za-z0-9._-] */
 #define CTL_LABEL_MAX 64          /* bytes of [A-Za-z0-9._:@/+-] */
-#define CTL_ATTACH_KEYS 22        /* rows in the ATTACH key table */
+#define CTL_ATTACH_KEYS 23        /* rows in the ATTACH key table */
+#define CTL_FIELD_MAX 31          /* ATTACH field=: a schema field name (schema.h) */
 #define CTL_ATTACH_BATCH_MAX 65536
 #define CTL_ATTACH_WORLD_MAX 65536
 #define CTL_ATTACH_DEPTH_MIN 2
@@ -220,6 +221,9 @@ struct ctl_attach {
     uint32_t version;                       /* 0 when not given */
     uint32_t weight;                        /* 0 when not given */
     bool share;
+    char field[CTL_FIELD_MAX + 1];          /* the image field the transform is
+                                               bound to; "" when not given (the
+                                               daemon picks: stream.c) */
 };
 
 /* A token of the request line: buf[off .. off + len). */
@@ -281,6 +285,9 @@ size_t ctl_text_check(const char *s, size_t len);
 bool ctl_dataset_name_ok(const char *s, size_t len);
 /* A client label (ATTACH name=): 1..CTL_LABEL_MAX of [A-Za-z0-9._:@/+-]. */
 bool ctl_label_ok(const char *s, size_t len);
+/* A field name (ATTACH field=): 1..CTL_FIELD_MAX of [A-Za-z0-9_], not
+ * starting with a digit (the rule of proto/schema.h). */
+bool ctl_field_name_ok(const char *s, size_t len);
 
 /* Fills a with every default; dataset is "" (the caller must set it). */
 void ctl_attach_defaults(struct ctl_attach *a);

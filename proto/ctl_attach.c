@@ -25,6 +25,7 @@ enum kind {
     K_BOOL,   /* bool from "0" or "1" */
     K_NAME,   /* char[] dataset name (ctl_dataset_name_ok) */
     K_LABEL,  /* char[] 1..CTL_LABEL_MAX of [A-Za-z0-9._:@/+-] */
+    K_FIELD,  /* char[] a field name (ctl_field_name_ok) */
 };
 
 struct key {
@@ -71,6 +72,7 @@ static const struct key keys[] = {
     {"name", K_LABEL, F(name), 0, 0, 0, 0, false, true, NULL, 0},
     {"weight", K_U32, F(weight), 1, CTL_ATTACH_WEIGHT_MAX, 0, 0, false, true, NULL, 0},
     U("share", K_BOOL, share, 0, 1),
+    {"field", K_FIELD, F(field), 0, 0, 0, 0, false, true, NULL, 0},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -130,6 +132,20 @@ bool ctl_label_ok(const char *s, size_t len)
     return true;
 }
 
+bool ctl_field_name_ok(const char *s, size_t len)
+{
+    if (len == 0 || len > CTL_FIELD_MAX || (s[0] >= '0' && s[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return false;
+    }
+    return true;
+}
+
 /* Writes what key k accepts, e.g. "an integer in 1..65536". */
 static void describe(const struct key *k, char *buf, size_t cap)
 {
@@ -167,6 +183,10 @@ static void describe(const struct key *k, char *buf, size_t cap)
         return;
     case K_LABEL:
         snprintf(buf, cap, "1 to %d characters of A-Z a-z 0-9 . _ : @ / + -", CTL_LABEL_MAX);
+        return;
+    case K_FIELD:
+        snprintf(buf, cap, "a field name: 1 to %d characters of A-Z a-z 0-9 _, not starting "
+                 "with a digit", CTL_FIELD_MAX);
         return;
     }
     snprintf(buf, cap, "?");
@@ -246,7 +266,10 @@ static bool parse_value(const struct key *k, const char *v, size_t vlen, struct 
         return true;
     case K_NAME:
     case K_LABEL:
-        if (k->kind == K_NAME ? !ctl_dataset_name_ok(v, vlen) : !ctl_label_ok(v, vlen))
+    case K_FIELD:
+        if (k->kind == K_NAME    ? !ctl_dataset_name_ok(v, vlen)
+            : k->kind == K_LABEL ? !ctl_label_ok(v, vlen)
+                                 : !ctl_field_name_ok(v, vlen))
             return false;
         memcpy(field, v, vlen);
         field[vlen] = '\0';
@@ -343,10 +366,15 @@ static bool field_ok(const struct key *k, const struct ctl_attach *a)
         return true;
     case K_NAME:
     case K_LABEL:
-        n = strnlen(field, k->kind == K_NAME ? CTL_DATASET_NAME_MAX + 1 : CTL_LABEL_MAX + 1);
+    case K_FIELD:
+        n = strnlen(field, k->kind == K_NAME    ? CTL_DATASET_NAME_MAX + 1
+                           : k->kind == K_LABEL ? CTL_LABEL_MAX + 1
+                                                : CTL_FIELD_MAX + 1);
         if (k->zero_unset && n == 0)
             return true;
-        return k->kind == K_NAME ? ctl_dataset_name_ok(field, n) : ctl_label_ok(field, n);
+        return k->kind == K_NAME    ? ctl_dataset_name_ok(field, n)
+               : k->kind == K_LABEL ? ctl_label_ok(field, n)
+                                    : ctl_field_name_ok(field, n);
     }
     return false;
 }
@@ -406,6 +434,7 @@ static int format_key(const struct key *k, const struct ctl_attach *a, char *buf
         break;
     case K_NAME:
     case K_LABEL:
+    case K_FIELD:
         snprintf(v, sizeof(v), "%s", field);
         break;
     }
@@ -437,6 +466,7 @@ static bool same_field(const struct key *k, const struct ctl_attach *a,
         return *(const bool *)fa == *(const bool *)fb;
     case K_NAME:
     case K_LABEL:
+    case K_FIELD:
         return strcmp(fa, fb) == 0;
     }
     return false;

@@ -30,6 +30,8 @@
 #define WIRE_JOB_MAX 1024      /* samples in one job, at most */
 #define WIRE_BAD_KINDS 8
 #define WIRE_MAX_RINGS 1024     /* rings one worker maps: every attached client's */
+#define WIRE_NO_FIELD 0xffffffffu /* wire_xform.field: no field bound (raw) */
+#define WIRE_FIELDS_MAX 16      /* fields of a sample (SCHEMA_MAX_FIELDS) */
 
 enum wire_type {
     WIRE_HELLO = 1,
@@ -58,7 +60,9 @@ struct wire_xform {
     uint32_t id;          /* index into the transform table */
     uint32_t size;        /* output side for image transforms */
     uint32_t layout;      /* enum ring_layout */
-    uint32_t pad;
+    uint32_t field;       /* the schema field the image transform is bound
+                             to (ATTACH field=, resolved by the daemon);
+                             WIRE_NO_FIELD for raw */
     double scale_lo, scale_hi, ratio_lo, ratio_hi, flip, crop;
     uint64_t pixel_cap;   /* not from ATTACH: the config's pixel-cap, 0 none */
 };
@@ -76,6 +80,9 @@ struct wire_ring_add {
     uint32_t rank, world, batch;
     uint8_t shuffle, drop_last, drop_last_batch;
     uint8_t wake_always;  /* a version-1 client: FUTEX_WAKE every publish (ring.h W2) */
+    uint32_t ring_version; /* the layout the ring was made in (1..3): the
+                              worker recomputes the field table of a
+                              version-3 ring from its own schema */
     struct wire_xform xform;
 };
 
@@ -121,6 +128,7 @@ struct wire_counters {
     uint64_t tiled;       /* JPEG samples decoded from restart-interval tiles */
     uint64_t bad[WIRE_BAD_KINDS];
     uint64_t substituted;
+    uint64_t boxes_dropped; /* boxes fields: boxes whose centre left the crop */
 };
 
 enum wire_status {
@@ -139,6 +147,10 @@ struct wire_done {
     uint32_t ring_id;
     uint32_t published;   /* 1 if this job completed and published the batch */
     char reason[192];     /* for WIRE_STREAM_FAILED and WIRE_NO_RING */
+    uint32_t dropped;     /* boxes the crop dropped in this job (ring_slot.dropped) */
+    uint32_t pad;
+    uint64_t rows[WIRE_FIELDS_MAX]; /* per field of a version-3 ring: rows this
+                                       job delivered (ragged and bytes fields) */
     struct wire_counters c;
 };
 

@@ -146,6 +146,9 @@ int main(int argc, char **argv)
     if (ring_check(mem, size, &err) < 0 ||
         ring_geometry(h->depth, h->batch, h->sample_bytes, &geom, &err) < 0)
         return fail(err.msg);
+    /* a version-3 ring has more columns after the first (ring.h VERSION 3):
+     * its slots are as far apart as the checked header says */
+    geom.slot_stride = h->slot_stride;
 
     while (g < batches && !stop_asked && now_s() < deadline) {
         struct ring_slot *sl = (struct ring_slot *)(mem + RING_HDR_SIZE +

@@ -567,15 +567,33 @@ static void test_attach_bounds(void)
     TAP_IS_INT(req.attach.batch, 8, "batch=08 -> 8");
     expect_ok("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
               "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
-              "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0\n",
-              CTL_VERB_ATTACH, "all 22 keys at once");
+              "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0 "
+              "field=img_2\n",
+              CTL_VERB_ATTACH, "all 23 keys at once");
+    TAP_IS_STR(req.attach.field, "img_2", "field=img_2 parsed");
     TAP_OK(req.attach.weight == 7 && !req.attach.share, "weight=7 share=0 parsed");
     TAP_OK(req.attach.drop_last && req.attach.drop_last_batch, "drop_last_batch=1 parsed");
     expect_err("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
                "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
                "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0 "
-               "name=y\n",
-               CTL_E_BAD_ARG, "23 arguments", "takes 1 to 22", NULL);
+               "field=a name=y\n",
+               CTL_E_BAD_ARG, "24 arguments", "takes 1 to 23", NULL);
+    /* field=: a schema field name (proto/schema.h's rule) */
+    expect_ok("ATTACH dataset=d field=image\n", CTL_VERB_ATTACH, "field=image");
+    TAP_IS_STR(req.attach.field, "image", "field=image parsed");
+    expect_ok("ATTACH dataset=d\n", CTL_VERB_ATTACH, "no field=");
+    TAP_IS_STR(req.attach.field, "", "field= not given: empty");
+    expect_ok("ATTACH dataset=d field=_x9\n", CTL_VERB_ATTACH, "field=_x9");
+    expect_ok("ATTACH dataset=d field=abcdefghijklmnopqrstuvwxyz01234\n", CTL_VERB_ATTACH,
+              "field= of 31 characters");
+    expect_err("ATTACH dataset=d field=abcdefghijklmnopqrstuvwxyz012345\n", CTL_E_BAD_ARG,
+               "field= of 32 characters", "field", "1 to 31", NULL);
+    expect_err("ATTACH dataset=d field=9lives\n", CTL_E_BAD_ARG, "field= starting with a digit",
+               "field", "not starting with a digit", NULL);
+    expect_err("ATTACH dataset=d field=a-b\n", CTL_E_BAD_ARG, "field= with a dash", "field",
+               "A-Z a-z 0-9 _", NULL);
+    expect_err("ATTACH dataset=d field=a.b\n", CTL_E_BAD_ARG, "field= with a dot", "field",
+               NULL);
     {
         char line[1024];
         size_t o = (size_t)snprintf(line, sizeof(line), "ATTACH");
@@ -596,7 +614,7 @@ static int attach_same(const struct ctl_attach *a, const struct ctl_attach *b)
            a->layout == b->layout && a->scale[0] == b->scale[0] && a->scale[1] == b->scale[1] &&
            a->ratio[0] == b->ratio[0] && a->ratio[1] == b->ratio[1] && a->flip == b->flip &&
            a->crop == b->crop && a->shuffle == b->shuffle && a->drop_last == b->drop_last &&
-           a->version == b->version;
+           a->version == b->version && strcmp(a->field, b->field) == 0;
 }
 
 static uint64_t rs = 0x853c49e6748fea9bull;
@@ -678,6 +696,15 @@ static void test_attach_format(void)
                "non-defaults are written, shortest numbers");
     TAP_IS_INT(ctl_parse(buf, (size_t)n, &req, &used), CTL_DONE, "the line parses");
     TAP_OK(req.err == 0 && attach_same(&req.attach, &a), "and reads back as the same attach");
+    b = a;
+    snprintf(b.field, sizeof(b.field), "photo");
+    n = ctl_format_attach(&b, buf, sizeof(buf), &e);
+    TAP_OK(n > 0 && strstr(buf, " field=photo\n") != NULL, "field= is written when given");
+    TAP_IS_INT(ctl_parse(buf, (size_t)n, &req, &used), CTL_DONE, "and parses");
+    TAP_OK(req.err == 0 && attach_same(&req.attach, &b), "and reads back as the same field");
+    snprintf(b.field, sizeof(b.field), "9x");
+    TAP_IS_INT(ctl_format_attach(&b, buf, sizeof(buf), &e), -EINVAL, "a bad field= refused");
+    TAP_OK(strstr(e.msg, "field") != NULL, "naming field");
 
     TAP_IS_INT(ctl_format_attach(&a, buf, 20, &e), -ENOSPC, "small cap -> ENOSPC");
     b = a;

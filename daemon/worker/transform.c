@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "fields.h"
 #include "ring.h"
 #include "xform_image.h"
 
@@ -47,6 +48,28 @@ static int raw_geometry(const struct dataset *ds, const struct wire_xform *p,
     const struct dataset_info *info = dataset_info(ds);
 
     (void)p;
+    if (info->kind == DATASET_FIELDS) {
+        /* the ring's primary column: the first fixed-size field (fields.c);
+         * every field is delivered in its own column */
+        int k = xform_first_fixed(&info->schema);
+        const struct schema_field *f;
+
+        if (k < 0)
+            return rf_err_set(err, -EINVAL, "transform raw needs a fixed-size field (tensor or "
+                              "scalar) for the ring's primary column; this dataset has none");
+        f = &info->schema.f[k];
+        out->shape[0] = out->shape[1] = out->shape[2] = 1;
+        if (f->kind == SCHEMA_TENSOR)
+            out->shape[0] = f->row_bytes / dataset_dtype_size(f->dtype) > UINT32_MAX
+                                ? 0
+                                : (uint32_t)(f->row_bytes / dataset_dtype_size(f->dtype));
+        if (out->shape[0] == 0)
+            return rf_err_set(err, -EINVAL, "field %s: over 2^32 elements", f->name);
+        out->layout = RING_FLAT;
+        out->dtype = dataset_dtype_ring(f->dtype);
+        out->sample_bytes = f->row_bytes;
+        return 0;
+    }
     if (xform_tensor_shape(info, out->shape) < 0 || dataset_dtype_ring(info->dtype) == 0)
         return rf_err_set(err, -EINVAL,
                           "transform raw needs a fixed-shape tensor dataset, this one holds %s",

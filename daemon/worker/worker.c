@@ -59,11 +59,14 @@
 #include "ctl.h"
 #include "dataset.h"
 #include "fault.h"
+#include "fields.h"
 #include "io.h"
 #include "log.h"
 #include "mapguard.h"
 #include "ring.h"
 #include "sampler.h"
+#include "schema.h"
+#include "targets.h"
 #include "transform.h"
 #include "wire.h"
 #include "worker.h"
@@ -125,6 +128,12 @@ struct wring {
                                the mapping is client-writable (ring.h) */
     struct wire_ring_add p;
     struct xform_out out;
+    struct xform_fields fx; /* the field table and geometry (fields.h), built
+                               from the worker's own schema and compared with
+                               the header's copy at RING_ADD; g is fx.g */
+    uint64_t fixed_at[RING_MAX_FIELDS]; /* kind fields: each FIXED field's
+                                           place in ws->sample */
+    int label_field;        /* kind fields: the scalar i64 "label", or -1 */
 };
 
 /*
@@ -163,6 +172,18 @@ struct wstate {
     uint8_t *sample;
     size_t sample_cap;
     struct ring_sample meta[WIRE_JOB_MAX];
+    /* kind fields (FIELDS below): the last sample's record parts (in
+     * decoded), its boxes after the crop, and per job each RAGGED field's
+     * rows (values and int64 offsets), all in the worker's own memory */
+    struct schema_part parts[SCHEMA_MAX_FIELDS];
+    const uint8_t *part_at[SCHEMA_MAX_FIELDS]; /* a RAGGED field's rows */
+    uint64_t part_rows[SCHEMA_MAX_FIELDS];
+    uint32_t part_dropped;
+    float *boxes[SCHEMA_MAX_FIELDS];
+    size_t boxes_cap[SCHEMA_MAX_FIELDS];
+    uint8_t *vals[SCHEMA_MAX_FIELDS];
+    size_t vals_cap[SCHEMA_MAX_FIELDS];
+    int64_t offs[SCHEMA_MAX_FIELDS][WIRE_JOB_MAX + 1];
     struct { uint32_t ds; uint64_t index; } quarantine[QUARANTINE_MAX];
     uint32_t nquarantine;
 };
@@ -385,19 +406,48 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
     /* check a private copy of the header and keep its geometry: the client
      * can rewrite the shared one at any time */
     memcpy(&hdr, mem, sizeof(hdr));
-    if (xf->geometry(ds, &m->xform, &r->out, &err) < 0 ||
+    /* the whole layout again from this worker's own schema and the stream's
+     * parameters, then compared with the header's: every column the worker
+     * writes is placed by its own table (ring.h T3) */
+    if (hdr.batch != m->batch)
+        rf_err_set(&err, -EBADMSG, "its header says batch %u, the stream's is %u", hdr.batch,
+                   m->batch);
+    if (hdr.batch != m->batch || xf->geometry(ds, &m->xform, &r->out, &err) < 0 ||
         ring_check(&hdr, m->total_size, &err) < 0 || hdr.sample_bytes != r->out.sample_bytes ||
-        ring_geometry(hdr.depth, hdr.batch, hdr.sample_bytes, &r->g, &err) < 0) {
+        xform_fields_build(dataset_info(ds), &m->xform, &r->out,
+                           m->ring_version ? m->ring_version : RING_VERSION, hdr.depth,
+                           hdr.batch, &r->fx, &err) < 0 ||
+        xform_fields_match(&r->fx, &hdr, &err) < 0) {
         log_warn("worker: ring %u does not match its transform: %s", m->ring_id, err.msg);
         munmap(mem, m->total_size);
         goto fail;
     }
-    /* room for one of its samples in the worker's own memory (run_job) */
-    if (!buf_grow(&ws->sample, &ws->sample_cap, r->g.sample_bytes ? r->g.sample_bytes : 1)) {
-        log_warn("worker: ring %u: no memory for a %llu-byte sample", m->ring_id,
-                 (unsigned long long)r->g.sample_bytes);
-        munmap(mem, m->total_size);
-        goto fail;
+    r->g = r->fx.g;
+    {
+        /* room for one of its samples in the worker's own memory (run_job):
+         * every FIXED column's item, for kind fields */
+        uint64_t need = r->g.sample_bytes;
+
+        r->label_field = -1;
+        if (r->fx.kind_fields) {
+            const struct schema *sc = &dataset_info(ds)->schema;
+
+            need = 0;
+            for (uint32_t k = 0; k < r->fx.n; k++) {
+                r->fixed_at[k] = need;
+                if (r->fx.f[k].kind == RING_FIELD_FIXED)
+                    need += r->fx.f[k].item_bytes;
+                if (sc->f[k].kind == SCHEMA_SCALAR && sc->f[k].dtype == DATASET_DTYPE_I64 &&
+                    strcmp(sc->f[k].name, "label") == 0)
+                    r->label_field = (int)k;
+            }
+        }
+        if (!buf_grow(&ws->sample, &ws->sample_cap, need ? need : 1)) {
+            log_warn("worker: ring %u: no memory for a %llu-byte sample", m->ring_id,
+                     (unsigned long long)need);
+            munmap(mem, m->total_size);
+            goto fail;
+        }
     }
     r->used = true;
     r->id = m->ring_id;
@@ -420,6 +470,132 @@ static void ring_del(struct wstate *ws, uint32_t id)
     if (r->mem)
         munmap(r->mem, r->size);
     memset(r, 0, sizeof(*r));
+}
+
+/*
+ * FIELDS: a sample of a kind-fields dataset (proto/schema.h), made in the
+ * worker's own memory.  The record is checked and decoded into
+ * ws->decoded, split into its fields' parts (schema_record_split), the
+ * bound image transformed into its place in ws->sample, a mask of it
+ * resampled through the image's view (targets.h), tensors and scalars
+ * copied there too; a RAGGED field's rows are left where they are (in
+ * decoded, or boxes mapped through the view in ws->boxes) for
+ * commit_fields, which the caller runs at once, before the next record is
+ * decoded.  A part that does not split, a mask or a box that does not map
+ * is a bad sample, so a substitute replaces every field of the sample.
+ */
+static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint64_t idx,
+                       const struct dataset_loc *loc, const uint8_t *stored, int32_t *label,
+                       enum wire_bad *why, struct rf_err *err)
+{
+    struct dataset *ds = ws->ds[r->p.dataset_id];
+    const struct schema *sc = &dataset_info(ds)->schema;
+    const struct xform_def *xf = xform_get(r->p.xform.id);
+    uint32_t bound = r->p.xform.field;
+    struct rng_stream rng;
+    uint64_t t0 = clock_mono_ns(), t1;
+    int n, rc = -EBADMSG;
+
+    n = dataset_decode(ds, loc, stored, ws->decoded, ws->decoded_cap, ws->dctx, err);
+    t1 = clock_mono_ns();
+    ws->c.decode_ns += t1 - t0;
+    if (n < 0) {
+        *why = n == -EBADMSG && strstr(err->msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
+        return n;
+    }
+    if (schema_record_split(sc, ws->decoded, (size_t)n, ws->parts, err) < 0) {
+        *why = BAD_SHAPE;
+        goto where;
+    }
+    ws->part_dropped = 0;
+    /* the bound image first: its view places its mask and boxes */
+    if (bound != WIRE_NO_FIELD) {
+        uint8_t *dst = ws->sample + r->fixed_at[bound];
+
+        rng_stream_init(&rng, r->p.seed, (uint32_t)epoch, idx);
+        rc = xf->apply(ds, &r->p.xform, ws->decoded + ws->parts[bound].off,
+                       ws->parts[bound].len, &rng, &ws->xc, dst, &r->out, why, err);
+        ws->c.image_ns += ws->xc.decode_ns;
+        ws->c.resize_ns += ws->xc.resize_ns;
+        ws->c.write_ns += ws->xc.write_ns;
+        ws->c.tiled += ws->xc.tiled;
+        ws->xc.decode_ns = ws->xc.resize_ns = ws->xc.write_ns = ws->xc.tiled = 0;
+        if (rc < 0) {
+            rf_err_prefix(err, "field %s", sc->f[bound].name);
+            goto where;
+        }
+    }
+    for (uint32_t k = 0; k < sc->n; k++) {
+        const struct schema_field *f = &sc->f[k];
+        const uint8_t *part = ws->decoded + ws->parts[k].off;
+        uint32_t len = ws->parts[k].len;
+        uint8_t *dst = ws->sample + r->fixed_at[k];
+
+        switch (f->kind) {
+        case SCHEMA_IMAGE:
+            if (k == bound)
+                break;
+            /* a mask of the bound image (xform_bind_field allows no other) */
+            rc = tgt_mask(&ws->xc.view, part, len, (uint32_t)dataset_dtype_size(f->dtype), dst,
+                          why, err);
+            if (rc < 0) {
+                rf_err_prefix(err, "field %s", f->name);
+                goto where;
+            }
+            break;
+        case SCHEMA_TENSOR:
+        case SCHEMA_SCALAR:
+            memcpy(dst, part, len); /* schema_record_split checked the length */
+            break;
+        case SCHEMA_RAGGED:
+        case SCHEMA_BYTES:
+            ws->part_at[k] = part;
+            ws->part_rows[k] = schema_rows(f, len);
+            if (f->role == SCHEMA_ROLE_BOXES && bound != WIRE_NO_FIELD && f->of == bound) {
+                uint64_t nb = ws->part_rows[k];
+                float *in = NULL;
+
+                if (!buf_grow((uint8_t **)&ws->boxes[k], &ws->boxes_cap[k],
+                              nb ? nb * 16 : 16)) {
+                    *why = BAD_TOO_LARGE;
+                    rc = rf_err_set(err, -ENOMEM, "field %s: no memory for %llu boxes", f->name,
+                                    (unsigned long long)nb);
+                    goto where;
+                }
+                /* the part is not aligned for floats: copied, then mapped in place */
+                in = ws->boxes[k];
+                if (nb)
+                    memcpy(in, part, nb * 16);
+                rc = tgt_boxes(&ws->xc.view, in, (uint32_t)nb, in, err);
+                if (rc < 0) {
+                    *why = BAD_SHAPE;
+                    rf_err_prefix(err, "field %s", f->name);
+                    goto where;
+                }
+                ws->part_dropped += (uint32_t)(nb - (uint64_t)rc);
+                ws->part_at[k] = (const uint8_t *)in;
+                ws->part_rows[k] = (uint64_t)rc;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    ws->c.transform_ns += clock_mono_ns() - t1;
+    *label = -1;
+    if (r->label_field >= 0) {
+        int64_t v;
+
+        memcpy(&v, ws->decoded + ws->parts[r->label_field].off, sizeof(v)); /* little-endian */
+        if (v >= INT32_MIN && v <= INT32_MAX)
+            *label = (int32_t)v;
+    }
+    return 0;
+where:
+    ws->c.transform_ns += clock_mono_ns() - t1;
+    rf_err_prefix(err, "%s: record %llu at byte %llu", loc->shard_path,
+                  (unsigned long long)loc->record, (unsigned long long)loc->offset);
+    return rc < 0 ? rc : -EBADMSG;
 }
 
 /*
@@ -446,6 +622,16 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
         return rf_err_set(err, -EBADMSG, "%s: record %llu at byte %llu: quarantined: it killed "
                           "workers before", loc->shard_path, (unsigned long long)loc->record,
                           (unsigned long long)loc->offset);
+    }
+    if (r->fx.kind_fields) {
+        if (!buf_grow(&ws->decoded, &ws->decoded_cap, loc->decoded_len ? loc->decoded_len : 1)) {
+            *why = BAD_TOO_LARGE;
+            return rf_err_set(err, -ENOMEM, "%s: record %llu at byte %llu: no memory to decode "
+                              "its %u bytes", loc->shard_path, (unsigned long long)loc->record,
+                              (unsigned long long)loc->offset, loc->decoded_len);
+        }
+        (void)dst; /* ws->sample: commit_fields places it in each ring */
+        return make_fields(ws, r, epoch, idx, loc, stored, label, why, err);
     }
     if (xf->direct && loc->decoded_len != r->out.sample_bytes) {
         *why = BAD_SHAPE;
@@ -683,11 +869,87 @@ static uint32_t job_dests(struct wstate *ws, struct wring *r, const struct wire_
 
         if (!r2 || !r2->mem || r2->g.batch != r->g.batch ||
             r2->g.sample_bytes != r->g.sample_bytes || r2->g.meta_size != r->g.meta_size ||
-            to->slot >= r2->g.depth)
+            !xform_fields_equal(&r2->fx, &r->fx) || to->slot >= r2->g.depth)
             continue;
         d[n++] = dest_of(r2, to->slot, to->stream_seq);
     }
     return n;
+}
+
+/*
+ * FIELDS: sample j of the job (at place `at` of the batch), just made by
+ * make_fields, into the job's rings: each FIXED column's item copied from
+ * ws->sample into each ring (never from one ring into another), each
+ * RAGGED field's rows appended to the job's own values and offsets.  A
+ * batch whose rows pass a field's capacity fails the stream: -EOVERFLOW
+ * with reason naming the field, the rows and the capacity.
+ */
+static int commit_fields(struct wstate *ws, struct wring *r, const struct dest *d, uint32_t nd,
+                         uint32_t j, uint32_t at, uint64_t batch_seq, char *reason,
+                         size_t reason_cap)
+{
+    for (uint32_t k = 0; k < r->fx.n; k++) {
+        const struct ring_field *c = &r->fx.f[k];
+
+        if (c->kind == RING_FIELD_FIXED) {
+            for (uint32_t t = 0; t < nd; t++)
+                memcpy((uint8_t *)d[t].slot + c->offset + (uint64_t)at * c->item_bytes,
+                       ws->sample + r->fixed_at[k], c->item_bytes);
+            continue;
+        }
+        {
+            uint64_t have = (uint64_t)ws->offs[k][j], rows = ws->part_rows[k];
+
+            if (rows > c->capacity - have) {
+                struct rf_err e;
+
+                /* cut to the reason's size (a DONE carries 192 bytes) */
+                rf_err_set(&e, -EOVERFLOW, "field %.*s: batch %llu needs %llu+ rows, over its "
+                           "capacity of %llu rows (MANIFEST cap=, or batch x max=)",
+                           (int)RING_FIELD_NAME, c->name, (unsigned long long)batch_seq,
+                           (unsigned long long)(have + rows), (unsigned long long)c->capacity);
+                memcpy(reason, e.msg, strnlen(e.msg, reason_cap - 1));
+                reason[strnlen(e.msg, reason_cap - 1)] = '\0';
+                return -EOVERFLOW;
+            }
+            if (!buf_grow(&ws->vals[k], &ws->vals_cap[k],
+                          have + rows ? (have + rows) * c->item_bytes : 1)) {
+                snprintf(reason, reason_cap, "field %.*s: no memory for %llu rows",
+                         (int)RING_FIELD_NAME, c->name, (unsigned long long)(have + rows));
+                return -ENOMEM;
+            }
+            if (rows)
+                memcpy(ws->vals[k] + have * c->item_bytes, ws->part_at[k],
+                       rows * c->item_bytes);
+            ws->offs[k][j + 1] = (int64_t)(have + rows);
+        }
+    }
+    return 0;
+}
+
+/* FIELDS: the job's RAGGED columns into each ring once every sample is in:
+ * batch + 1 offsets (those past count repeat the last) and the values. */
+static void put_ragged(struct wstate *ws, struct wring *r, const struct dest *d, uint32_t nd,
+                       uint32_t count, uint64_t *rows_out)
+{
+    for (uint32_t k = 0; k < r->fx.n; k++) {
+        const struct ring_field *c = &r->fx.f[k];
+        int64_t last = ws->offs[k][count];
+
+        if (c->kind != RING_FIELD_RAGGED)
+            continue;
+        for (uint32_t i = count + 1; i <= r->g.batch && i <= WIRE_JOB_MAX; i++)
+            ws->offs[k][i] = last;
+        for (uint32_t t = 0; t < nd; t++) {
+            uint8_t *base = (uint8_t *)d[t].slot;
+
+            memcpy(base + c->offsets_at, ws->offs[k], ((size_t)r->g.batch + 1) * sizeof(int64_t));
+            if (last)
+                memcpy(base + c->offset, ws->vals[k], (size_t)last * c->item_bytes);
+        }
+        if (k < WIRE_FIELDS_MAX)
+            rows_out[k] = (uint64_t)last;
+    }
 }
 
 static void run_job(struct wstate *ws, const struct wire_job *job)
@@ -701,7 +963,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     struct sampler smp;
     struct dest dests[WIRE_TARGETS_MAX];
     struct ring_sample *meta = ws->meta;
-    uint32_t nd, subst = 0;
+    uint32_t nd, subst = 0, dropped = 0;
     uint64_t sb;
     size_t total = 0, off = 0;
     uint64_t t0 = clock_mono_ns(), t1, cpu0 = clock_thread_cpu_ns();
@@ -722,7 +984,8 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         goto out;
     }
     if (job->slot >= r->g.depth || job->count > WIRE_JOB_MAX ||
-        job->first + job->count > r->g.batch || job->chunk >= RING_MAX_CHUNKS) {
+        job->first + job->count > r->g.batch || job->chunk >= RING_MAX_CHUNKS ||
+        (r->fx.ragged && (job->first != 0 || job->chunk != 0 || r->g.batch > WIRE_JOB_MAX))) {
         done.status = WIRE_NO_RING;
         snprintf(done.reason, sizeof(done.reason), "job out of the ring's bounds");
         goto out;
@@ -793,9 +1056,12 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     direct = xform_get(r->p.xform.id)->direct;
     for (uint32_t j = 0; j < PREFETCH_AHEAD && j < job->count; j++)
         prefetch_record(&reqs[j]);
+    for (uint32_t k = 0; k < r->fx.n; k++)
+        ws->offs[k][0] = 0;
     for (uint32_t j = 0; j < job->count; j++) {
         uint32_t at = job->first + j;
-        uint8_t *dst = nd == 1 ? dests[0].data + (uint64_t)at * sb : ws->sample;
+        uint8_t *dst = nd == 1 && !r->fx.kind_fields ? dests[0].data + (uint64_t)at * sb
+                                                      : ws->sample;
         enum wire_bad why = BAD_READ;
         struct rf_err err;
         int32_t label = 0;
@@ -843,11 +1109,32 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
             meta[j].flags |= RING_SAMPLE_SUBSTITUTED;
         }
         meta[j].label = label;
-        if (nd > 1)
+        if (r->fx.kind_fields) {
+            /* the sample made last (the planned one or its substitute),
+             * every field of it */
+            dropped += ws->part_dropped;
+            if (commit_fields(ws, r, dests, nd, j, at, job->seq, done.reason,
+                              sizeof(done.reason)) < 0) {
+                done.status = WIRE_STREAM_FAILED;
+                goto out;
+            }
+        } else if (nd > 1) {
             for (uint32_t k = 0; k < nd; k++)
                 memcpy(dests[k].data + (uint64_t)at * sb, ws->sample, sb);
+        }
+        if (r->fx.label_column) {
+            /* version 3 of a jpeg or tensor dataset: the label column */
+            int64_t v = label;
+
+            for (uint32_t k = 0; k < nd; k++)
+                memcpy((uint8_t *)dests[k].slot + r->fx.f[1].offset + (uint64_t)at * 8, &v, 8);
+        }
     }
-    if (direct)
+    if (r->fx.ragged)
+        put_ragged(ws, r, dests, nd, job->count, done.rows);
+    done.dropped = dropped;
+    ws->c.boxes_dropped += dropped;
+    if (direct && !r->fx.kind_fields) /* make_fields times its own */
         ws->c.decode_ns += clock_mono_ns() - t1;
     ws->c.samples += job->count;
     /* zeros read anywhere in the job (a substitute's read included) never
@@ -863,6 +1150,8 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         memcpy(ring_samples(to->slot) + job->first, meta, (size_t)job->count * sizeof(*meta));
         if (subst)
             __atomic_fetch_add(&to->slot->substituted, subst, __ATOMIC_RELAXED);
+        if (dropped)
+            __atomic_fetch_add(&to->slot->dropped, dropped, __ATOMIC_RELAXED);
         if (mark_chunk(to->r, to->slot, job->chunk, to->g))
             done.published = 1;
     }

@@ -164,14 +164,46 @@ void xfi_eval_plan(uint32_t width, uint32_t height, const struct wire_xform *p,
     };
 }
 
+/*
+ * The image the transform is bound to: a jpeg dataset's (its MANIFEST's
+ * image_shape, 0 x 0 when it varies), or a kind-fields dataset's field
+ * p->field (its shape=, 0 x 0 when it varies).  false when the dataset has
+ * no such 3-channel u8 image field (the daemon's xform_bind_field names
+ * what is wrong at ATTACH; this is the check that holds it).
+ */
+static bool bound_image(const struct dataset_info *info, const struct wire_xform *p,
+                        uint32_t *h, uint32_t *w)
+{
+    const struct schema_field *f;
+
+    if (info->kind == DATASET_JPEG) {
+        *h = info->image_height;
+        *w = info->image_width;
+        return true;
+    }
+    if (info->kind != DATASET_FIELDS || p->field >= info->schema.n)
+        return false;
+    f = &info->schema.f[p->field];
+    if (f->kind != SCHEMA_IMAGE || f->channels != 3 || f->dtype != DATASET_DTYPE_U8 ||
+        f->role == SCHEMA_ROLE_MASK)
+        return false;
+    *h = f->height;
+    *w = f->width;
+    return true;
+}
+
 int xform_image_geometry(const struct dataset *ds, const struct wire_xform *p,
                          struct xform_out *out, struct rf_err *err)
 {
     const struct dataset_info *info = dataset_info(ds);
     const struct xform_def *xf = xform_get(p->id);
     const char *name = xf ? xf->name : "train/eval";
+    uint32_t h, w;
 
-    if (info->kind != DATASET_JPEG)
+    if (info->kind == DATASET_FIELDS && !bound_image(info, p, &h, &w))
+        return rf_err_set(err, -EINVAL, "transform %s is bound to field %u, which is not a "
+                          "3-channel u8 image field of this dataset", name, p->field);
+    if (info->kind != DATASET_JPEG && info->kind != DATASET_FIELDS)
         return rf_err_set(err, -EINVAL,
                           "transform %s needs a jpeg dataset (ringfeed-pack imagefolder), "
                           "this one holds %s: use transform=raw",
@@ -475,13 +507,22 @@ int xform_none_geometry(const struct dataset *ds, const struct wire_xform *p,
 {
     const struct dataset_info *info = dataset_info(ds);
     struct ctl_attach def;
-    uint32_t h = info->image_height, w = info->image_width;
+    uint32_t h = 0, w = 0;
 
-    if (info->kind != DATASET_JPEG)
+    if (info->kind == DATASET_FIELDS && !bound_image(info, p, &h, &w))
+        return rf_err_set(err, -EINVAL, "transform none is bound to field %u, which is not a "
+                          "3-channel u8 image field of this dataset", p->field);
+    if (info->kind != DATASET_JPEG && info->kind != DATASET_FIELDS)
         return rf_err_set(err, -EINVAL,
                           "transform none needs a jpeg dataset whose images have one size "
                           "(ringfeed-pack imagefolder), this one holds %s: use transform=raw",
                           dataset_kind_name(info->kind));
+    bound_image(info, p, &h, &w);
+    if ((!h || !w) && info->kind == DATASET_FIELDS)
+        return rf_err_set(err, -EINVAL,
+                          "transform none needs images of one size: field %s has no shape=HxW "
+                          "in the MANIFEST (its images differ in size); use train or eval",
+                          info->schema.f[p->field].name);
     if (!h || !w)
         return rf_err_set(err, -EINVAL,
                           "transform none needs images of one size: this dataset's MANIFEST "
@@ -612,13 +653,13 @@ static void copy_pixels(const uint8_t *restrict src, size_t stride, uint32_t w, 
     }
 }
 
-static int wrong_size(const char *what, uint32_t w, uint32_t h, const struct dataset_info *info,
-                      enum wire_bad *why, struct rf_err *err)
+static int wrong_size(const char *what, uint32_t w, uint32_t h, uint32_t want_h,
+                      uint32_t want_w, enum wire_bad *why, struct rf_err *err)
 {
     *why = BAD_SHAPE;
     return rf_err_set(err, -EBADMSG,
                       "%s is %ux%u (HxW), the dataset's image_shape is %ux%u", what, h, w,
-                      info->image_height, info->image_width);
+                      want_h, want_w);
 }
 
 int xform_none_apply(const struct dataset *ds, const struct wire_xform *p, const void *rec,
@@ -632,12 +673,13 @@ int xform_none_apply(const struct dataset *ds, const struct wire_xform *p, const
     struct jpg_header hdr;
     struct px_header px;
     struct jpg_roi roi;
-    uint32_t sw, sh, w = info->image_width, h = info->image_height;
+    uint32_t sw, sh, w = 0, h = 0;
     bool chw = out->layout == RING_CHW;
     uint64_t t0 = clock_mono_ns(), t1;
     int rc;
 
     (void)rng;
+    bound_image(info, p, &h, &w); /* geometry checked it */
     ctx->last_scale = 8;
     if (px_is(rec, rec_len)) {
         rc = open_pixels(rec, rec_len, p->pixel_cap, &px, why, err);
@@ -646,7 +688,7 @@ int xform_none_apply(const struct dataset *ds, const struct wire_xform *p, const
         if (rc < 0)
             return rc;
         if (px.width != w || px.height != h)
-            return wrong_size("RFPX image", px.width, px.height, info, why, err);
+            return wrong_size("RFPX image", px.width, px.height, h, w, why, err);
         copy_pixels(px.pixels, (size_t)px.width * PX_CHANNELS, w, h, chw, dst);
         ctx->write_ns += clock_mono_ns() - t1;
         whole_view(ctx, w, h);
@@ -664,7 +706,7 @@ int xform_none_apply(const struct dataset *ds, const struct wire_xform *p, const
     if (rc == 0 && (hdr.width != w || hdr.height != h)) {
         jpg_abort(ic->dec);
         ctx->decode_ns += clock_mono_ns() - t0;
-        return wrong_size("JPEG", hdr.width, hdr.height, info, why, err);
+        return wrong_size("JPEG", hdr.width, hdr.height, h, w, why, err);
     }
     if (rc == 0)
         rc = jpg_start(ic->dec, 8, &sw, &sh, err);

@@ -703,10 +703,12 @@ def test_hostile_client(daemons, packed_fmnist):
 
 # ---- 8. refusals -----------------------------------------------------------
 
-def ring_bytes(depth, batch, sample_bytes):
-    """ring_geometry() of proto/ring.c."""
+def ring_bytes(depth, batch, sample_bytes, version=3):
+    """ring_geometry() of proto/ring.c; version 3 (an ATTACH without
+    version=) adds the label column of a tensor dataset (ring.h VERSION 3)."""
     page = lambda n: (n + 4095) // 4096 * 4096
-    return HDR_SIZE + depth * (page(64 + 16 * batch) + page(batch * sample_bytes))
+    label = page(batch * 8) if version >= 3 else 0
+    return HDR_SIZE + depth * (page(64 + 16 * batch) + page(batch * sample_bytes) + label)
 
 
 def test_refusals(daemons, packed_fmnist):
@@ -732,9 +734,9 @@ def test_refusals(daemons, packed_fmnist):
     r = raw_request(d.sock, b"ATTACH dataset=nope\n")
     assert error_code(r) == "no-dataset", r
     assert b"nope" in r and b"test" in r and b"fmnist-train" in r, r
-    r = raw_request(d.sock, b"ATTACH dataset=test version=3\n")
+    r = raw_request(d.sock, b"ATTACH dataset=test version=4\n")
     assert error_code(r) == "version", r
-    assert b"version 3" in r and b"versions 1 to 2" in r, r
+    assert b"version 4" in r and b"versions 1 to 3" in r, r
     r = raw_request(d.sock, b"ATTACH dataset=test transform=train\n")
     assert error_code(r) in ("bad-arg", "bad-transform"), r
     assert b"transform" in r and len(r) > 40, r

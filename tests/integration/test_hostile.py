@@ -363,7 +363,7 @@ def test_share_member_never_writes_another_members_batches(daemon, tmp_path):
     # the workers held until both are attached and grouped: the scribbler's
     # ring is the first of every shared job from the reader's join on
     with workers_held(d):
-        evil = scribbler(d.sock, "ATTACH dataset=fm batch=1000 name=scribbler version=2")
+        evil = scribbler(d.sock, "ATTACH dataset=fm batch=1000 name=scribbler version=3")
         wait_for(lambda: d.stats()["clients.attached"] == "1", "the scribbler to attach")
         victim = subprocess.Popen([read_tool(), "--socket", d.sock, "--dataset", "fm", "--batch",
                                    "1000", "--epochs", "5", "--json", "--dump-indices",
