@@ -163,7 +163,7 @@ int main(int argc, char **argv)
         if (rc == 0)
             rc = tgt_mask(v, mask, mlen, vb, mdst, &why, &err);
         if (rc == 0) {
-            nk = tgt_boxes(v, boxes, nbox, kept, &err);
+            nk = tgt_boxes(v, boxes, nbox, kept, NULL, &err);
             if (nk < 0) {
                 rc = nk;
                 why = BAD_DECODE;

@@ -47,6 +47,7 @@ static const char *const every[] = {
     "vol tensor dtype=u16 shape=2x3x4",
     "label scalar",
     "weight scalar dtype=f64",
+    "classes ragged dtype=i64 max=50 rows=boxes",
 };
 
 static void check_round_trip(void)
@@ -117,6 +118,11 @@ static void check_refusals(void)
         {{"a image", "x image channels=1 mask=a boxes=a"}, "field x: boxes=a: a field has one role"},
         {{"a image", "x image channels=1 mask=zz"}, "field x: mask=zz names no field before it"},
         {{"x image", "x scalar"}, "field x: the name is used twice"},
+        {{"a image", "c ragged dtype=i64 max=3 rows=a"}, "field c: rows= is for a ragged field "
+         "naming an earlier boxes field"},
+        {{"a image", "b ragged dtype=f32 shape=4 max=3 boxes=a", "c tensor dtype=u8 shape=2 "
+          "rows=b"}, "field c: rows= is for a ragged field"},
+        {{"c ragged dtype=i64 max=3 rows=b"}, "field c: rows=b names no field before it"},
         {{"a image", "b ragged dtype=i32 shape=4 max=3 boxes=a"}, "field b: boxes= is for a ragged f32"},
         {{"a tensor dtype=u8 shape=2", "b ragged dtype=f32 shape=4 max=3 boxes=a"},
          "field b: boxes= is for"},
@@ -369,6 +375,34 @@ static void check_manifest(void)
     }
 }
 
+/* rows=: a record whose rows differ from its boxes' is refused, naming both */
+static void check_rows_split(void)
+{
+    static const char *const lines[] = {
+        "image image",
+        "boxes ragged dtype=f32 shape=4 max=9 boxes=image",
+        "classes ragged dtype=i64 max=9 rows=boxes",
+    };
+    struct schema s;
+    struct schema_part parts[SCHEMA_MAX_FIELDS];
+    struct rf_err err;
+    uint8_t buf[512];
+    uint32_t same[3] = {10, 32, 16}, fewer[3] = {10, 32, 8};
+    size_t len;
+    int r;
+
+    tap_ok(build(&s, lines, 3, &err) == 0 && s.f[2].role == SCHEMA_ROLE_ROWS && s.f[2].of == 1,
+           "rows= builds, naming the boxes field");
+    len = record(buf, same, 3);
+    tap_ok(schema_record_split(&s, buf, len, parts, &err) == 0,
+           "two boxes and two rows split");
+    len = record(buf, fewer, 3);
+    r = schema_record_split(&s, buf, len, parts, &err);
+    tap_ok(r == -EBADMSG && strstr(err.msg, "field classes") &&
+           strstr(err.msg, "1 rows, but its boxes field boxes has 2"),
+           "one row for two boxes is refused: %s", err.msg);
+}
+
 int main(void)
 {
     check_round_trip();
@@ -376,5 +410,6 @@ int main(void)
     check_split();
     check_legacy();
     check_manifest();
+    check_rows_split();
     return tap_done();
 }

@@ -94,18 +94,29 @@ static void test_boxes(void)
 
     for (size_t i = 0; i < sizeof(out) / sizeof(out[0]); i++)
         out[i] = -7;
-    rc = tgt_boxes(&v, in, n, out, &err);
+    rc = tgt_boxes(&v, in, n, out, NULL, &err);
     tap_ok(rc == 5 && rows_equal(out, want, 5),
            "boxes: 8 in, 5 kept in order, scaled, clipped; centres on x1/y1 or outside "
            "dropped (%d)", rc);
     tap_ok(out[20] == -7, "boxes: nothing stored past the kept rows");
     v.flip = true;
-    rc = tgt_boxes(&v, in, n, out, &err);
+    rc = tgt_boxes(&v, in, n, out, NULL, &err);
     tap_ok(rc == 5 && rows_equal(out, want_flip, 5), "boxes: flipped, x mirrored and swapped");
     memcpy(same, in, sizeof(in));
-    rc = tgt_boxes(&v, same, n, same, &err);
+    rc = tgt_boxes(&v, same, n, same, NULL, &err);
     tap_ok(rc == 5 && rows_equal(same, want_flip, 5), "boxes: in place (out == in)");
-    tap_ok(tgt_boxes(&v, in, 0, out, &err) == 0, "boxes: none in, none out");
+    tap_ok(tgt_boxes(&v, in, 0, out, NULL, &err) == 0, "boxes: none in, none out");
+    {
+        uint8_t keep[sizeof(in) / sizeof(in[0]) / 4];
+        uint32_t kept = 0;
+
+        memset(keep, 7, sizeof(keep));
+        rc = tgt_boxes(&v, in, n, out, keep, &err);
+        for (uint32_t r = 0; r < n; r++)
+            kept += keep[r] == 1;
+        tap_ok(rc == 5 && kept == 5 && !memchr(keep, 7, n),
+               "boxes: keep marks each box 1 kept or 0 dropped (%d kept, %u marked)", rc, kept);
+    }
 
     /* a fractional box (eval's, in source pixels): 3x up from 1.5 */
     v = crop_view(10, 10, 0, 0, 10, 10, 12, 12, false);
@@ -115,7 +126,7 @@ static void test_boxes(void)
         static const float fin[] = { 2, 2, 4, 3 };
         static const float fwant[] = { 1.5f, 1.5f, 7.5f, 4.5f };
 
-        rc = tgt_boxes(&v, fin, 1, out, &err);
+        rc = tgt_boxes(&v, fin, 1, out, NULL, &err);
         tap_ok(rc == 1 && rows_equal(out, fwant, 1), "boxes: a fractional source box");
     }
 
@@ -123,17 +134,17 @@ static void test_boxes(void)
         float bad[8] = { 1, 1, 2, 2, 1, 1, 2, 2 };
 
         bad[6] = NAN;
-        rc = tgt_boxes(&v, bad, 2, out, &err);
+        rc = tgt_boxes(&v, bad, 2, out, NULL, &err);
         tap_ok(rc == -EBADMSG && strstr(err.msg, "box 1") && strstr(err.msg, "not finite"),
                "boxes: a NaN is a bad box naming its row (%s)", err.msg);
         bad[6] = 2;
         bad[1] = -INFINITY;
-        rc = tgt_boxes(&v, bad, 2, out, &err);
+        rc = tgt_boxes(&v, bad, 2, out, NULL, &err);
         tap_ok(rc == -EBADMSG && strstr(err.msg, "box 0"),
                "boxes: an infinite coordinate is bad (%s)", err.msg);
         bad[1] = 1;
         bad[4] = 3;
-        rc = tgt_boxes(&v, bad, 2, out, &err);
+        rc = tgt_boxes(&v, bad, 2, out, NULL, &err);
         tap_ok(rc == -EBADMSG && strstr(err.msg, "box 1") && strstr(err.msg, "xyxy"),
                "boxes: x1 < x0 is bad (%s)", err.msg);
     }

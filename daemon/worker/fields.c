@@ -145,6 +145,7 @@ static int field_entry(const struct schema *s, uint32_t i, const struct wire_xfo
     c->layout = RING_FLAT;
     c->role = f->role == SCHEMA_ROLE_BOXES ? RING_ROLE_BOXES
               : f->role == SCHEMA_ROLE_MASK ? RING_ROLE_MASK
+              : f->role == SCHEMA_ROLE_ROWS ? RING_ROLE_ROWS
                                             : RING_ROLE_NONE;
     c->of = f->role != SCHEMA_ROLE_NONE ? f->of : 0;
     switch (f->kind) {

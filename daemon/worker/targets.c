@@ -61,7 +61,7 @@ static float clip(double x, uint32_t hi)
 }
 
 int tgt_boxes(const struct tgt_view *v, const float *in, uint32_t n, float *out,
-              struct rf_err *err)
+              uint8_t *keep, struct rf_err *err)
 {
     double sx = (double)v->out_w / (v->x1 - v->x0), sy = (double)v->out_h / (v->y1 - v->y0);
     uint32_t kept = 0;
@@ -83,6 +83,8 @@ int tgt_boxes(const struct tgt_view *v, const float *in, uint32_t n, float *out,
                               b[0], b[1], b[2], b[3]);
         cx = (b[0] + b[2]) / 2;
         cy = (b[1] + b[3]) / 2;
+        if (keep)
+            keep[r] = cx >= v->x0 && cx < v->x1 && cy >= v->y0 && cy < v->y1;
         if (!(cx >= v->x0 && cx < v->x1 && cy >= v->y0 && cy < v->y1))
             continue;
         x0 = (b[0] - v->x0) * sx;

@@ -78,9 +78,11 @@ struct tgt_view {
  * source box.  A box with x1 < x0 or y1 < y0,
  * or a coordinate that is not finite, is bad: -EBADMSG with err naming
  * its row (the caller makes the sample bad); so is n over INT32_MAX.
+ * keep, unless NULL, gets n bytes: 1 for each box kept, 0 for each
+ * dropped, so fields of one row per box (schema.h rows=) drop the same.
  */
 int tgt_boxes(const struct tgt_view *v, const float *in, uint32_t n, float *out,
-              struct rf_err *err);
+              uint8_t *keep, struct rf_err *err);
 
 /*
  * Writes the mask record part (rec, len bytes: an RFPX record of one

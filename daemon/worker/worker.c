@@ -179,8 +179,11 @@ struct wstate {
     const uint8_t *part_at[SCHEMA_MAX_FIELDS]; /* a RAGGED field's rows */
     uint64_t part_rows[SCHEMA_MAX_FIELDS];
     uint32_t part_dropped;
-    float *boxes[SCHEMA_MAX_FIELDS];
+    float *boxes[SCHEMA_MAX_FIELDS];    /* boxes after the crop; a rows=
+                                           field's kept rows (as bytes) */
     size_t boxes_cap[SCHEMA_MAX_FIELDS];
+    uint8_t *keep[SCHEMA_MAX_FIELDS];   /* a boxes field's: 1 per box kept */
+    size_t keep_cap[SCHEMA_MAX_FIELDS];
     uint8_t *vals[SCHEMA_MAX_FIELDS];
     size_t vals_cap[SCHEMA_MAX_FIELDS];
     int64_t offs[SCHEMA_MAX_FIELDS][WIRE_JOB_MAX + 1];
@@ -556,7 +559,8 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
                 float *in = NULL;
 
                 if (!buf_grow((uint8_t **)&ws->boxes[k], &ws->boxes_cap[k],
-                              nb ? nb * 16 : 16)) {
+                              nb ? nb * 16 : 16) ||
+                    !buf_grow(&ws->keep[k], &ws->keep_cap[k], nb ? nb : 1)) {
                     *why = BAD_TOO_LARGE;
                     rc = rf_err_set(err, -ENOMEM, "field %s: no memory for %llu boxes", f->name,
                                     (unsigned long long)nb);
@@ -566,7 +570,7 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
                 in = ws->boxes[k];
                 if (nb)
                     memcpy(in, part, nb * 16);
-                rc = tgt_boxes(&ws->xc.view, in, (uint32_t)nb, in, err);
+                rc = tgt_boxes(&ws->xc.view, in, (uint32_t)nb, in, ws->keep[k], err);
                 if (rc < 0) {
                     *why = BAD_SHAPE;
                     rf_err_prefix(err, "field %s", f->name);
@@ -575,6 +579,28 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
                 ws->part_dropped += (uint32_t)(nb - (uint64_t)rc);
                 ws->part_at[k] = (const uint8_t *)in;
                 ws->part_rows[k] = (uint64_t)rc;
+            } else if (f->role == SCHEMA_ROLE_ROWS && sc->f[f->of].of == bound &&
+                       bound != WIRE_NO_FIELD) {
+                /* one row per box of field f->of (schema_record_split
+                 * checked the counts agree): the rows of the boxes kept */
+                uint64_t nb = ws->part_rows[k], kept = 0;
+                const uint8_t *keep = ws->keep[f->of];
+                uint8_t *out;
+
+                if (!buf_grow((uint8_t **)&ws->boxes[k], &ws->boxes_cap[k],
+                              nb ? nb * f->row_bytes : 1)) {
+                    *why = BAD_TOO_LARGE;
+                    rc = rf_err_set(err, -ENOMEM, "field %s: no memory for %llu rows", f->name,
+                                    (unsigned long long)nb);
+                    goto where;
+                }
+                out = (uint8_t *)ws->boxes[k];
+                for (uint64_t row = 0; row < nb; row++)
+                    if (keep[row])
+                        memcpy(out + kept++ * f->row_bytes, part + row * f->row_bytes,
+                               f->row_bytes);
+                ws->part_at[k] = out;
+                ws->part_rows[k] = kept;
             }
             break;
         default:

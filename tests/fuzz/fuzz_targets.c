@@ -103,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (dst[i] != 0x5A)
             abort();
     err.msg[0] = '\0';
-    rc = tgt_boxes(&v, boxes, nbox, kept, &err);
+    rc = tgt_boxes(&v, boxes, nbox, kept, NULL, &err);
     if (rc < 0 && (rc != -EBADMSG || err.msg[0] == '\0'))
         abort();
     if (rc > (int)nbox)

@@ -184,10 +184,12 @@ def test_train_masks_and_boxes_follow_each_crop(tmp_path, daemon_factory):
                           np.minimum(h, y0 + rng.uniform(1, h / 2, nb))], 1)
         samples.append({"image": rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
                         "mask": rng.integers(0, 255, (h, w), dtype=np.uint8),
-                        "boxes": boxes.astype(np.float32).reshape(-1, 4)})
+                        "boxes": boxes.astype(np.float32).reshape(-1, 4),
+                        "which": np.arange(nb, dtype=np.int64)})  # each box's own number
     fields = {"image": lambda: ringfeed.Image(mode="raw"),
               "mask": lambda: ringfeed.Image(mask="image"),
-              "boxes": lambda: ringfeed.Ragged("float32", (4,), boxes="image")}
+              "boxes": lambda: ringfeed.Ragged("float32", (4,), boxes="image"),
+              "which": lambda: ringfeed.Ragged("int64", rows="boxes")}
     path = write(str(tmp_path / "crops"), samples, fields)
     d = daemon_factory({"crops": path}, workers=2)
     size, seed = 32, 17
@@ -198,13 +200,20 @@ def test_train_masks_and_boxes_follow_each_crop(tmp_path, daemon_factory):
     for b in loader:
         idx = [int(i) for i in loader.last.indices]
         check_ragged(b["boxes"], len(idx), "boxes")
-        got_boxes = b["boxes"].split()
+        got_boxes, got_which = b["boxes"].split(), b["which"].split()
         kept = 0
         for j, i in enumerate(idx):
-            want_mask, want_boxes = reference(tmp_path, samples[i], size, seed, i)
+            want_mask, want_boxes, crop = reference(tmp_path, samples[i], size, seed, i)
             assert np.array_equal(np.asarray(b["mask"][j]).reshape(size, size), want_mask), i
             assert np.allclose(np.asarray(got_boxes[j]), want_boxes, atol=1e-4), \
                 (i, got_boxes[j], want_boxes)
+            # rows= follows its boxes: the numbers of the boxes whose centre
+            # is inside the crop (i j h w: top, left, height, width)
+            top, left, ch, cw = crop
+            src = samples[i]["boxes"].astype(np.float64)
+            cx, cy = (src[:, 0] + src[:, 2]) / 2, (src[:, 1] + src[:, 3]) / 2
+            inside = (cx >= left) & (cx < left + cw) & (cy >= top) & (cy < top + ch)
+            assert np.asarray(got_which[j]).tolist() == np.flatnonzero(inside).tolist(), i
             kept += want_boxes.shape[0]
         assert loader.last.dropped == sum(samples[i]["boxes"].shape[0] for i in idx) - kept
         dropped += loader.last.dropped
@@ -218,7 +227,7 @@ def test_train_masks_and_boxes_follow_each_crop(tmp_path, daemon_factory):
 
 def reference(tmp, s, size, seed, index):
     """The workers' own train transform for (seed, epoch 0, index), run by
-    tests/targets_run on the sample: (mask, kept boxes)."""
+    tests/targets_run on the sample: (mask, kept boxes, crop i j h w)."""
     img, mask, boxes, out = (os.path.join(tmp, n) for n in ("img", "mask", "boxes", "out"))
     for p, data in ((img, rfpx(s["image"])), (mask, rfpx(s["mask"])),
                     (boxes, s["boxes"].astype("<f4").tobytes()), (out, b"")):
@@ -227,12 +236,14 @@ def reference(tmp, s, size, seed, index):
     r = subprocess.run([binary("tests/targets_run"), "train", str(size), str(seed), str(index),
                         "1", img, mask, boxes, out], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+    ok = [ln for ln in r.stdout.splitlines() if ln.startswith("ok ")][0].split()
+    crop = tuple(int(v) for v in ok[2:6])
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("boxes ")][0].split()
     kept = np.array([float(v) for v in line[2:]], dtype=np.float32).reshape(-1, 4)
     assert kept.shape[0] == int(line[1])
     with open(out, "rb") as f:
         m = np.frombuffer(f.read(), dtype=np.uint8).reshape(size, size)
-    return m, kept
+    return m, kept, crop
 
 
 # ---- 3. kill storm and decode once with a fields stream --------------------

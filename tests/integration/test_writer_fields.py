@@ -339,6 +339,14 @@ def test_bad_values_name_the_sample_and_field(tmp_path):
         assert (e.index, e.field) == (2, field)
     refused(tmp_path, ringfeed.SampleError, r"sample 0: a dict with fields",
             lambda p: ringfeed.pack([{"image": img}], p, f))
+    # rows=: one row per box, else the sample is refused naming both counts
+    fr = {"image": ringfeed.Image(), "boxes": ringfeed.Ragged("float32", (4,), boxes="image"),
+          "cls": ringfeed.Ragged("int64", rows="boxes")}
+    ok = {"image": img, "boxes": [[0, 0, 1, 1], [1, 1, 2, 2]], "cls": [3, 4]}
+    e = refused(tmp_path, ringfeed.SampleError,
+                r"sample 1, field 'cls': 1 rows, but its boxes field 'boxes' has 2",
+                lambda p: ringfeed.pack([ok, dict(ok, cls=[3]), ok], p, fr))
+    assert (e.index, e.field) == (1, "cls")
     # field sets the writer refuses, naming the field
     for fields, match in (
             ({"image": ringfeed.Image(), "m": ringfeed.Image(mask="nope")},
@@ -349,7 +357,9 @@ def test_bad_values_name_the_sample_and_field(tmp_path):
              "field that is not a mask"),
             ({"9lives": ringfeed.Image()}, "field name '9lives'"),
             ({"t": ringfeed.Tensor("int8", 2), "b": ringfeed.Ragged("float32", 4, boxes="t")},
-             "field b: boxes= is for")):
+             "field b: boxes= is for"),
+            ({"image": ringfeed.Image(), "c": ringfeed.Ragged("int64", rows="image")},
+             "field c: rows= is for a ragged field naming an earlier boxes field")):
         refused(tmp_path, ValueError, match, lambda p: ringfeed.Writer(p, fields))
     refused(tmp_path, ValueError, r"image_mode='jpeg' is for an RGB Image field",
             lambda p: ringfeed.Writer(p, {"x": ringfeed.Tensor("int8", 2),
