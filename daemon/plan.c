@@ -196,6 +196,8 @@ int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
         atomic_store_explicit(&slot->ready, 0, memory_order_release);
         m[i]->slot_g[slot_i] = g;
         m[i]->slot_count[slot_i] = count;
+        m[i]->slot_chunks[slot_i] = chunks;
+        m[i]->slot_done[slot_i] = 0;
         m[i]->slot_plan_ns[slot_i] = sched_now(d);
         if (n > 1)
             m[i]->sh.shared_batches++;
@@ -344,8 +346,11 @@ void plan_advance_published(struct daemon *d, struct stream *st)
         uint32_t i = (uint32_t)(g % st->geom.depth);
         struct ring_slot *slot = stream_slot(st, i);
 
+        /* published: its ready word says so (a worker may publish before
+         * its DONE reaches us), or every chunk is known written */
         if (st->slot_g[i] != g ||
-            atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(g))
+            (st->slot_done[i] < st->slot_chunks[i] &&
+             atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(g)))
             break;
         if (!now)
             now = sched_now(d);
@@ -367,6 +372,31 @@ void plan_advance_published(struct daemon *d, struct stream *st)
     }
 }
 
+/*
+ * Counts one more chunk of target t's batch as written and, when that is
+ * all of them by the daemon's own count (slot_done, slot_chunks), makes
+ * sure the batch is published: its ready word stored (the worker that
+ * completed the mask normally has) and the client woken.  So publication
+ * never depends on words the client can write (chunks, chunks_done): a
+ * client that forges them cannot keep its batches unpublished, which
+ * would hide that it holds back a share group (share.c HOLD) and stall
+ * the others (ring.h T3).
+ */
+static void chunk_counted(struct stream *st, const struct job_target *t)
+{
+    struct ring_slot *slot;
+
+    if (st->slot_g[t->slot] != t->g || st->slot_done[t->slot] >= st->slot_chunks[t->slot])
+        return;
+    if (++st->slot_done[t->slot] < st->slot_chunks[t->slot])
+        return;
+    slot = stream_slot(st, t->slot);
+    if (atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(t->g)) {
+        atomic_store_explicit(&slot->ready, ring_ready_word(t->g), memory_order_release);
+        ring_futex_wake(&slot->ready);
+    }
+}
+
 /* Is the job's chunk already written (its bit set)?  Publishes the batch if
  * the job's worker died between completing the mask and setting ready, and
  * wakes the client if it died before its wake.
@@ -382,13 +412,15 @@ static bool chunk_written(const struct job *j, const struct job_target *t, bool 
     struct stream *st = t->st;
     struct ring_slot *slot = stream_slot(st, t->slot);
     uint64_t mask = atomic_load_explicit(&slot->chunks_done, memory_order_acquire);
-    uint64_t all = slot->chunks >= 64 ? ~0ull : (1ull << slot->chunks) - 1;
+    uint32_t chunks = st->slot_chunks[t->slot]; /* as planned, not the ring's */
+    uint64_t all = chunks >= 64 ? ~0ull : (1ull << chunks) - 1;
 
     *published = false;
     if (st->slot_g[t->slot] != t->g)
         return true;
     if (!(mask & (1ull << j->chunk)))
         return false;
+    chunk_counted(st, t); /* no DONE will come for it */
     if (mask == all) {
         if (atomic_load_explicit(&slot->ready, memory_order_acquire) != ring_ready_word(t->g))
             atomic_store_explicit(&slot->ready, ring_ready_word(t->g), memory_order_release);
@@ -416,6 +448,7 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, 
             continue;
         switch (m->status) {
         case WIRE_OK:
+            chunk_counted(st, &j->t[i]);
             st->boxes_dropped += m->dropped;
             for (uint32_t k = 0; k < WIRE_FIELDS_MAX && k < st->fx.n; k++)
                 st->rows[k] += m->rows[k];

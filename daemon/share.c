@@ -186,14 +186,14 @@ static bool join_planned(struct daemon *d, struct share_group *g, struct stream 
     uint32_t found = 0, want = 0;
     const struct stream *src = g->members;
 
-    /* each batch's slot, as the member that has it says */
+    /* each batch as the daemon planned it for the member that has it (its
+     * own record: the member's ring is client-writable, ring.h T1) */
     for (uint64_t q = p; q < g->pos; q++) {
         uint64_t sg = q - src->sh.start_k;
-        const struct ring_slot *from = stream_slot(src, (uint32_t)(sg % src->geom.depth));
 
         if (src->slot_g[sg % src->geom.depth] != sg)
             return false;
-        want += from->chunks;
+        want += src->slot_chunks[sg % src->geom.depth];
     }
     for (const struct stream *q = d->sched.streams; q; q = q->next)
         for (const struct job *j = q->fq.q_head; j; j = j->next)
@@ -205,22 +205,26 @@ static bool join_planned(struct daemon *d, struct share_group *g, struct stream 
     if (found != want)
         return false;
     for (uint64_t q = p; q < g->pos; q++) {
-        uint64_t sg = q - src->sh.start_k, g_new = st->next_g + (q - p);
+        uint64_t sg = q - src->sh.start_k, g_new = st->next_g + (q - p), epoch, seq;
         uint32_t si = (uint32_t)(g_new % st->geom.depth);
-        const struct ring_slot *from = stream_slot(src, (uint32_t)(sg % src->geom.depth));
+        uint32_t sj = (uint32_t)(sg % src->geom.depth);
         struct ring_slot *slot = stream_slot(st, si);
 
-        slot->count = from->count;
+        /* the same stream function: src's batch sg is st's batch g_new */
+        stream_batch_pos(src, sg, &epoch, &seq);
+        slot->count = src->slot_count[sj];
         slot->stream_seq = g_new;
-        slot->epoch = from->epoch;
-        slot->seq = from->seq;
-        slot->chunks = from->chunks;
+        slot->epoch = epoch;
+        slot->seq = seq;
+        slot->chunks = src->slot_chunks[sj];
         slot->substituted = 0;
         slot->dropped = 0;
         atomic_store_explicit(&slot->chunks_done, 0, memory_order_release);
         atomic_store_explicit(&slot->ready, 0, memory_order_release);
         st->slot_g[si] = g_new;
-        st->slot_count[si] = from->count;
+        st->slot_count[si] = src->slot_count[sj];
+        st->slot_chunks[si] = src->slot_chunks[sj];
+        st->slot_done[si] = 0;
         st->slot_plan_ns[si] = sched_now(d);
         st->sh.shared_batches++;
     }

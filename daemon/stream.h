@@ -77,8 +77,14 @@ struct stream {
     bool want_release;              /* what the ring's want_release says (M4) */
 
     uint64_t next_g, published, released;
+    /* the daemon's own record of each slot's batch: its number, samples and
+     * chunks, as planned (M2).  The ring's copies are client-writable, so
+     * nothing is ever read back from them (ring.h T1, T3) */
     uint64_t slot_g[RING_MAX_DEPTH];
     uint32_t slot_count[RING_MAX_DEPTH];
+    uint32_t slot_chunks[RING_MAX_DEPTH];
+    uint32_t slot_done[RING_MAX_DEPTH];  /* chunks known written: DONE, or
+                                            found set after a worker died */
     uint64_t slot_plan_ns[RING_MAX_DEPTH]; /* when its batch was planned (WAITS) */
     uint8_t knows[POOL_MAX / 8];
 

@@ -107,10 +107,17 @@
  *      client's doing.
  *  T3. The words the daemon does read there are bounded before use and
  *      are never an index, offset or size: `released` is validated (M3);
- *      `chunks`, `chunks_done` and `ready` only decide whether that same
- *      ring's batch is published; `sleeping` only whether to wake.  Slot
- *      numbers, offsets and geometry come from the job messages and the
- *      daemon's own copy of the header, checked when the ring was added.
+ *      `chunks`, `chunks_done` and `ready` can only make that same ring's
+ *      batch published sooner: the main process keeps its own record of
+ *      each slot's batch (number, samples, chunks) and counts the chunks
+ *      its workers report written, and publishes a batch whose chunks are
+ *      all written whatever those words say (plan.c chunk_counted), so a
+ *      client cannot keep its batches unpublished to hide that it holds
+ *      back a share group; `sleeping` only decides whether to wake.  Slot
+ *      headers are written from that record, never copied from another
+ *      ring (a member joining a share group, share.c).  Slot numbers,
+ *      offsets and geometry come from the job messages and the daemon's
+ *      own copy of the header, checked when the ring was added.
  *
  * Memory only the daemon writes: its processes' private memory (the
  * workers' staging, decode and sample buffers, the geometry each checked at

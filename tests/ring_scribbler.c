@@ -6,7 +6,14 @@
  * byte of its ring at any time (proto/ring.h, WHICH MEMORY IS WHOSE), and
  * that may garble only its own batches.
  *
- *   ring_scribbler SOCKET SECONDS BATCHES ATTACH-LINE
+ *   ring_scribbler SOCKET SECONDS BATCHES ATTACH-LINE [--headers]
+ *
+ * With --headers it also forges the header of every slot but the one it
+ * waits on, again and again: chunks 64, count 1, epoch and seq flipped
+ * (the words the main process writes before a batch's jobs, M2), which
+ * stalls and garbles its own stream, and must change nothing for a client
+ * that joins its share group (T1: nothing read from a ring is a source of
+ * what another client receives).
  *
  * While it waits for batch g it overwrites the slots of batches g and g + 1
  * (the ones the workers are writing): every sample's label with 7, index
@@ -122,10 +129,11 @@ int main(int argc, char **argv)
     const char *p;
     uint64_t size;
     uint8_t *mem;
-    int fds[2], s;
+    int fds[2], s, headers;
 
-    if (argc != 5)
-        return fail("usage: ring_scribbler SOCKET SECONDS BATCHES ATTACH-LINE");
+    if (argc != 5 && !(argc == 6 && strcmp(argv[5], "--headers") == 0))
+        return fail("usage: ring_scribbler SOCKET SECONDS BATCHES ATTACH-LINE [--headers]");
+    headers = argc == 6;
     deadline = now_s() + atof(argv[2]);
     batches = strtoull(argv[3], NULL, 10);
     snprintf(line, sizeof(line), "%s\n", argv[4]);
@@ -160,6 +168,18 @@ int main(int argc, char **argv)
             scribble(mem, &geom, (uint32_t)(g % geom.depth));
             scribble(mem, &geom, (uint32_t)((g + 1) % geom.depth));
             writes += 2;
+            for (uint32_t i = 0; headers && i < geom.depth; i++) {
+                struct ring_slot *o = (struct ring_slot *)(mem + RING_HDR_SIZE +
+                                                           (uint64_t)i * geom.slot_stride);
+
+                if (i == g % geom.depth)
+                    continue;
+                o->chunks = RING_MAX_CHUNKS;
+                o->count = 1;
+                o->epoch ^= 0x5555;
+                o->seq ^= 0x5555;
+                writes++;
+            }
             continue;
         }
         g++;

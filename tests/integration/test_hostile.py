@@ -341,12 +341,14 @@ def test_denied_peers_hold_no_place(daemon):
         assert "uid 65534" in r.stderr, r
 
 
-def scribbler(sock, line, seconds=120, batches=1 << 40):
+def scribbler(sock, line, seconds=120, batches=1 << 40, headers=False):
     """tests/ring_scribbler attached with the ATTACH line (no newline):
     it writes labels 7 and pixels 0xAB into the slots being filled and
-    releases each batch as soon as it is published."""
+    releases each batch as soon as it is published; with headers, it also
+    forges its slots' headers (chunks, count, epoch, seq)."""
     return subprocess.Popen([binary("tests/ring_scribbler"), sock, str(seconds), str(batches),
-                             line], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             line] + (["--headers"] if headers else []),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_share_member_never_writes_another_members_batches(daemon, tmp_path):
@@ -384,6 +386,44 @@ def test_share_member_never_writes_another_members_batches(daemon, tmp_path):
     assert len(a) == len(b) == 50000 and changed == 0, \
         f"{changed} of {len(b)} samples' (index, label, flags) differ from the solo run's"
     assert shared["digest"] == alone["digest"], "the shared stream's pixels are not its solo run's"
+
+
+def test_forged_slot_headers_never_reach_a_joining_member(daemon, tmp_path):
+    """A client whose slot headers (chunks, count, epoch, seq) are forged
+    while a reader joins its share group: the reader's slots are planned
+    from the daemon's own record of the group's batches, never copied from
+    the forger's ring, so its stream is its solo run's, it does not stall
+    waiting for chunks that were never planned, and it ends in time."""
+    d = daemon(workers=2)
+    solo_dump, victim_dump = tmp_path / "solo.txt", tmp_path / "victim.txt"
+    alone, _ = run_read(d.sock, "fm", batch=1000, epochs=3, dump=str(solo_dump),
+                        extra=["--params", "share=0"])
+    joins = int(d.stats()["sharing.joins"])
+    with workers_held(d):
+        evil = scribbler(d.sock, "ATTACH dataset=fm batch=1000 name=forger version=3",
+                         headers=True)
+        wait_for(lambda: d.stats()["clients.attached"] == "1", "the forger to attach")
+        time.sleep(0.3)  # its planned slots' headers forged, again and again
+        victim = subprocess.Popen([read_tool(), "--socket", d.sock, "--dataset", "fm", "--batch",
+                                   "1000", "--epochs", "3", "--json", "--dump-indices",
+                                   str(victim_dump)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: int(d.stats()["sharing.joins"]) > joins,
+                 "the reader to join the forger's group", timeout=WAIT)
+    try:
+        out, err = victim.communicate(timeout=60)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.communicate()
+        evil.terminate()
+        evil.communicate(timeout=WAIT)
+    assert victim.returncode == 0, err
+    a, b = read_dump_rows(solo_dump), read_dump_rows(victim_dump)
+    changed = sum(x != y for x, y in zip(a, b))
+    assert len(a) == len(b) == 30000 and changed == 0, \
+        f"{changed} of {len(b)} samples' (epoch, seq, index, label, flags) differ"
+    assert json.loads(out.strip().splitlines()[-1])["digest"] == alone["digest"]
 
 
 def test_scribbling_client_never_makes_records_bad(daemon):
