@@ -475,6 +475,17 @@ static void ring_del(struct wstate *ws, uint32_t id)
     memset(r, 0, sizeof(*r));
 }
 
+/* Moves the stages a transform timed (xform_ctx) into the worker's
+ * counters, for STATS. */
+static void take_stage_times(struct wstate *ws)
+{
+    ws->c.image_ns += ws->xc.decode_ns;
+    ws->c.resize_ns += ws->xc.resize_ns;
+    ws->c.write_ns += ws->xc.write_ns;
+    ws->c.tiled += ws->xc.tiled;
+    ws->xc.decode_ns = ws->xc.resize_ns = ws->xc.write_ns = ws->xc.tiled = 0;
+}
+
 /*
  * FIELDS: a sample of a kind-fields dataset (proto/schema.h), made in the
  * worker's own memory.  The record is checked and decoded into
@@ -518,11 +529,7 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
         rng_stream_init(&rng, r->p.seed, (uint32_t)epoch, idx);
         rc = xf->apply(ds, &r->p.xform, ws->decoded + ws->parts[bound].off,
                        ws->parts[bound].len, &rng, &ws->xc, dst, &r->out, why, err);
-        ws->c.image_ns += ws->xc.decode_ns;
-        ws->c.resize_ns += ws->xc.resize_ns;
-        ws->c.write_ns += ws->xc.write_ns;
-        ws->c.tiled += ws->xc.tiled;
-        ws->xc.decode_ns = ws->xc.resize_ns = ws->xc.write_ns = ws->xc.tiled = 0;
+        take_stage_times(ws);
         if (rc < 0) {
             rf_err_prefix(err, "field %s", sc->f[bound].name);
             goto where;
@@ -698,12 +705,7 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
                   err);
     t2 = clock_mono_ns();
     ws->c.transform_ns += t2 - t1;
-    /* the stages inside the transform (xform_ctx), for STATS */
-    ws->c.image_ns += ws->xc.decode_ns;
-    ws->c.resize_ns += ws->xc.resize_ns;
-    ws->c.write_ns += ws->xc.write_ns;
-    ws->c.tiled += ws->xc.tiled;
-    ws->xc.decode_ns = ws->xc.resize_ns = ws->xc.write_ns = ws->xc.tiled = 0;
+    take_stage_times(ws);
     if (n < 0) {
         /* the transform's message says what, not where */
         rf_err_prefix(err, "%s: record %llu at byte %llu", loc->shard_path,

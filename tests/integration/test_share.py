@@ -214,10 +214,19 @@ def test_member_that_stops_reading_is_split_off(photos, daemon_factory):
         cs = wait_clients(d, 1, "the reader attached")
         aid = min(cs)
         wait_for(lambda: int(clients(d)[aid]["batches"]) >= 4, "the reader under way")
-        place = group_place(clients(d)[aid]) + 2
-        line = ("ATTACH dataset=photos batch=%d transform=train size=64 seed=5 epoch=%d "
-                "seq=%d name=held\n" % (BATCH, place // bpe(), place % bpe())).encode()
-        held = attach_held(d.sock, line)
+        # the reader stopped while the silent client attaches: it releases
+        # nothing, so the group plans nothing past its ring and cannot pass
+        # the place the silent one starts at (a reader that went on could
+        # pass a place 2 batches ahead before the ATTACH is read, and then
+        # nobody joins)
+        os.kill(a.pid, signal.SIGSTOP)
+        try:
+            place = group_place(clients(d)[aid]) + 2
+            line = ("ATTACH dataset=photos batch=%d transform=train size=64 seed=5 epoch=%d "
+                    "seq=%d name=held\n" % (BATCH, place // bpe(), place % bpe())).encode()
+            held = attach_held(d.sock, line)
+        finally:
+            os.kill(a.pid, signal.SIGCONT)
         wait_for(lambda: counter(d, "sharing.joins") >= 1, "the silent client in the group",
                  timeout=30)
         wait_for(lambda: counter(d, "sharing.splits") >= 1, "the silent client split off",
