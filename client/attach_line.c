@@ -120,8 +120,12 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
     at.seq = a->seq;
     if (o->depth)
         at.depth = o->depth;
-    if (o->size)
+    if (o->size) {
+        /* given, so sent even at 224: the daemon refuses a size= that the
+         * transform does not use (raw, none) */
         at.size = o->size;
+        ctl_attach_give(&at, "size");
+    }
     at.shuffle = o->shuffle != 0;
     at.drop_last = o->drop_last != 0;
     at.version = a->version ? a->version : RING_VERSION;

@@ -620,6 +620,12 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     rc = xf->geometry(d->cat[ds].ds, &st->xp, &st->out, err);
     if (rc < 0)
         goto fail;
+    /* a parameter the transform does not use is refused, never ignored
+     * (after geometry: a transform that does not fit the dataset says so
+     * first) */
+    rc = xform_check_params((uint32_t)xi, a, err);
+    if (rc < 0)
+        goto fail;
     /* a transform that names no element type would give a ring every
      * client refuses: a bug here, said here */
     if (dataset_dtype_from_ring(st->out.dtype) < 0) {

@@ -89,7 +89,11 @@
  *                       both rings); 0 always decodes its own
  *
  * The defaults are part of the protocol and never change: a client may
- * leave out any key whose default it wants, and ctl_format_attach() does.
+ * leave out any key whose default it wants, and ctl_format_attach() does
+ * unless the key was given.  A transform parameter (size layout scale
+ * ratio flip crop) that the request names and its transform does not use
+ * (flip= with raw, crop= with train) is refused by the daemon, whatever
+ * its value (daemon/worker/transform.c's table says which uses which).
  * Unknown keys, keys given twice, malformed numbers (trailing junk,
  * overflow, a sign on an unsigned number, hex, inf, nan) and values out of
  * range are "ERR bad-arg".  Numbers are plain decimal and are read and
@@ -224,6 +228,11 @@ struct ctl_attach {
     char field[CTL_FIELD_MAX + 1];          /* the image field the transform is
                                                bound to; "" when not given (the
                                                daemon picks: stream.c) */
+    uint32_t given;                         /* the keys the request named, one bit
+                                               per key (ctl_attach_given): the
+                                               daemon refuses a transform
+                                               parameter the transform does not
+                                               use, whatever its value */
 };
 
 /* A token of the request line: buf[off .. off + len). */
@@ -298,9 +307,16 @@ void ctl_attach_defaults(struct ctl_attach *a);
  */
 int ctl_attach_check(const struct ctl_attach *a, struct rf_err *err);
 
+/* Whether the request named key (ctl_attach_parse sets a->given; a client
+ * marks what its user gave with ctl_attach_give).  ctl_attach_give returns
+ * 0, or -ENOENT for a name that is not an ATTACH key. */
+bool ctl_attach_given(const struct ctl_attach *a, const char *key);
+int ctl_attach_give(struct ctl_attach *a, const char *key);
+
 /*
  * Writes "ATTACH dataset=NAME[ key=value ...]\n" with every field that
- * differs from its default (version when not 0, name when not ""), in a
+ * differs from its default (version when not 0, name when not "") or that
+ * a->given names (a user's flip=0.5 is sent, not dropped), in a
  * form ctl_parse() reads back as exactly a, NUL-terminated.  Returns the
  * length, -EINVAL when ctl_attach_check() refuses a (message in err),
  * -ERANGE for a denormal float, or -ENOSPC when cap is too small

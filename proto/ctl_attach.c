@@ -286,6 +286,23 @@ static const struct key *find_key(const char *s, size_t len)
     return NULL;
 }
 
+bool ctl_attach_given(const struct ctl_attach *a, const char *key)
+{
+    const struct key *k = find_key(key, strlen(key));
+
+    return k && (a->given & (1u << (k - keys)));
+}
+
+int ctl_attach_give(struct ctl_attach *a, const char *key)
+{
+    const struct key *k = find_key(key, strlen(key));
+
+    if (!k)
+        return -ENOENT;
+    a->given |= 1u << (k - keys);
+    return 0;
+}
+
 static int fail_unknown_key(const char *s, size_t len, char *msg, size_t cap)
 {
     char q[CTL_QUOTE_SIZE], list[256];
@@ -334,6 +351,7 @@ int ctl_attach_parse(const char *line, const struct ctl_span *args, unsigned nar
     }
     if (!(seen & 1u)) /* keys[0] is dataset */
         return fail(msg, cap, "ATTACH: dataset=NAME is required");
+    a->given = seen;
     if (ctl_attach_check(a, &e) < 0)
         return fail(msg, cap, "ATTACH: %s", e.msg);
     return 0;
@@ -488,8 +506,8 @@ int ctl_format_attach(const struct ctl_attach *a, char *buf, size_t cap, struct 
         return -ENOSPC;
     used = (size_t)r;
     for (size_t i = 0; i < NKEYS; i++) {
-        /* dataset always; the rest when not the default */
-        if (i > 0 && same_field(&keys[i], a, &def))
+        /* dataset always; the rest when given or not the default */
+        if (i > 0 && !(a->given & (1u << i)) && same_field(&keys[i], a, &def))
             continue;
         r = format_key(&keys[i], a, buf, cap, &used);
         if (r < 0)

@@ -706,6 +706,23 @@ static void test_attach_format(void)
     TAP_IS_INT(ctl_format_attach(&b, buf, sizeof(buf), &e), -EINVAL, "a bad field= refused");
     TAP_OK(strstr(e.msg, "field") != NULL, "naming field");
 
+    /* a key the request named is written even at its default (the daemon
+     * refuses a transform parameter its transform does not use, so a
+     * user's flip=0.5 must reach it), and reads back as named */
+    TAP_IS_INT(ctl_parse("ATTACH dataset=d flip=0.5 size=224\n", 35, &req, &used), CTL_DONE,
+               "flip=0.5 size=224 (both defaults) parse");
+    TAP_OK(req.err == 0 && ctl_attach_given(&req.attach, "flip") &&
+           ctl_attach_given(&req.attach, "size") && ctl_attach_given(&req.attach, "dataset") &&
+           !ctl_attach_given(&req.attach, "scale") && !ctl_attach_given(&req.attach, "crop"),
+           "given names flip, size and dataset, not scale or crop");
+    n = ctl_format_attach(&req.attach, buf, sizeof(buf), &e);
+    TAP_IS_STR(n > 0 ? buf : e.msg, "ATTACH dataset=d size=224 flip=0.5\n",
+               "given keys at their default are written");
+    b = a;
+    TAP_IS_INT(ctl_attach_give(&b, "crop"), 0, "ctl_attach_give crop");
+    TAP_IS_INT(ctl_attach_give(&b, "nope"), -ENOENT, "ctl_attach_give of no key: -ENOENT");
+    n = ctl_format_attach(&b, buf, sizeof(buf), &e);
+    TAP_OK(n > 0 && strstr(buf, " crop=0.875") != NULL, "a given crop=0.875 is written");
     TAP_IS_INT(ctl_format_attach(&a, buf, 20, &e), -ENOSPC, "small cap -> ENOSPC");
     b = a;
     b.rank = b.world = 4;

@@ -6,11 +6,13 @@
  * The image transforms `train`, `eval` and `none` live in xform_image.c.
  * ATTACH names a transform by a word of proto/ctl_attach.c;
  * xform_table_check holds this table and that list to the same names at
- * start-up.
+ * start-up.  Each entry lists the ATTACH parameters it reads (params);
+ * xform_check_params refuses a request that names any other.
  */
 #include "transform.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ctl.h"
@@ -70,6 +72,19 @@ static int raw_geometry(const struct dataset *ds, const struct wire_xform *p,
         out->sample_bytes = f->row_bytes;
         return 0;
     }
+    if (info->kind == DATASET_JPEG && info->image_height && info->image_width)
+        return rf_err_set(err, -EINVAL,
+                          "transform raw delivers tensor datasets as stored; this one holds "
+                          "images (%s): use transform=train (random resized crop and flip, "
+                          "for training), eval (resize and centre crop, for validation) or "
+                          "none (each image as it is, 3x%ux%u)", dataset_kind_name(info->kind),
+                          info->image_height, info->image_width);
+    if (info->kind == DATASET_JPEG)
+        return rf_err_set(err, -EINVAL,
+                          "transform raw delivers tensor datasets as stored; this one holds "
+                          "images (%s): use transform=train (random resized crop and flip, "
+                          "for training) or eval (resize and centre crop, for validation)",
+                          dataset_kind_name(info->kind));
     if (xform_tensor_shape(info, out->shape) < 0 || dataset_dtype_ring(info->dtype) == 0)
         return rf_err_set(err, -EINVAL,
                           "transform raw needs a fixed-shape tensor dataset, this one holds %s",
@@ -103,17 +118,67 @@ static int raw_apply(const struct dataset *ds, const struct wire_xform *p,
  * 300-500 px photos 790 us (bench/jpeg-loader's stage table); none: a
  * 32x32 image, an estimate (a copy, or a whole decode of a small JPEG). */
 static const struct xform_def table[] = {
-    { .name = "raw", .direct = true, .cost_ns = 900, .geometry = raw_geometry,
-      .apply = raw_apply },
-    { .name = "train", .cost_ns = 790000, .geometry = xform_image_geometry,
-      .apply = xform_train_apply },
-    { .name = "eval", .cost_ns = 790000, .geometry = xform_image_geometry,
-      .apply = xform_eval_apply },
-    { .name = "none", .cost_ns = 20000, .geometry = xform_none_geometry,
-      .apply = xform_none_apply },
+    { .name = "raw", .params = 0, .direct = true, .cost_ns = 900,
+      .geometry = raw_geometry, .apply = raw_apply },
+    { .name = "train", .params = XP_SIZE | XP_LAYOUT | XP_SCALE | XP_RATIO | XP_FLIP,
+      .cost_ns = 790000, .geometry = xform_image_geometry, .apply = xform_train_apply },
+    { .name = "eval", .params = XP_SIZE | XP_LAYOUT | XP_CROP, .cost_ns = 790000,
+      .geometry = xform_image_geometry, .apply = xform_eval_apply },
+    { .name = "none", .params = XP_LAYOUT, .cost_ns = 20000,
+      .geometry = xform_none_geometry, .apply = xform_none_apply },
 };
 
 #define TABLE_LEN (sizeof(table) / sizeof(table[0]))
+
+/* The ATTACH key of each enum xform_param bit, in bit order. */
+static const char *const param_keys[] = {"size", "layout", "scale", "ratio", "flip", "crop"};
+
+#define NPARAMS (sizeof(param_keys) / sizeof(param_keys[0]))
+
+/* Writes the keys of the bits in mask as "a, b and c" ("no parameters"
+ * for none). */
+static void param_list(uint32_t mask, char *buf, size_t cap)
+{
+    size_t used = 0;
+    unsigned n = (unsigned)__builtin_popcount(mask), k = 0;
+
+    buf[0] = '\0';
+    if (n == 0) {
+        snprintf(buf, cap, "no parameters");
+        return;
+    }
+    for (unsigned i = 0; i < NPARAMS && used < cap; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        k++;
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s",
+                                 k == 1 ? "" : k == n ? " and " : ", ", param_keys[i]);
+    }
+}
+
+int xform_check_params(uint32_t id, const struct ctl_attach *a, struct rf_err *err)
+{
+    const struct xform_def *xf = xform_get(id);
+    char takes[64], users[64];
+    size_t used = 0;
+
+    if (!xf)
+        return rf_err_set(err, -EINVAL, "transform %u: no such transform", id);
+    for (unsigned i = 0; i < NPARAMS; i++) {
+        if ((xf->params & (1u << i)) || !ctl_attach_given(a, param_keys[i]))
+            continue;
+        users[0] = '\0';
+        for (unsigned t = 0; t < TABLE_LEN; t++)
+            if (table[t].params & (1u << i))
+                used += (size_t)snprintf(users + used, sizeof(users) - used, "%s%s",
+                                         used ? " or " : "", table[t].name);
+        param_list(xf->params, takes, sizeof(takes));
+        return rf_err_set(err, -EINVAL, "%s= is not a parameter of transform %s, which takes "
+                          "%s: leave %s out, or use a transform that uses it (%s)",
+                          param_keys[i], xf->name, takes, param_keys[i], users);
+    }
+    return 0;
+}
 
 void xform_ctx_clear(struct xform_ctx *ctx)
 {
@@ -158,8 +223,17 @@ int xform_table_check(void)
     for (uint32_t t = 0; t < CTL_TRANSFORM_COUNT; t++)
         if (xform_find(ctl_transform_name(t)) < 0)
             return -EINVAL;
+    /* each transform parameter is an ATTACH key */
+    for (unsigned i = 0; i < NPARAMS; i++) {
+        struct ctl_attach a;
+
+        ctl_attach_defaults(&a);
+        if (ctl_attach_give(&a, param_keys[i]) < 0)
+            return -EINVAL;
+    }
     for (unsigned i = 0; i < TABLE_LEN; i++) {
-        if (!table[i].name || !table[i].geometry || !table[i].apply)
+        if (!table[i].name || !table[i].geometry || !table[i].apply ||
+            (table[i].params >> NPARAMS) != 0)
             return -EINVAL;
         for (unsigned j = 0; j < i; j++)
             if (strcmp(table[i].name, table[j].name) == 0)

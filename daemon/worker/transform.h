@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctl.h"
 #include "dataset.h"
 #include "err.h"
 #include "rng.h"
@@ -61,8 +62,22 @@ struct xform_ctx {
 
 void xform_ctx_clear(struct xform_ctx *ctx);
 
+/* The ATTACH keys that parameterize a transform, one bit each: a
+ * transform's params says which it reads, and a request that names any
+ * other is refused (xform_check_params), never served as if it were not
+ * there. */
+enum xform_param {
+    XP_SIZE = 1u << 0,
+    XP_LAYOUT = 1u << 1,
+    XP_SCALE = 1u << 2,
+    XP_RATIO = 1u << 3,
+    XP_FLIP = 1u << 4,
+    XP_CROP = 1u << 5,
+};
+
 struct xform_def {
     const char *name;
+    uint32_t params; /* the enum xform_param bits geometry() and apply() read */
     /* The record decodes straight into the slot, as it is: apply() is not
      * called and the decoded length must equal out->sample_bytes. */
     bool direct;
@@ -87,6 +102,12 @@ struct xform_def {
  * added, and a tensor of more than three dims is flattened into the first.
  * Returns 0, or -EINVAL when the dataset is not a tensor. */
 int xform_tensor_shape(const struct dataset_info *info, uint32_t shape[3]);
+
+/* Refuses a transform parameter that the request a names and transform
+ * id does not use (flip= with raw, crop= with train), whatever its value.
+ * Returns 0, or -EINVAL with the parameter, the transform and what to do
+ * in err. */
+int xform_check_params(uint32_t id, const struct ctl_attach *a, struct rf_err *err);
 
 /* Index of the named transform, or -ENOENT. */
 int xform_find(const char *name);
