@@ -9,6 +9,13 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
   DistributedSampler's does) unless the loader already stands inside epoch
   ``e`` (after ``load_state_dict``), where it goes on from there.  Without
   ``set_epoch``, each loop runs the next epoch, each with its own shuffle.
+  ``reset()`` (or ``set_epoch(e, restart=True)``) starts the epoch again
+  from its first batch even when the loader stands inside it: a notebook
+  cell that re-runs a loop calls it first.
+* A loader dropped without ``close()`` lets its ring go as soon as the
+  last reference to it goes (``with ringfeed.Loader(...) as loader:``
+  closes it at once); the daemon refuses more than its max-clients rings,
+  and that error says how many loaders this process holds open.
 * ``drop_last=True`` means what it means to both DataLoader and
   DistributedSampler: no rank gets wrap-around padding (the tail that does
   not split evenly over the ranks is dropped) and no batch is partial.
@@ -52,6 +59,7 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
 import errno
 import operator
 import os
+import weakref
 
 from . import _ringfeed
 from ._ringfeed import Error
@@ -78,6 +86,25 @@ def _torch_or_none():
 
 def _bad(msg):
     return Error(errno.EINVAL, msg)
+
+
+_LOADERS = weakref.WeakSet()  # every Loader made in this process (or a parent before a fork)
+
+
+def _open_here():
+    """How many Loaders this process holds open (not closed, not freed)."""
+    pid = os.getpid()
+    return sum(1 for l in list(_LOADERS) if l._client is not None and l._pid == pid)
+
+
+def _with_count(e):
+    """The daemon's refusal of one ring too many (max-clients, or the
+    memory of the uid's rings) as it was, with this process's open loaders
+    counted: those a notebook made and never closed are often the cause."""
+    n = _open_here()
+    return Error(e.errno, f"{e.strerror}; this process holds {n} ringfeed.Loader"
+                 f"{'' if n == 1 else 's'} open: close() those it no longer reads (or "
+                 "make them with `with ringfeed.Loader(...) as loader:`)")
 
 
 _U32_MAX = 2**32 - 1
@@ -190,7 +217,12 @@ class Loader:
       datasets whose images have one size (MANIFEST image_shape HxW): each
       as it is, (3, H, W), no size; layout: "chw"/"hwc".
     rank, world_size: default from RANK/WORLD_SIZE (torchrun), else Open
-      MPI's, else 0 and 1.
+      MPI's, else 0 and 1.  Under torchrun every loader is split by rank,
+      an eval loader too: each rank reads its 1/world_size of the eval
+      set (padded to equal shares, the padding in ``loader.last.padding``
+      unless drop_last), so the metric must be all-reduced.  For
+      validation on rank 0 alone, give ``rank=0, world_size=1`` to that
+      loader (made on rank 0 only): it reads the whole set.
     socket: the daemon's control socket (default: $RINGFEED_SOCKET, then
       $XDG_RUNTIME_DIR/ringfeed.sock, then /run/ringfeed/ringfeed.sock).
     depth: ring slots (the daemon's default: 4, or up to 16 for small
@@ -268,7 +300,13 @@ class Loader:
         self.last = None
         self._target = None
         self.sampler = _Sampler(self)
-        self._open(0, 0)
+        try:
+            self._open(0, 0)
+        except Error as e:
+            if e.errno in (errno.EUSERS, errno.ENOMEM) and "per-client" not in str(e):
+                raise _with_count(e) from None
+            raise
+        _LOADERS.add(self)
         self.rank = self._info["rank"]
         self.world_size = self._info["world"]
 
@@ -355,9 +393,11 @@ class Loader:
         self._target = None
         return _Epoch(self, target[0])
 
-    def set_epoch(self, epoch):
-        """The next loop runs epoch `epoch` (from its first batch unless the
-        loader already stands inside it)."""
+    def set_epoch(self, epoch, restart=False):
+        """The next loop runs epoch `epoch`: from its first batch unless the
+        loader already stands inside it (a loop left early, or after
+        load_state_dict), where it goes on; restart=True starts it from its
+        first batch in any case."""
         try:
             epoch = operator.index(epoch)
         except TypeError:
@@ -368,7 +408,21 @@ class Loader:
             raise OverflowError(f"ringfeed: set_epoch({_show(epoch)}): epoch is out of range: "
                                 f"use 0 to {_EPOCH_MAX}")
         at = self._target if self._target is not None else self._pos
-        self._target = at if at[0] == epoch else (epoch, 0)
+        self._target = at if at[0] == epoch and not restart else (epoch, 0)
+
+    def reset(self):
+        """The next loop starts the current epoch again from its first
+        batch: the epoch set_epoch or load_state_dict chose for the next
+        loop, else the epoch of the last batch delivered (the loop left
+        early, or just finished), else the first.  A notebook cell that
+        re-runs ``for x, y in loader`` calls it first."""
+        if self._target is not None:
+            epoch = self._target[0]
+        elif self.last is not None:
+            epoch = self.last.epoch
+        else:
+            epoch = self._pos[0]
+        self._target = (epoch, 0)
 
     def state_dict(self):
         """The exact cursor: where the next batch is, and the stream it is in."""
@@ -517,10 +571,15 @@ class _Sampler:
     __slots__ = ("_loader",)
 
     def __init__(self, loader):
-        self._loader = loader
+        # a weak reference: a loader and its sampler in a cycle would keep
+        # a dropped loader's ring until the cycle collector ran
+        self._loader = weakref.ref(loader)
 
     def set_epoch(self, epoch):
-        self._loader.set_epoch(epoch)
+        loader = self._loader()
+        if loader is None:
+            raise Error(errno.EBADF, "the loader of this sampler was freed")
+        loader.set_epoch(epoch)
 
 
 class _Epoch:
