@@ -168,7 +168,7 @@ int xform_check_params(uint32_t id, const struct ctl_attach *a, struct rf_err *e
         if ((xf->params & (1u << i)) || !ctl_attach_given(a, param_keys[i]))
             continue;
         users[0] = '\0';
-        for (unsigned t = 0; t < TABLE_LEN; t++)
+        for (unsigned t = 0; t < TABLE_LEN && used < sizeof(users); t++)
             if (table[t].params & (1u << i))
                 used += (size_t)snprintf(users + used, sizeof(users) - used, "%s%s",
                                          used ? " or " : "", table[t].name);
