@@ -10,12 +10,17 @@ traps"), against a real daemon through ringfeed.Loader:
   first batch even when the loader stands inside it;
 - a loader dropped without close() frees its ring at once (300 in a row
   against a daemon of max-clients 8, the cycle collector off), and the
-  daemon's max-clients refusal says how many loaders this process holds.
+  daemon's max-clients refusal says how many loaders this process holds;
+- the rank split of an eval loader under torchrun is documented, with
+  rank=0, world_size=1 for validation on rank 0 alone, which reads the
+  whole set.
 """
 import errno
 import gc
 import os
 import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -174,3 +179,24 @@ def test_dropped_loaders_free_their_rings(daemon_factory, packed_fmnist, tmp_pat
         assert len(ld) == 100
     del held
     wait_for(lambda: int(d.stats()["clients.attached"]) == 0, "every ring let go")
+
+
+def test_the_eval_split_under_torchrun_is_documented_and_rank0_validation_works(daemon):
+    readme = open(os.path.join(os.path.dirname(__file__), "../../README.md")).read()
+    torchrun = readme.split("### torchrun and DistributedDataParallel", 1)[1].split("\n## ", 1)[0]
+    for text in (torchrun, ringfeed.Loader.__doc__):
+        assert "rank=0, world_size=1" in text and "eval" in text, text
+    # what it shows: under torchrun's environment an eval loader is split,
+    # and rank=0, world_size=1 reads the whole set
+    code = textwrap.dedent(f"""
+        import ringfeed
+        split = ringfeed.Loader("test", batch_size=1000, shuffle=False, socket={daemon.sock!r})
+        whole = ringfeed.Loader("test", batch_size=1000, shuffle=False, socket={daemon.sock!r},
+                                rank=0, world_size=1)
+        print(len(split), len(whole), sum(len(whole.last) for _ in whole))
+    """)
+    env = dict(os.environ, RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["5", "10", "10000"]
