@@ -119,6 +119,8 @@ extern PyObject *ext_error;          /* ringfeed.Error, an OSError */
 
 /* module.c: raises ringfeed.Error(-err, msg); returns NULL. */
 PyObject *ext_raise(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* convert.c: ringfeed._ringfeed.normalize (Loader's dtype= and normalize=) */
+PyObject *ext_normalize(PyObject *self, PyObject *args, PyObject *kw);
 
 /* array.c */
 

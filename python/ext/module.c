@@ -50,6 +50,9 @@ static PyObject *mod_strerror(PyObject *self, PyObject *arg)
 
 static PyMethodDef mod_methods[] = {
     {"strerror", mod_strerror, METH_O, "The symbolic name of an errno (\"ENOENT\")."},
+    {"normalize", (PyCFunction)(void (*)(void))ext_normalize, METH_VARARGS | METH_KEYWORDS,
+     "normalize(src, dst, out, channels, plane, hwc, mean, std): uint8 images (src) into "
+     "dst as out (\"float32\", \"float16\", \"bfloat16\"): (x / 255 - mean[c]) / std[c]."},
     {NULL, NULL, 0, NULL},
 };
 

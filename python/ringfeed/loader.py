@@ -201,6 +201,16 @@ class Loader:
       other trainers wait; share=0 to decode alone even beside an identical
       stream).  name: a label in the daemon's stats.
     output: "torch" (default when torch imports) or "numpy".
+    dtype: None (default: uint8 images as the workers made them), or
+      float32, float16 or bfloat16 (torch dtypes, numpy's or their names;
+      bfloat16 for torch only): images scaled to [0, 1] as ToTensor /
+      ConvertImageDtype give them, in a new tensor the loader makes (one
+      SIMD pass, no Python per sample; the slot goes back at once).
+    normalize: None, or (mean, std), one value per channel: images become
+      (x / 255 - mean) / std, as torchvision's Normalize after ToTensor
+      (within an ulp or two of float32); implies float32 unless dtype says
+      otherwise.  Both need uint8 images (train, eval, none, or a uint8
+      tensor dataset) delivered as (images, labels) on the host.
     copy: hand out owned copies instead of views of the ring.
     device: "cuda[:N]" copies each batch to that GPU on the current stream
       (the slot goes back when the copy is done); needs torch with CUDA.
@@ -215,7 +225,8 @@ class Loader:
     def __init__(self, dataset, batch_size=256, *, transform="raw", size=None, seed=0,
                  shuffle=True, drop_last=False, rank=None, world_size=None, socket=None,
                  depth=None, params=None, name=None, output=None, copy=False, device=None,
-                 layout=None, timeout=None, reconnect_timeout=30.0):
+                 layout=None, timeout=None, reconnect_timeout=30.0, dtype=None,
+                 normalize=None):
         self._client = None
         self._pid = os.getpid()
         self._torch = None
@@ -237,6 +248,7 @@ class Loader:
             raise _bad(f'output={output!r}: use "torch" or "numpy"')
         self.output = output
         self._device = self._check_device(device)
+        self._convert = self._check_convert(dtype, normalize)
         self._copy = bool(copy)
         if timeout is not None and not timeout > 0:
             raise _bad(f"timeout={timeout!r}: use a number of seconds > 0, or None")
@@ -273,6 +285,66 @@ class Loader:
         self.world_size = self._info["world"]
 
     # ---- construction helpers
+    def _check_convert(self, dtype, normalize):
+        """(output dtype name, mean, std) for dtype= and normalize=, or None."""
+        if dtype is None and normalize is None:
+            return None
+        name = "float32" if dtype is None else str(dtype).replace("torch.", "")
+        name = {"float": "float32", "half": "float16", "<class 'numpy.float32'>": "float32",
+                "<class 'numpy.float16'>": "float16"}.get(name, name)
+        if name == "uint8" and normalize is None:
+            return None
+        if name not in ("float32", "float16", "bfloat16"):
+            raise _bad(f"dtype={dtype!r}: use None (uint8), float32, float16 or bfloat16")
+        if name == "bfloat16" and self.output != "torch":
+            raise _bad('dtype=bfloat16 is for output="torch": numpy has no bfloat16')
+        if self._device is not None:
+            raise _bad("dtype= and normalize= convert on the host; with device= convert on "
+                       "the device after the copy (x.float() ...): the converting copy to "
+                       "the device is not built yet")
+        mean = std = None
+        if normalize is not None:
+            try:
+                mean, std = normalize
+                mean, std = [float(v) for v in mean], [float(v) for v in std]
+            except (TypeError, ValueError):
+                raise _bad(f"normalize={normalize!r}: use (mean, std), one number per "
+                           "channel each") from None
+            if len(mean) != len(std) or not all(v > 0 for v in std):
+                raise _bad(f"normalize={normalize!r}: mean and std of one length, std > 0")
+        return name, mean, std
+
+    def _check_convert_stream(self):
+        """The stream must give uint8 images for dtype=/normalize=."""
+        name, mean, std = self._convert
+        shape, layout = tuple(self._info["shape"]), self._info["layout"]
+        if self._dict or self.dtype != "uint8" or layout not in ("chw", "hwc"):
+            raise _bad(f"dtype={name} / normalize= convert uint8 images delivered as "
+                       f"(images, labels); this stream gives {self.dtype} {layout} "
+                       + ("dict batches" if self._dict else "samples"))
+        c = shape[0] if layout == "chw" else shape[2]
+        if mean is not None and len(mean) != c:
+            raise _bad(f"normalize has {len(mean)} values per channel, the images have {c} "
+                       "channels")
+        self._conv = (name, c, shape[1] * shape[2] if layout == "chw" else 1,
+                      layout == "hwc", mean if mean is not None else [0.0] * c,
+                      std if std is not None else [1.0] * c)
+
+    def _converted(self, images):
+        """A new float batch of images (the view is let go after)."""
+        import numpy as np
+
+        name, c, plane, hwc, mean, std = self._conv
+        src = self._from(images)  # a view of the slot (DLPack for torch)
+        if self.output == "torch":
+            src = src.numpy()
+            out = self._torch.empty(src.shape, dtype=getattr(self._torch, name))
+            dst = out.numpy() if name == "float32" else out.view(self._torch.int16).numpy()
+        else:
+            out = dst = np.empty(src.shape, dtype=name)
+        _ringfeed.normalize(src, dst, name, c, plane, hwc, mean, std)
+        return out
+
     def _check_device(self, device):
         if device is None:
             return None
@@ -320,6 +392,8 @@ class Loader:
         # are dicts unless they are an older dataset's image and label
         self.fields = self._client.fields()
         self._dict = self.fields is not None and not _legacy(self.fields)
+        if self._convert is not None:
+            self._check_convert_stream()
         if self._device is not None and not self._dict:
             # the device buffer gets the batch's element type: the copy is
             # byte for byte, so its dtype and shape are what the ring's are
@@ -451,6 +525,8 @@ class Loader:
             return self._next_device(c)
         images, labels, recs, epoch, seq, sseq, sub = c.next(self._timeout_ms, self._copy)
         self._advance(recs, epoch, seq, sseq, sub)
+        if self._convert is not None:
+            return self._converted(images), self._from(labels)
         return self._from(images), self._from(labels)
 
     def _next_device(self, c):
