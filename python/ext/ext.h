@@ -15,6 +15,8 @@
  *             delivered batch's claim on its ring slot)
  *   writer.c  DatasetWriter and ImageEncoder, under ringfeed.Writer and
  *             ringfeed.pack (python/ringfeed/writer.py)
+ *   convert.c normalize(): uint8 images into float32/float16/bfloat16,
+ *             scaled and normalized per channel (Loader's dtype=, normalize=)
  *
  * LIFETIME (why this is C and not ctypes).  A batch's pixels are a view of
  * its ring slot.  The slot must go back to the daemon exactly when the last
