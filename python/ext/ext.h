@@ -120,6 +120,10 @@ extern PyObject *ext_error;          /* ringfeed.Error, an OSError */
 /* module.c: raises ringfeed.Error(-err, msg); returns NULL. */
 PyObject *ext_raise(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ctl.c: _ringfeed.ctl(request, socket=None) -> (text, [lines]), one
+ * control-protocol request; an ERR reply raises ringfeed.Error. */
+PyObject *ext_ctl(PyObject *self, PyObject *args, PyObject *kw);
+
 /* array.c */
 
 /* A new C-contiguous Array viewing data, kept alive by base (a new

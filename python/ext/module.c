@@ -50,6 +50,9 @@ static PyObject *mod_strerror(PyObject *self, PyObject *arg)
 
 static PyMethodDef mod_methods[] = {
     {"strerror", mod_strerror, METH_O, "The symbolic name of an errno (\"ENOENT\")."},
+    {"ctl", (PyCFunction)(void (*)(void))ext_ctl, METH_VARARGS | METH_KEYWORDS,
+     "ctl(request, socket=None) -> (text, lines): one control-protocol request "
+     "(ringfeedctl's); an ERR reply raises ringfeed.Error."},
     {NULL, NULL, 0, NULL},
 };
 
