@@ -38,6 +38,11 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
   describes the fields (None from a daemon older than fields), and
   ``loader.last.dropped`` counts the boxes the crop dropped in the last
   batch.
+* What the dataset is: ``loader.classes`` and ``loader.class_to_idx``
+  (ImageFolder's), ``loader.num_samples`` (the whole dataset's, not one
+  rank's), ``loader.fields`` and ``loader.source(i)`` (the file sample
+  ``i`` was packed from, relative to the folder packed), asked of the
+  daemon (its CLASSES and SOURCES verbs).
 * The stream is a pure function of (dataset, seed, epoch, rank, world,
   batch, transform): ``state_dict()`` is that cursor, and
   ``load_state_dict()`` continues with the next batch exactly.

@@ -11,7 +11,7 @@ import os
 import pytest
 
 import ringfeed
-from conftest import pack_tool, raw_request
+from conftest import ctl, pack_tool, raw_request
 
 import subprocess
 
@@ -151,3 +151,15 @@ def test_a_damaged_source_list_is_refused(packed, daemon_factory, tmp_path):
     reply = raw_request(d.sock, b"SOURCES imgs 0 1\n")
     assert reply.startswith(b"ERR bad-dataset dataset imgs's source list: ")
     assert b"checksum mismatch" in reply
+
+
+def test_ringfeedctl_classes_and_sources(daemon):
+    assert ctl(daemon.sock, "classes", "imgs").stdout == "ant\nbee hive\ncat\n"
+    assert ctl(daemon.sock, "--json", "classes", "imgs").stdout.strip() == (
+        '{"classes":["ant","bee hive","cat"]}')
+    out = ctl(daemon.sock, "sources", "imgs", "0", "4096").stdout.splitlines()
+    assert out[:2] == ["ant/a1.jpg", "ant/a2.JPG"] and len(out) == 8
+    r = ctl(daemon.sock, "sources", "bare", "0", "1", check=False)
+    assert r.returncode == 1 and "has no source list" in r.stderr
+    r = ctl(daemon.sock, "sources", "imgs", "0", check=False)
+    assert r.returncode == 2 and "three arguments" in r.stderr
