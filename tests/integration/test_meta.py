@@ -163,3 +163,18 @@ def test_ringfeedctl_classes_and_sources(daemon):
     assert r.returncode == 1 and "has no source list" in r.stderr
     r = ctl(daemon.sock, "sources", "imgs", "0", check=False)
     assert r.returncode == 2 and "three arguments" in r.stderr
+
+
+def test_verify_checks_the_source_list(packed, tmp_path):
+    import shutil
+    r = subprocess.run([pack_tool(), "verify", packed["ds"]], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
+    ds = str(tmp_path / "ds")
+    shutil.copytree(packed["ds"], ds)
+    path = os.path.join(ds, "sources.txt")
+    os.chmod(path, 0o644)
+    with open(path, "ab") as f:
+        f.write(b"x\n")
+    r = subprocess.run([pack_tool(), "verify", ds], capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout
+    assert "sources.txt: source list is" in r.stdout and "1 problem" in r.stdout
