@@ -124,6 +124,10 @@ PyObject *ext_raise(int err, const char *fmt, ...) __attribute__((format(printf,
 /* convert.c: ringfeed._ringfeed.normalize (Loader's dtype= and normalize=) */
 PyObject *ext_normalize(PyObject *self, PyObject *args, PyObject *kw);
 
+/* ctl.c: _ringfeed.ctl(request, socket=None) -> (text, [lines]), one
+ * control-protocol request; an ERR reply raises ringfeed.Error. */
+PyObject *ext_ctl(PyObject *self, PyObject *args, PyObject *kw);
+
 /* array.c */
 
 /* A new C-contiguous Array viewing data, kept alive by base (a new

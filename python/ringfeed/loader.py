@@ -38,6 +38,11 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
   describes the fields (None from a daemon older than fields), and
   ``loader.last.dropped`` counts the boxes the crop dropped in the last
   batch.
+* What the dataset is: ``loader.classes`` and ``loader.class_to_idx``
+  (ImageFolder's), ``loader.num_samples`` (the whole dataset's, not one
+  rank's), ``loader.fields`` and ``loader.source(i)`` (the file sample
+  ``i`` was packed from, relative to the folder packed), asked of the
+  daemon (its CLASSES and SOURCES verbs).
 * The stream is a pure function of (dataset, seed, epoch, rank, world,
   batch, transform): ``state_dict()`` is that cursor, and
   ``load_state_dict()`` continues with the next batch exactly.
@@ -111,6 +116,28 @@ def _millis(name, seconds):
         raise OverflowError(f"ringfeed: {name}={seconds!r} is out of range: use at most "
                             f"{_I32_MAX // 1000} seconds")
     return int(seconds * 1000)
+
+
+_SOURCES_CHUNK = 1024  # source lines asked per SOURCES request (<= CTL_SOURCES_MAX)
+
+
+def _unescape_source(line):
+    """A source-list line (proto/sources.h: \\\\ and \\xHH escapes) as the
+    path os.scandir would name: os.fsdecode of its bytes."""
+    if "\\" not in line:
+        return line
+    raw, out, i = line.encode(), bytearray(), 0
+    while i < len(raw):
+        if raw[i] != 0x5C:
+            out.append(raw[i])
+            i += 1
+        elif raw[i + 1:i + 2] == b"\\":
+            out.append(0x5C)
+            i += 2
+        else:  # \xHH: the daemon checked the list, so this is one
+            out.append(int(raw[i + 2:i + 4], 16))
+            i += 4
+    return os.fsdecode(bytes(out))
 
 
 class BatchInfo:
@@ -278,6 +305,8 @@ class Loader:
         self.transform = transform
         self.size = size
         self.last = None
+        self._classes = None  # metadata, asked of the daemon on first use
+        self._sources = {}    # source lines by chunk start
         self._target = None
         self.sampler = _Sampler(self)
         self._open(0, 0)
@@ -481,6 +510,68 @@ class Loader:
                 "rank": self.rank, "world_size": self.world_size,
                 "transform": self.transform, "size": self.size, "shuffle": self.shuffle,
                 "drop_last": self.drop_last, "params": self._params}
+
+    # ---- metadata: what the dataset is (CLASSES and SOURCES, from the daemon)
+    @property
+    def num_samples(self):
+        """Samples in the dataset (the MANIFEST's samples), the whole of it
+        whatever this rank's share; not DistributedSampler.num_samples,
+        which is one rank's: that is about len(self) * batch_size."""
+        return self._info["dataset_samples"]
+
+    @property
+    def classes(self):
+        """The class names, class i at index i: the MANIFEST's class lines
+        (for ringfeed-pack imagefolder, torchvision ImageFolder's
+        ``classes``); [] for a dataset without classes.  Asked of the
+        daemon once (its CLASSES verb)."""
+        if self._classes is None:
+            self._classes = self._ctl(f"CLASSES {self.dataset}")[1]
+        return list(self._classes)
+
+    @property
+    def class_to_idx(self):
+        """{class name: label}, as torchvision ImageFolder's; {} without
+        classes."""
+        return {name: i for i, name in enumerate(self.classes)}
+
+    def source(self, index):
+        """The file dataset sample `index` was packed from, relative to the
+        folder packed (ringfeed-pack imagefolder: ImageFolder's
+        ``samples[index][0]`` relative to its root, skipped files
+        accounted for).  A negative index counts from the end, as a list's.
+        IndexError out of range; ringfeed.Error (ENOENT) naming why when the
+        dataset has no source list (packed with --no-sources, before source
+        lists, or by ringfeed.Writer, which records none).  Lines come from
+        the daemon's SOURCES verb, _SOURCES_CHUNK at a time, and are kept."""
+        try:
+            i = operator.index(index)
+        except TypeError:
+            raise TypeError(f"ringfeed: source({index!r}): an integer is required") from None
+        n = self.num_samples
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"ringfeed: source({index}): the dataset has {n} samples")
+        start = i - i % _SOURCES_CHUNK
+        if start not in self._sources:
+            got = []
+            while start + len(got) < min(n, start + _SOURCES_CHUNK):
+                at = start + len(got)
+                lines = self._ctl(f"SOURCES {self.dataset} {at} "
+                                  f"{min(n, start + _SOURCES_CHUNK) - at}")[1]
+                if not lines:
+                    raise Error(errno.EPROTO, f"the daemon sent no source line for {at}")
+                got += lines
+            self._sources[start] = got
+        return _unescape_source(self._sources[start][i - start])
+
+    def _ctl(self, request):
+        if not hasattr(_ringfeed, "ctl"):
+            raise Error(errno.ENOTSUP, "this build of the ringfeed extension has no control "
+                        "requests (scripts/gpu-check builds the reading half only): classes, "
+                        "class_to_idx and source(i) need the package built with meson")
+        return _ringfeed.ctl(request, self._opts["socket"])
 
     def stats(self):
         """libringfeed's counters: batches, samples, wait_seconds (inside
