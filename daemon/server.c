@@ -61,6 +61,7 @@
 #include "daemon.h"
 #include "fault.h"
 #include "log.h"
+#include "meta.h"
 #include "ring.h"
 #include "sdnotify.h"
 
@@ -414,6 +415,19 @@ static void do_workers(struct conn *c, const struct ctl_req *req)
         conn_send(c, out, (size_t)ctl_reply_ok(out, 64, "workers %u", req->workers));
 }
 
+/* CLASSES and SOURCES: replies built by meta.c. */
+static void do_meta(struct conn *c, const struct ctl_req *req)
+{
+    enum ctl_errcode code = CTL_E_INTERNAL;
+    char msg[CTL_ERR_MSG_MAX + 1];
+    char *out = NULL;
+    size_t len = 0;
+
+    if (meta_reply(c->d, req, &out, &len, &code, msg, sizeof(msg)) < 0)
+        return send_err(c, code, "%s", msg);
+    conn_send(c, out, len);
+}
+
 static enum ctl_errcode attach_code(int rc)
 {
     switch (rc) {
@@ -543,6 +557,8 @@ static verb_fn *const verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_WORKERS] = do_workers,
     [CTL_VERB_DATASETS] = do_datasets,
     [CTL_VERB_ATTACH] = do_attach,
+    [CTL_VERB_CLASSES] = do_meta,
+    [CTL_VERB_SOURCES] = do_meta,
 };
 
 /* ---- the state machine ---------------------------------------------- */

@@ -23,6 +23,8 @@
 
 static int parse_workers(const char *line, struct ctl_req *req);
 static int parse_attach(const char *line, struct ctl_req *req);
+static int parse_classes(const char *line, struct ctl_req *req);
+static int parse_sources(const char *line, struct ctl_req *req);
 
 static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_PING] = {"PING", 0, 0, "PING", "check that the daemon answers", NULL},
@@ -40,6 +42,12 @@ static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_ATTACH] = {"ATTACH", 1, CTL_ATTACH_KEYS, "ATTACH dataset=NAME [key=value ...]",
                          "attach a ring; the reply carries its memfd and eventfd",
                          parse_attach},
+    [CTL_VERB_CLASSES] = {"CLASSES", 1, 1, "CLASSES <dataset>",
+                          "a dataset's class names, class i on line i (multi-line)",
+                          parse_classes},
+    [CTL_VERB_SOURCES] = {"SOURCES", 3, 3, "SOURCES <dataset> <start> <count>",
+                          "the files samples start.. were packed from, escaped (multi-line)",
+                          parse_sources},
 };
 
 const struct ctl_verb_def *ctl_verb_def(enum ctl_verb verb)
@@ -206,6 +214,50 @@ static int parse_attach(const char *line, struct ctl_req *req)
         req->err = CTL_E_BAD_ARG;
         return -EINVAL;
     }
+    return 0;
+}
+
+/* args[0]: a dataset name, into req->dataset. */
+static int parse_dataset_arg(const char *line, struct ctl_req *req, const char *verb)
+{
+    const struct ctl_span *a = &req->args[0];
+    char q[CTL_QUOTE_SIZE];
+
+    if (!ctl_dataset_name_ok(line + a->off, a->len)) {
+        ctl_quote(q, sizeof(q), line + a->off, a->len);
+        return req_fail(req, CTL_E_BAD_ARG,
+                        "%s: dataset must be 1..%d of [A-Za-z0-9._-], got %s", verb,
+                        CTL_DATASET_NAME_MAX, q);
+    }
+    memcpy(req->dataset, line + a->off, a->len);
+    req->dataset[a->len] = '\0';
+    return 0;
+}
+
+static int parse_classes(const char *line, struct ctl_req *req)
+{
+    return parse_dataset_arg(line, req, "CLASSES");
+}
+
+static int parse_sources(const char *line, struct ctl_req *req)
+{
+    const struct ctl_span *a = &req->args[1], *b = &req->args[2];
+    char q[CTL_QUOTE_SIZE];
+    uint64_t n;
+
+    if (parse_dataset_arg(line, req, "SOURCES") < 0)
+        return -EINVAL;
+    if (strnum_u64(line + a->off, a->len, &req->start) < 0) {
+        ctl_quote(q, sizeof(q), line + a->off, a->len);
+        return req_fail(req, CTL_E_BAD_ARG,
+                        "SOURCES: start must be a sample number (0 or more), got %s", q);
+    }
+    if (strnum_u64(line + b->off, b->len, &n) < 0 || n < 1 || n > CTL_SOURCES_MAX) {
+        ctl_quote(q, sizeof(q), line + b->off, b->len);
+        return req_fail(req, CTL_E_BAD_ARG, "SOURCES: count must be an integer in 1..%d, got %s",
+                        CTL_SOURCES_MAX, q);
+    }
+    req->count = (uint32_t)n;
     return 0;
 }
 

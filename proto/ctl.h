@@ -41,6 +41,17 @@
  *                                   (any case): the daemon sizes the pool
  *                                   under its CPU budget (daemon/autoscale.c)
  *     DATASETS                      multi-line, one dataset a line
+ *     CLASSES <dataset>             multi-line: its class names, class i
+ *                                   on line i ("OK 0": none)
+ *     SOURCES <dataset> <start> <count>   multi-line: the source list's
+ *                                   lines start.. (proto/sources.h, still
+ *                                   escaped), 1 <= count <=
+ *                                   CTL_SOURCES_MAX; fewer when the dataset
+ *                                   ends or the reply would pass
+ *                                   CTL_REPLY_MAX (ask again from there);
+ *                                   "ERR no-dataset" for a dataset without
+ *                                   a source list, "ERR bad-arg" for a start
+ *                                   past its samples
  *     ATTACH dataset=NAME [key=value ...]   see struct ctl_attach
  *
  * ATTACH keys, their defaults and ranges (ctl_attach.c's table):
@@ -141,6 +152,7 @@
 #define CTL_ATTACH_DEPTH_MIN 2
 #define CTL_ATTACH_DEPTH_MAX 64
 #define CTL_ATTACH_WEIGHT_MAX 1000
+#define CTL_SOURCES_MAX 4096      /* SOURCES' count: lines in one reply */
 
 enum ctl_status {
     CTL_DONE,
@@ -160,6 +172,8 @@ enum ctl_verb {
     CTL_VERB_WORKERS,
     CTL_VERB_DATASETS,
     CTL_VERB_ATTACH,
+    CTL_VERB_CLASSES,
+    CTL_VERB_SOURCES,
     CTL_VERB_COUNT
 };
 
@@ -244,7 +258,8 @@ struct ctl_span {
 /*
  * One parsed request line.  When err is CTL_E_NONE and verb is not
  * CTL_VERB_NONE the request is valid and the fields of its verb are set
- * (workers or workers_auto for WORKERS, attach for ATTACH).  When err is set, the reply is
+ * (workers or workers_auto for WORKERS, attach for ATTACH, dataset for
+ * CLASSES, dataset, start and count for SOURCES).  When err is set, the reply is
  * "ERR <ctl_errcode_name(err)> <msg>"; verb is still the verb the line
  * named, if any, for logs and counters.  Both NONE: a blank line, no reply.
  * args[] are offsets into the caller's buffer, valid while it holds the
@@ -259,6 +274,9 @@ struct ctl_req {
     uint32_t workers;          /* WORKERS n; 0 with workers_auto */
     bool workers_auto;         /* WORKERS auto */
     struct ctl_attach attach;
+    char dataset[CTL_DATASET_NAME_MAX + 1]; /* CLASSES, SOURCES */
+    uint64_t start;            /* SOURCES' first line */
+    uint32_t count;            /* SOURCES' lines, 1..CTL_SOURCES_MAX */
 };
 
 /*

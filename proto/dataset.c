@@ -38,6 +38,7 @@
 #include "manifest.h"
 #include "mapguard.h"
 #include "shard.h"
+#include "sources.h"
 
 struct ds_shard {
     char *path;
@@ -62,6 +63,8 @@ struct dataset {
     ZSTD_DDict *ddict;
     uint32_t dict_id;
     struct ds_shard *shards;
+    char *src_text;            /* the source list, read on first use */
+    uint64_t *src_off;         /* samples + 1 line starts (sources.h) */
 };
 
 struct dataset_dctx {
@@ -398,6 +401,8 @@ void dataset_close(struct dataset *ds)
     }
     free(ds->shards);
     ZSTD_freeDDict(ds->ddict);
+    free(ds->src_text);
+    free(ds->src_off);
     manifest_free(&ds->m);
     free(ds->dir);
     free(ds);
@@ -635,4 +640,85 @@ void dataset_dctx_free(struct dataset_dctx *ctx)
     codec_dctx_free(ctx->codec);
     free(ctx->buf);
     free(ctx);
+}
+
+int dataset_has_sources(const struct dataset *ds)
+{
+    return ds->m.has_sources;
+}
+
+/* Reads the source list the manifest names, checks its size, CRC-32C and
+ * lines, and keeps it in ds. */
+static int load_sources(struct dataset *ds, struct rf_err *err)
+{
+    const struct manifest *m = &ds->m;
+    const char *name = manifest_sources_name(m);
+    char *buf = NULL;
+    uint64_t *off = NULL;
+    size_t len = 0;
+    uint32_t crc;
+    struct rf_err e;
+    int dirfd, r;
+
+    dirfd = open(ds->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd == -1)
+        return rf_err_set(err, -errno, "%s: cannot open the dataset folder: %s",
+                          ds->dir, strerror(errno));
+    r = fio_read_file(dirfd, name, (size_t)SOURCES_FILE_MAX, &buf, &len);
+    close(dirfd);
+    if (r < 0)
+        return rf_err_set(err, r, "%s/%s: cannot read the source list: %s",
+                          ds->dir, name, strerror(-r));
+    r = -EBADMSG;
+    if (len != m->sources_size) {
+        rf_err_set(err, r, "%s/%s: source list is %zu bytes, the manifest "
+                   "says %" PRIu64, ds->dir, name, len, m->sources_size);
+        goto out;
+    }
+    crc = crc32c(0, buf, len);
+    if (crc != m->sources_crc) {
+        rf_err_set(err, r, "%s/%s at byte 0: source list checksum mismatch "
+                   "(manifest says %08" PRIx32 ", file gives %08" PRIx32 ")",
+                   ds->dir, name, m->sources_crc, crc);
+        goto out;
+    }
+    off = malloc(((size_t)m->samples + 1) * sizeof(*off));
+    if (!off) {
+        r = rf_err_set(err, -ENOMEM, "%s/%s: out of memory for %" PRIu64
+                       " line offsets", ds->dir, name, m->samples);
+        goto out;
+    }
+    if (sources_index(buf, len, m->samples, off, &e) < 0) {
+        rf_err_set(err, r, "%s/%s: %s", ds->dir, name, e.msg);
+        goto out;
+    }
+    ds->src_text = buf;
+    ds->src_off = off;
+    return 0;
+out:
+    free(off);
+    free(buf);
+    return r;
+}
+
+int dataset_source(struct dataset *ds, uint64_t i, const char **line,
+                   size_t *len, struct rf_err *err)
+{
+    if (!ds->m.has_sources)
+        return rf_err_set(err, -ENOENT, "%s has no source list (its MANIFEST "
+                          "names none: packed before source lists, with "
+                          "--no-sources, or by a writer that records none)",
+                          ds->dir);
+    if (i >= ds->m.samples)
+        return rf_err_set(err, -ERANGE, "sample %" PRIu64 " is past the "
+                          "dataset's %" PRIu64 " samples", i, ds->m.samples);
+    if (!ds->src_off) {
+        int r = load_sources(ds, err);
+
+        if (r < 0)
+            return r;
+    }
+    *line = ds->src_text + ds->src_off[i];
+    *len = (size_t)(ds->src_off[i + 1] - ds->src_off[i] - 1);
+    return 0;
 }

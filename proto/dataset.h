@@ -151,6 +151,18 @@ const struct dataset_info *dataset_info(const struct dataset *ds);
 const char *dataset_dir(const struct dataset *ds);
 /* Class i's name (i < classes), else NULL. */
 const char *dataset_class_name(const struct dataset *ds, uint32_t i);
+/* 1 when the MANIFEST names a source list (proto/sources.h), else 0. */
+int dataset_has_sources(const struct dataset *ds);
+/*
+ * Sample i's line of the source list, escaped (sources.h), without its
+ * '\n': *line, *len, valid until dataset_close.  The first call reads the
+ * list whole and checks its size, CRC-32C and every line (a failure is not
+ * kept: the next call tries again).  Returns 0, -ENOENT when the dataset has
+ * no source list, -ERANGE for i past the samples, -EBADMSG for a list that
+ * fails a check, -ENOMEM or the read's -errno; err says which.
+ */
+int dataset_source(struct dataset *ds, uint64_t i, const char **line,
+                   size_t *len, struct rf_err *err);
 /* Shard i (i < shards): 0, or -ERANGE. */
 int dataset_shard_info(const struct dataset *ds, uint32_t i,
                        struct dataset_shard_info *info);

@@ -76,6 +76,7 @@ enum dataset_jpeg_restart {
 /* File names inside a dataset folder. */
 #define DATASET_MANIFEST_NAME "MANIFEST"
 #define DATASET_DICT_NAME     "dict.zstd"
+#define DATASET_SOURCES_NAME  "sources.txt"   /* proto/sources.h */
 
 /* "jpeg", "tensor", "bytes"; NULL for a value out of range. */
 const char *dataset_kind_name(enum dataset_kind kind);

@@ -36,6 +36,7 @@
 #include "manifest.h"
 #include "pixels.h"
 #include "shard.h"
+#include "sources.h"
 
 #define WBUF_SIZE (1u << 20)
 
@@ -73,6 +74,10 @@ struct dataset_writer {
     size_t enc_cap;
 
     struct dataset_writer_stats st;
+
+    char *src;              /* the source list so far (sources.h), escaped */
+    size_t src_len, src_cap;
+    uint64_t nsrc;          /* its lines: one per record, or none at all */
 };
 
 /* "a/b/c/" -> parent "a/b", base "c"; "c" -> ".", "c". */
@@ -623,6 +628,45 @@ static int sync_dir(const char *path)
     return r;
 }
 
+int dataset_writer_add_source(struct dataset_writer *w, const char *path,
+                              size_t n, struct rf_err *err)
+{
+    char line[SOURCES_LINE_MAX + 2];
+    long k;
+
+    if (w->nsrc + 1 != w->st.records)
+        return rf_err_set(err, -EINVAL, "source path for record %" PRIu64
+                          " after %" PRIu64 " records: give each record's "
+                          "path right after adding it, for every record or "
+                          "none", w->nsrc, w->st.records);
+    k = sources_escape(path, n, line, sizeof(line) - 1);
+    if (k < 0)
+        return rf_err_set(err, (int)k, k == -EINVAL ? "an empty source path"
+                          : "source path \"%.*s...\" is over %u bytes when "
+                          "escaped (proto/sources.h)", 60, path,
+                          SOURCES_LINE_MAX);
+    line[k++] = '\n';
+    if (w->src_len + (size_t)k > SOURCES_FILE_MAX)
+        return rf_err_set(err, -EFBIG, "the source list is over %llu bytes",
+                          (unsigned long long)SOURCES_FILE_MAX);
+    if (w->src_len + (size_t)k > w->src_cap) {
+        size_t cap = w->src_cap ? w->src_cap * 2 : 1u << 16;
+        char *p;
+
+        while (cap < w->src_len + (size_t)k)
+            cap *= 2;
+        p = realloc(w->src, cap);
+        if (!p)
+            return rf_err_set(err, -ENOMEM, "out of memory for the source list");
+        w->src = p;
+        w->src_cap = cap;
+    }
+    memcpy(w->src + w->src_len, line, (size_t)k);
+    w->src_len += (size_t)k;
+    w->nsrc++;
+    return 0;
+}
+
 int dataset_writer_finish(struct dataset_writer *w,
                           struct dataset_writer_stats *st,
                           struct rf_err *err)
@@ -653,6 +697,23 @@ int dataset_writer_finish(struct dataset_writer *w,
         r = rf_err_set(err, -EINVAL, "raw_images %" PRIu64 " but only %" PRIu64
                        " records added", w->m.raw_images, w->m.samples);
         goto fail;
+    }
+    if (w->nsrc && w->nsrc != w->m.samples) {
+        r = rf_err_set(err, -EINVAL, "%" PRIu64 " source paths for %" PRIu64
+                       " records: give one for every record or none",
+                       w->nsrc, w->m.samples);
+        goto fail;
+    }
+    if (w->nsrc) {
+        r = write_small_file(w, DATASET_SOURCES_NAME, w->src, w->src_len, err);
+        if (r < 0)
+            goto fail;
+        r = manifest_set_sources(&w->m, DATASET_SOURCES_NAME, w->src_len,
+                                 crc32c(0, w->src, w->src_len));
+        if (r < 0) {
+            r = rf_err_set(err, r, "out of memory");
+            goto fail;
+        }
     }
     r = manifest_check(&w->m, err);
     if (r < 0) {
@@ -747,6 +808,7 @@ void dataset_writer_abort(struct dataset_writer *w)
     free(w->idx);
     free(w->wbuf);
     free(w->enc);
+    free(w->src);
     free(w->tmp);
     free(w->parent);
     free(w->dest);

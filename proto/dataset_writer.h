@@ -127,6 +127,19 @@ int dataset_writer_add_codec(struct dataset_writer *w, const void *data,
                              struct rf_err *err);
 
 /*
+ * The path of the file the record just added came from (n bytes, relative
+ * to the folder being packed), for the dataset's source list (sources.h:
+ * escaped by this call; finish writes it as DATASET_SOURCES_NAME and the
+ * MANIFEST's sources line).  Give one right after each add, for every
+ * record, or none at all: finish refuses a list with a line missing.
+ * Returns 0, or -EINVAL (not right after an add, an empty path),
+ * -ENAMETOOLONG (over SOURCES_LINE_MAX escaped), -EFBIG, -ENOMEM, with err
+ * set; the record stays added either way.
+ */
+int dataset_writer_add_source(struct dataset_writer *w, const char *path,
+                              size_t n, struct rf_err *err);
+
+/*
  * For a jpeg dataset: n of its records are RFPX pixel records (pixels.h)
  * rather than JPEG, written to the MANIFEST as raw_images (manifest.h;
  * none when n is 0, the default).  Call it any time before finish, as often

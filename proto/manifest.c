@@ -23,6 +23,7 @@
 #include "pixels.h"
 #include "schema.h"
 #include "shard.h"
+#include "sources.h"
 
 struct mparse {
     struct manifest *m;
@@ -464,6 +465,27 @@ static int key_dict(struct mparse *ps, struct field *f, struct rf_err *err)
     return 0;
 }
 
+static int key_sources(struct mparse *ps, struct field *f, struct rf_err *err)
+{
+    struct manifest *m = ps->m;
+
+    if (!manifest_valid_file_name(f[0].s, f[0].n))
+        return LINE_FAIL(ps, "sources file name \"%.*s\" is not 1..255 of "
+                         "[A-Za-z0-9._-] without a leading '.'",
+                         (int)f[0].n, f[0].s);
+    if (parse_num(&f[1], SOURCES_FILE_MAX, &m->sources_size) < 0 ||
+        m->sources_size == 0)
+        return LINE_FAIL(ps, "sources size \"%.*s\" is not a number from 1 to "
+                         "%llu", (int)f[1].n, f[1].s,
+                         (unsigned long long)SOURCES_FILE_MAX);
+    if (parse_crc(&f[2], &m->sources_crc) < 0)
+        return LINE_FAIL(ps, "sources checksum \"%.*s\" is not 8 lowercase "
+                         "hex digits", (int)f[2].n, f[2].s);
+    m->has_sources = 1;
+    m->sources_name = cut(m, &f[0]);
+    return 0;
+}
+
 static int key_shards(struct mparse *ps, struct field *f, struct rf_err *err)
 {
     void *arr = NULL;
@@ -577,6 +599,7 @@ static const struct key_def {
     {"classes", 1, ONCE, 1, key_classes},
     {"class", 2, REPEAT | REST, 0, key_class},
     {"dict", 3, ONCE, 0, key_dict},
+    {"sources", 3, ONCE, 0, key_sources},
     {"shards", 1, ONCE, 1, key_shards},
     {"shard", 5, REPEAT, 0, key_shard},
     {"end", 0, ONCE, 1, key_end},
@@ -715,6 +738,11 @@ const char *manifest_shard_name(const struct manifest *m, uint32_t i)
     return i < m->nshards ? m->text + m->shards[i].name : NULL;
 }
 
+const char *manifest_sources_name(const struct manifest *m)
+{
+    return m->has_sources ? m->text + m->sources_name : NULL;
+}
+
 const char *manifest_dict_name(const struct manifest *m)
 {
     return m->has_dict ? m->text + m->dict_name : NULL;
@@ -812,6 +840,23 @@ int manifest_set_dict(struct manifest *m, const char *file, uint32_t size,
     return 0;
 }
 
+int manifest_set_sources(struct manifest *m, const char *file, uint64_t size,
+                         uint32_t crc)
+{
+    long off;
+
+    if (!manifest_valid_file_name(file, strlen(file)))
+        return -EINVAL;
+    off = text_add(m, file);
+    if (off < 0)
+        return (int)off;
+    m->has_sources = 1;
+    m->sources_name = (uint32_t)off;
+    m->sources_size = size;
+    m->sources_crc = crc;
+    return 0;
+}
+
 int manifest_check(const struct manifest *m, struct rf_err *err)
 {
     uint64_t total = 0, tensor = 0;
@@ -900,6 +945,13 @@ int manifest_check(const struct manifest *m, struct rf_err *err)
     if (m->has_dict && (m->dict_size == 0 || m->dict_size > DATASET_DICT_MAX))
         return rf_err_set(err, -EBADMSG, "dict size %" PRIu32 " not in 1..%u",
                           m->dict_size, DATASET_DICT_MAX);
+    if (m->has_sources && (m->sources_size > SOURCES_FILE_MAX ||
+                           m->samples > m->sources_size / 2))
+        return rf_err_set(err, -EBADMSG, "sources size %" PRIu64 " cannot "
+                          "hold a line for each of %" PRIu64 " samples (2 "
+                          "bytes or more each, at most %llu bytes in all)",
+                          m->sources_size, m->samples,
+                          (unsigned long long)SOURCES_FILE_MAX);
     if (m->nclasses > DATASET_MAX_CLASSES || m->nshards > DATASET_MAX_SHARDS)
         return rf_err_set(err, -EBADMSG, "too many classes or shards");
     for (uint32_t i = 0; i < m->nshards; i++) {
@@ -978,6 +1030,9 @@ char *manifest_format(const struct manifest *m, size_t *len)
     if (m->has_dict)
         fprintf(f, "dict %s %" PRIu32 " %08" PRIx32 "\n",
                 manifest_dict_name(m), m->dict_size, m->dict_crc);
+    if (m->has_sources)
+        fprintf(f, "sources %s %" PRIu64 " %08" PRIx32 "\n",
+                manifest_sources_name(m), m->sources_size, m->sources_crc);
     fprintf(f, "shards %" PRIu32 "\n", m->nshards);
     for (uint32_t i = 0; i < m->nshards; i++)
         fprintf(f, "shard %" PRIu32 " %s %" PRIu64 " %" PRIu64 " %08" PRIx32

@@ -35,6 +35,7 @@
  *     class 1 Trouser              line (spaces and '/' allowed, no control
  *     ...                          characters)
  *     dict dict.zstd 112640 9f0c3a1e         name, bytes, CRC-32C (optional)
+ *     sources sources.txt 1843210 0b1c2d3e   name, bytes, CRC-32C (optional)
  *     shards 1                     then exactly that many shard lines:
  *     shard 0 shard-00000.rfs 60000 17012345 4a5b6c7d
  *                                  number, file, records, file bytes,
@@ -90,6 +91,18 @@
  * and eval, which could serve it; repack with a newer ringfeed-pack (or
  * upgrade the reader) rather than edit the MANIFEST, whose text is the
  * dataset's identity.
+ *
+ * sources FILE BYTES CRC (optional, any kind): the dataset's source list,
+ * the file each sample was packed from, sample i on line i (proto/sources.h
+ * says its format; ringfeed-pack imagefolder writes it as sources.txt).
+ * BYTES is the file's exact size, 2 * samples (one byte and a newline a
+ * sample) up to SOURCES_FILE_MAX, and CRC its CRC-32C, both checked when a
+ * reader loads the file (the daemon, on the first SOURCES request), as the
+ * dict's are.  A dataset without the key (every one packed before it,
+ * --no-sources packs, the Python writer) has no source list, and the
+ * daemon's SOURCES verb says so.  A reader older than the key refuses the
+ * manifest as an unknown key, as it refuses any key it does not know:
+ * repack with --no-sources for such a reader (or upgrade it).
  *
  * kind fields (since the schema): each record holds every field of the
  * schema (schema.h's record layout); the shard entries' labels are
@@ -155,6 +168,10 @@ struct manifest {
     uint32_t dict_name;                /* offset into text */
     uint32_t dict_size;
     uint32_t dict_crc;
+    int has_sources;
+    uint32_t sources_name;             /* offset into text */
+    uint64_t sources_size;
+    uint32_t sources_crc;
     uint32_t nshards;
     struct manifest_shard *shards;
     char *text;                        /* NUL-terminated names */
@@ -177,6 +194,8 @@ void manifest_free(struct manifest *m);
 const char *manifest_class_name(const struct manifest *m, uint32_t i);
 const char *manifest_shard_name(const struct manifest *m, uint32_t i);
 const char *manifest_dict_name(const struct manifest *m);
+/* The source list's file name; NULL without one. */
+const char *manifest_sources_name(const struct manifest *m);
 
 /*
  * Builders for a writer, on a struct zeroed by the caller (then set version,
@@ -189,6 +208,8 @@ int manifest_add_shard(struct manifest *m, const char *file, uint64_t records,
                        uint64_t bytes, uint32_t index_crc);
 int manifest_set_dict(struct manifest *m, const char *file, uint32_t size,
                       uint32_t crc);
+int manifest_set_sources(struct manifest *m, const char *file, uint64_t size,
+                         uint32_t crc);
 
 /*
  * Checks the cross-field rules (the parser applies them too): kind and
@@ -196,7 +217,8 @@ int manifest_set_dict(struct manifest *m, const char *file, uint32_t size,
  * and equal to the tensor size, dict only with zstd, max_side and its
  * quality together, in range, for kind jpeg only, jpeg_restart known and
  * for kind jpeg only, raw_images for kind jpeg only and at most samples,
- * image_shape for kind jpeg only with both sides in 1..PX_SIDE_MAX.
+ * image_shape for kind jpeg only with both sides in 1..PX_SIDE_MAX,
+ * sources' size in 2 * samples..SOURCES_FILE_MAX.
  * Returns 0 or -EBADMSG.
  */
 int manifest_check(const struct manifest *m, struct rf_err *err);

@@ -975,9 +975,39 @@ static void test_reply_round_trip(void)
     TAP_OK(rep.code == CTL_E_OVER_BUDGET && rep.err == -ENOMEM, "ERR round trip");
 }
 
+/* CLASSES and SOURCES: a dataset name, SOURCES' start and count. */
+static void test_meta_verbs(void)
+{
+    expect_ok("CLASSES fmnist\n", CTL_VERB_CLASSES, "CLASSES fmnist");
+    TAP_IS_STR(req.dataset, "fmnist", "CLASSES: the dataset");
+    expect_ok("classes A.b_c-9\n", CTL_VERB_CLASSES, "classes, any case");
+    expect_err("CLASSES\n", CTL_E_BAD_ARG, "CLASSES without a dataset", "usage: CLASSES",
+               NULL);
+    expect_err("CLASSES a b\n", CTL_E_BAD_ARG, "CLASSES a b: one argument", NULL);
+    expect_err("CLASSES ../x\n", CTL_E_BAD_ARG, "CLASSES ../x: not a name",
+               "dataset must be", "\"../x\"", NULL);
+    expect_ok("SOURCES imgs 0 1\n", CTL_VERB_SOURCES, "SOURCES imgs 0 1");
+    TAP_OK(strcmp(req.dataset, "imgs") == 0 && req.start == 0 && req.count == 1,
+           "SOURCES: dataset, start 0, count 1");
+    expect_ok("SOURCES imgs 18446744073709551615 4096\n", CTL_VERB_SOURCES,
+              "SOURCES: the largest start, count CTL_SOURCES_MAX");
+    TAP_OK(req.start == UINT64_MAX && req.count == CTL_SOURCES_MAX, "read as given");
+    expect_err("SOURCES imgs 0 0\n", CTL_E_BAD_ARG, "SOURCES count 0", "count must be",
+               "1..4096", NULL);
+    expect_err("SOURCES imgs 0 4097\n", CTL_E_BAD_ARG, "SOURCES count 4097", "1..4096", NULL);
+    expect_err("SOURCES imgs -1 5\n", CTL_E_BAD_ARG, "SOURCES start -1", "start must be",
+               NULL);
+    expect_err("SOURCES imgs 1x 5\n", CTL_E_BAD_ARG, "SOURCES start 1x", "start must be",
+               NULL);
+    expect_err("SOURCES imgs 5\n", CTL_E_BAD_ARG, "SOURCES with two arguments",
+               "takes 3 arguments", NULL);
+    expect_err("SOURCES a/b 0 5\n", CTL_E_BAD_ARG, "SOURCES a/b", "dataset must be", NULL);
+}
+
 int main(void)
 {
     test_tables();
+    test_meta_verbs();
     test_verbs();
     test_blank_and_bad_lines();
     test_length_limits();

@@ -622,6 +622,61 @@ static void check_nul_and_empty(void)
            "empty input: message names the missing line");
 }
 
+/* The sources line: parsed, formatted back, refused when malformed. */
+static void check_sources(void)
+{
+    static const struct bad_case cases[] = {
+        {"sources sources.txt 10 0b1c2d3e", "sources sources.txt 10 0B1C2D3E", -EBADMSG,
+         "sources checksum"},
+        {"sources sources.txt", "sources ../sources.txt", -EBADMSG, "sources file name"},
+        {"sources sources.txt 10", "sources sources.txt 0", -EBADMSG, "sources size"},
+        {"sources sources.txt 10", "sources sources.txt 9", -EBADMSG,
+         "cannot hold a line for each of 5 samples"},
+        {"sources sources.txt 10", "sources sources.txt 99999999999", -EBADMSG,
+         "sources size"},
+        {"sources sources.txt 10 0b1c2d3e", "sources sources.txt 10", -EBADMSG, "3 fields"},
+        {"sources sources.txt 10 0b1c2d3e\n",
+         "sources sources.txt 10 0b1c2d3e\nsources sources.txt 10 0b1c2d3e\n", -EBADMSG,
+         "given twice"},
+    };
+    char *with = edit("shards 2\n", "sources sources.txt 10 0b1c2d3e\nshards 2\n");
+    struct manifest m, p;
+    struct rf_err e = {{0}};
+    char *text;
+    size_t len = 0;
+
+    TAP_IS_INT(manifest_parse(with, strlen(with), &m, &e), 0, "a manifest with sources parses");
+    TAP_OK(m.has_sources && m.sources_size == 10 && m.sources_crc == 0x0b1c2d3e,
+           "sources size 10, crc 0b1c2d3e");
+    TAP_IS_STR(manifest_sources_name(&m), "sources.txt", "sources name");
+    text = manifest_format(&m, &len);
+    TAP_OK(text && strstr(text, "\nsources sources.txt 10 0b1c2d3e\n"), "formatted back");
+    TAP_IS_INT(manifest_parse(text, len, &p, &e), 0, "and parsed again");
+    TAP_OK(p.has_sources && p.sources_size == 10 && p.sources_crc == 0x0b1c2d3e,
+           "the same sources line");
+    free(text);
+    manifest_free(&p);
+    manifest_free(&m);
+    TAP_IS_INT(manifest_parse(good, strlen(good), &m, &e), 0, "without the key");
+    TAP_OK(!m.has_sources && manifest_sources_name(&m) == NULL, "no source list");
+    TAP_IS_INT(manifest_set_sources(&m, "a/b", 10, 1), -EINVAL, "builder: a bad name refused");
+    TAP_IS_INT(manifest_set_sources(&m, "sources.txt", 10, 1), 0, "builder: set");
+    TAP_IS_INT(manifest_check(&m, &e), 0, "builder: checks");
+    manifest_free(&m);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bad_case *c = &cases[i];
+        char *t = edit_in(with, c->from, c->to);
+        int r = manifest_parse(t, strlen(t), &m, &e);
+
+        if (!tap_ok(r == c->code && strstr(e.msg, c->msg), "sources refused: \"%s\"",
+                    oneline(c->to, 1)))
+            tap_diag("  got %d \"%s\", want %d and \"%s\"", r, e.msg, c->code, c->msg);
+        manifest_free(&m);
+        free(t);
+    }
+    free(with);
+}
+
 int main(void)
 {
     check_good();
@@ -632,5 +687,6 @@ int main(void)
     check_raw_images();
     check_image_shape();
     check_nul_and_empty();
+    check_sources();
     return tap_done();
 }

@@ -184,6 +184,8 @@ static const char usage_text[] =
     "  --strict             fail on a file that is not a readable JPEG, whose\n"
     "                       data does not decode, and on an empty class,\n"
     "                       instead of skipping or storing it as it is\n"
+    "  --no-sources         write no source list (sources.txt: each sample's\n"
+    "                       file, relative to SRC_DIR, for loader.source(i))\n"
     "  --as-is              store every JPEG byte for byte: no re-encoding, no\n"
     "                       restart markers (not with --max-side)\n"
     "  --image-mode MODE    what PNG, WebP, TIFF, BMP and PPM/PGM files become:\n"
@@ -523,6 +525,7 @@ struct if_args {
     struct imagefile_opts file; /* --max-side, --quality, --as-is */
     unsigned jobs;            /* --jobs: threads working on files */
     unsigned raw_codec;       /* --raw-codec: RFPX records' codec */
+    int no_sources;           /* --no-sources: no source list */
 };
 
 static int parse_args(int argc, char **argv, struct if_args *a)
@@ -530,6 +533,7 @@ static int parse_args(int argc, char **argv, struct if_args *a)
     static const struct option longopts[] = {
         {"shard-size", required_argument, NULL, 's'},
         {"strict", no_argument, NULL, 'S'},
+        {"no-sources", no_argument, NULL, 'N'},
         {"as-is", no_argument, NULL, 'A'},
         {"max-side", required_argument, NULL, 'm'},
         {"quality", required_argument, NULL, 'q'},
@@ -561,6 +565,9 @@ static int parse_args(int argc, char **argv, struct if_args *a)
             break;
         case 'S':
             a->strict = 1;
+            break;
+        case 'N':
+            a->no_sources = 1;
             break;
         case 'A':
             a->file.as_is = 1;
@@ -816,6 +823,15 @@ static int take_file(struct if_pack *p, size_t i, const struct imagefile *f)
                                  &err) < 0) {
         progress_end(&p->prog);
         pack_warn("%s: %s", path, err.msg);
+        return -1;
+    }
+    /* the source list: this record's path relative to SRC_DIR, as
+     * ImageFolder's samples[i][0] is relative to its root */
+    if (!p->a->no_sources &&
+        dataset_writer_add_source(p->w, path, strlen(path), &err) < 0) {
+        progress_end(&p->prog);
+        pack_warn("%s: %s (--no-sources packs without a source list)", path,
+                  err.msg);
         return -1;
     }
     p->packed[it->label]++;

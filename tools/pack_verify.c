@@ -5,7 +5,9 @@
  * checksums) to exactly its decoded length, and for jpeg datasets that the
  * JPEG header parses, or for a record that starts with RFPX's magic that
  * it parses as one (pixels.h); the RFPX records are counted and the count
- * must be the MANIFEST's raw_images (0 without the key).  A kind-fields
+ * must be the MANIFEST's raw_images (0 without the key).  A source list
+ * (sources.h), when the MANIFEST names one, must have its size, CRC-32C and
+ * a well-formed line per sample (one problem line if not).  A kind-fields
  * record must split by the schema (schema_record_split), each image part
  * be an RFPX record of its field's channels and value size or (RGB) a
  * JPEG whose header parses, and each mask its image's size.
@@ -35,7 +37,8 @@ static const char usage_text[] =
     "Checks every record of the dataset at DIR: index entries, checksums,\n"
     "that zstd records decode to their exact length, that JPEG headers\n"
     "parse, that pixel (RFPX) records parse and that there are as many as\n"
-    "the MANIFEST's raw_images says; for a dataset of kind fields, that every\n"
+    "the MANIFEST's raw_images says, that the source list (sources.txt) has\n"
+    "its size, checksum and a line per sample; for a dataset of kind fields, that every\n"
     "record splits into its fields (schema.h) and that each image field holds\n"
     "RFPX pixels of its channels or a JPEG, each mask its image's size.\n"
     "Prints one line per problem (shard file, record, byte offset, field,\n"
@@ -196,6 +199,17 @@ int pack_verify_main(int argc, char **argv)
                unchecked ? " in the records that could be read" : "",
                info->raw_images);
         bad++;
+    }
+    if (dataset_has_sources(ds) && info->samples) {
+        const char *line;
+        size_t len;
+        struct rf_err serr;
+
+        /* the first look reads the whole list and checks every line */
+        if (dataset_source(ds, 0, &line, &len, &serr) < 0) {
+            printf("%s\n", serr.msg);
+            bad++;
+        }
     }
     printf("verify: %s: %" PRIu64 " records in %u shard%s: %" PRIu64
            " good, %" PRIu64 " problem%s%s, %" PRIu64 " bytes decoded, "

@@ -232,6 +232,28 @@ static void print_workers(const char *text, size_t len, bool json)
     }
 }
 
+/* CLASSES and SOURCES: their lines as the daemon sent them (SOURCES'
+ * still escaped, proto/sources.h), or {"classes"|"sources":[...]}. */
+static void print_lines(const char *buf, const struct ctl_reply *rep, const char *key, bool json)
+{
+    size_t off, len;
+    bool first = true;
+
+    if (json)
+        printf("{\"%s\":[", key);
+    FOR_LINES(buf, rep, off, len) {
+        if (json) {
+            fputs(first ? "" : ",", stdout);
+            json_string(stdout, buf + off, len);
+        } else {
+            printf("%.*s\n", (int)len, buf + off);
+        }
+        first = false;
+    }
+    if (json)
+        puts("]}");
+}
+
 static void print_datasets(const char *buf, const struct ctl_reply *rep, bool json)
 {
     char cols[MAX_COLS][32];
@@ -525,7 +547,8 @@ int main(int argc, char **argv)
     nargs = argc - optind - 1;
     if (nargs < def->min_args || nargs > def->max_args) {
         fprintf(stderr, "%s: %s takes %s; usage: %s\n", prog, argv[optind],
-                def->max_args ? "one argument" : "no arguments", def->usage);
+                def->max_args == 0 ? "no arguments"
+                : def->max_args == 1 ? "one argument" : "three arguments", def->usage);
         return 2;
     }
     if (verb == CTL_VERB_WORKERS) {
@@ -544,7 +567,20 @@ int main(int argc, char **argv)
             snprintf(line, sizeof(line), "%s %llu\n", def->name, (unsigned long long)n);
         }
     } else {
-        snprintf(line, sizeof(line), "%s\n", def->name);
+        /* the arguments as given, one word each (the daemon checks them) */
+        size_t used = (size_t)snprintf(line, sizeof(line), "%s", def->name);
+
+        for (int i = optind + 1; i < argc; i++) {
+            const char *a = argv[i];
+
+            if (!a[0] || strpbrk(a, " \t\r\n") || used + strlen(a) + 3 > sizeof(line)) {
+                fprintf(stderr, "%s: %s: argument \"%s\" is not one word; usage: %s\n", prog,
+                        argv[optind], a, def->usage);
+                return 2;
+            }
+            used += (size_t)snprintf(line + used, sizeof(line) - used, " %s", a);
+        }
+        snprintf(line + used, sizeof(line) - used, "\n");
     }
 
     rc = ctlconn_open(&cc, socket_path, &err);
@@ -563,7 +599,8 @@ int main(int argc, char **argv)
         return 1;
     }
     if (rep.multi != (verb == CTL_VERB_STATS || verb == CTL_VERB_DATASETS ||
-                      verb == CTL_VERB_METRICS)) {
+                      verb == CTL_VERB_METRICS || verb == CTL_VERB_CLASSES ||
+                      verb == CTL_VERB_SOURCES)) {
         fprintf(stderr, "%s: %s: the daemon sent a %s reply where a %s one was due\n", prog,
                 def->name, rep.multi ? "multi-line" : "one-line",
                 rep.multi ? "one-line" : "multi-line");
@@ -592,6 +629,12 @@ int main(int argc, char **argv)
         break;
     case CTL_VERB_METRICS:
         print_metrics(cc.buf, &rep, json);
+        break;
+    case CTL_VERB_CLASSES:
+        print_lines(cc.buf, &rep, "classes", json);
+        break;
+    case CTL_VERB_SOURCES:
+        print_lines(cc.buf, &rep, "sources", json);
         break;
     default:
         break;

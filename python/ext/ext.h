@@ -15,6 +15,8 @@
  *             delivered batch's claim on its ring slot)
  *   writer.c  DatasetWriter and ImageEncoder, under ringfeed.Writer and
  *             ringfeed.pack (python/ringfeed/writer.py)
+ *   convert.c normalize(): uint8 images into float32/float16/bfloat16,
+ *             scaled and normalized per channel (Loader's dtype=, normalize=)
  *
  * LIFETIME (why this is C and not ctypes).  A batch's pixels are a view of
  * its ring slot.  The slot must go back to the daemon exactly when the last
@@ -119,6 +121,12 @@ extern PyObject *ext_error;          /* ringfeed.Error, an OSError */
 
 /* module.c: raises ringfeed.Error(-err, msg); returns NULL. */
 PyObject *ext_raise(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* convert.c: ringfeed._ringfeed.normalize (Loader's dtype= and normalize=) */
+PyObject *ext_normalize(PyObject *self, PyObject *args, PyObject *kw);
+
+/* ctl.c: _ringfeed.ctl(request, socket=None) -> (text, [lines]), one
+ * control-protocol request; an ERR reply raises ringfeed.Error. */
+PyObject *ext_ctl(PyObject *self, PyObject *args, PyObject *kw);
 
 /* array.c */
 

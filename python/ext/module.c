@@ -50,6 +50,16 @@ static PyObject *mod_strerror(PyObject *self, PyObject *arg)
 
 static PyMethodDef mod_methods[] = {
     {"strerror", mod_strerror, METH_O, "The symbolic name of an errno (\"ENOENT\")."},
+    {"normalize", (PyCFunction)(void (*)(void))ext_normalize, METH_VARARGS | METH_KEYWORDS,
+     "normalize(src, dst, out, channels, plane, hwc, mean, std): uint8 images (src) into "
+     "dst as out (\"float32\", \"float16\", \"bfloat16\"): (x / 255 - mean[c]) / std[c]."},
+#ifndef RINGFEED_EXT_NO_WRITER
+    /* ctl.c links ringfeedctl's connection code, which gpu-check's build
+     * of the reading half leaves out as it leaves writer.c */
+    {"ctl", (PyCFunction)(void (*)(void))ext_ctl, METH_VARARGS | METH_KEYWORDS,
+     "ctl(request, socket=None) -> (text, lines): one control-protocol request "
+     "(ringfeedctl's); an ERR reply raises ringfeed.Error."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

@@ -45,6 +45,11 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
   describes the fields (None from a daemon older than fields), and
   ``loader.last.dropped`` counts the boxes the crop dropped in the last
   batch.
+* What the dataset is: ``loader.classes`` and ``loader.class_to_idx``
+  (ImageFolder's), ``loader.num_samples`` (the whole dataset's, not one
+  rank's), ``loader.fields`` and ``loader.source(i)`` (the file sample
+  ``i`` was packed from, relative to the folder packed), asked of the
+  daemon (its CLASSES and SOURCES verbs).
 * The stream is a pure function of (dataset, seed, epoch, rank, world,
   batch, transform): ``state_dict()`` is that cursor, and
   ``load_state_dict()`` continues with the next batch exactly.
@@ -140,6 +145,28 @@ def _millis(name, seconds):
     return int(seconds * 1000)
 
 
+_SOURCES_CHUNK = 1024  # source lines asked per SOURCES request (<= CTL_SOURCES_MAX)
+
+
+def _unescape_source(line):
+    """A source-list line (proto/sources.h: \\\\ and \\xHH escapes) as the
+    path os.scandir would name: os.fsdecode of its bytes."""
+    if "\\" not in line:
+        return line
+    raw, out, i = line.encode(), bytearray(), 0
+    while i < len(raw):
+        if raw[i] != 0x5C:
+            out.append(raw[i])
+            i += 1
+        elif raw[i + 1:i + 2] == b"\\":
+            out.append(0x5C)
+            i += 2
+        else:  # \xHH: the daemon checked the list, so this is one
+            out.append(int(raw[i + 2:i + 4], 16))
+            i += 4
+    return os.fsdecode(bytes(out))
+
+
 class BatchInfo:
     """What came with a batch besides its pixels and labels.
 
@@ -233,6 +260,16 @@ class Loader:
       other trainers wait; share=0 to decode alone even beside an identical
       stream).  name: a label in the daemon's stats.
     output: "torch" (default when torch imports) or "numpy".
+    dtype: None (default: uint8 images as the workers made them), or
+      float32, float16 or bfloat16 (torch dtypes, numpy's or their names;
+      bfloat16 for torch only): images scaled to [0, 1] as ToTensor /
+      ConvertImageDtype give them, in a new tensor the loader makes (one
+      SIMD pass, no Python per sample; the slot goes back at once).
+    normalize: None, or (mean, std), one value per channel: images become
+      (x / 255 - mean) / std, as torchvision's Normalize after ToTensor
+      (within an ulp or two of float32); implies float32 unless dtype says
+      otherwise.  Both need uint8 images (train, eval, none, or a uint8
+      tensor dataset) delivered as (images, labels) on the host.
     copy: hand out owned copies instead of views of the ring.
     device: "cuda[:N]" copies each batch to that GPU on the current stream
       (the slot goes back when the copy is done); needs torch with CUDA.
@@ -247,7 +284,8 @@ class Loader:
     def __init__(self, dataset, batch_size=256, *, transform="raw", size=None, seed=0,
                  shuffle=True, drop_last=False, rank=None, world_size=None, socket=None,
                  depth=None, params=None, name=None, output=None, copy=False, device=None,
-                 layout=None, timeout=None, reconnect_timeout=30.0):
+                 layout=None, timeout=None, reconnect_timeout=30.0, dtype=None,
+                 normalize=None):
         self._client = None
         self._pid = os.getpid()
         self._torch = None
@@ -269,6 +307,7 @@ class Loader:
             raise _bad(f'output={output!r}: use "torch" or "numpy"')
         self.output = output
         self._device = self._check_device(device)
+        self._convert = self._check_convert(dtype, normalize)
         self._copy = bool(copy)
         if timeout is not None and not timeout > 0:
             raise _bad(f"timeout={timeout!r}: use a number of seconds > 0, or None")
@@ -298,6 +337,8 @@ class Loader:
         self.transform = transform
         self.size = size
         self.last = None
+        self._classes = None  # metadata, asked of the daemon on first use
+        self._sources = {}    # source lines by chunk start
         self._target = None
         self.sampler = _Sampler(self)
         try:
@@ -311,6 +352,66 @@ class Loader:
         self.world_size = self._info["world"]
 
     # ---- construction helpers
+    def _check_convert(self, dtype, normalize):
+        """(output dtype name, mean, std) for dtype= and normalize=, or None."""
+        if dtype is None and normalize is None:
+            return None
+        name = "float32" if dtype is None else str(dtype).replace("torch.", "")
+        name = {"float": "float32", "half": "float16", "<class 'numpy.float32'>": "float32",
+                "<class 'numpy.float16'>": "float16"}.get(name, name)
+        if name == "uint8" and normalize is None:
+            return None
+        if name not in ("float32", "float16", "bfloat16"):
+            raise _bad(f"dtype={dtype!r}: use None (uint8), float32, float16 or bfloat16")
+        if name == "bfloat16" and self.output != "torch":
+            raise _bad('dtype=bfloat16 is for output="torch": numpy has no bfloat16')
+        if self._device is not None:
+            raise _bad("dtype= and normalize= convert on the host; with device= convert on "
+                       "the device after the copy (x.float() ...): the converting copy to "
+                       "the device is not built yet")
+        mean = std = None
+        if normalize is not None:
+            try:
+                mean, std = normalize
+                mean, std = [float(v) for v in mean], [float(v) for v in std]
+            except (TypeError, ValueError):
+                raise _bad(f"normalize={normalize!r}: use (mean, std), one number per "
+                           "channel each") from None
+            if len(mean) != len(std) or not all(v > 0 for v in std):
+                raise _bad(f"normalize={normalize!r}: mean and std of one length, std > 0")
+        return name, mean, std
+
+    def _check_convert_stream(self):
+        """The stream must give uint8 images for dtype=/normalize=."""
+        name, mean, std = self._convert
+        shape, layout = tuple(self._info["shape"]), self._info["layout"]
+        if self._dict or self.dtype != "uint8" or layout not in ("chw", "hwc"):
+            raise _bad(f"dtype={name} / normalize= convert uint8 images delivered as "
+                       f"(images, labels); this stream gives {self.dtype} {layout} "
+                       + ("dict batches" if self._dict else "samples"))
+        c = shape[0] if layout == "chw" else shape[2]
+        if mean is not None and len(mean) != c:
+            raise _bad(f"normalize has {len(mean)} values per channel, the images have {c} "
+                       "channels")
+        self._conv = (name, c, shape[1] * shape[2] if layout == "chw" else 1,
+                      layout == "hwc", mean if mean is not None else [0.0] * c,
+                      std if std is not None else [1.0] * c)
+
+    def _converted(self, images):
+        """A new float batch of images (the view is let go after)."""
+        import numpy as np
+
+        name, c, plane, hwc, mean, std = self._conv
+        src = self._from(images)  # a view of the slot (DLPack for torch)
+        if self.output == "torch":
+            src = src.numpy()
+            out = self._torch.empty(src.shape, dtype=getattr(self._torch, name))
+            dst = out.numpy() if name == "float32" else out.view(self._torch.int16).numpy()
+        else:
+            out = dst = np.empty(src.shape, dtype=name)
+        _ringfeed.normalize(src, dst, name, c, plane, hwc, mean, std)
+        return out
+
     def _check_device(self, device):
         if device is None:
             return None
@@ -358,6 +459,8 @@ class Loader:
         # are dicts unless they are an older dataset's image and label
         self.fields = self._client.fields()
         self._dict = self.fields is not None and not _legacy(self.fields)
+        if self._convert is not None:
+            self._check_convert_stream()
         if self._device is not None and not self._dict:
             # the device buffer gets the batch's element type: the copy is
             # byte for byte, so its dtype and shape are what the ring's are
@@ -462,6 +565,68 @@ class Loader:
                 "transform": self.transform, "size": self.size, "shuffle": self.shuffle,
                 "drop_last": self.drop_last, "params": self._params}
 
+    # ---- metadata: what the dataset is (CLASSES and SOURCES, from the daemon)
+    @property
+    def num_samples(self):
+        """Samples in the dataset (the MANIFEST's samples), the whole of it
+        whatever this rank's share; not DistributedSampler.num_samples,
+        which is one rank's: that is about len(self) * batch_size."""
+        return self._info["dataset_samples"]
+
+    @property
+    def classes(self):
+        """The class names, class i at index i: the MANIFEST's class lines
+        (for ringfeed-pack imagefolder, torchvision ImageFolder's
+        ``classes``); [] for a dataset without classes.  Asked of the
+        daemon once (its CLASSES verb)."""
+        if self._classes is None:
+            self._classes = self._ctl(f"CLASSES {self.dataset}")[1]
+        return list(self._classes)
+
+    @property
+    def class_to_idx(self):
+        """{class name: label}, as torchvision ImageFolder's; {} without
+        classes."""
+        return {name: i for i, name in enumerate(self.classes)}
+
+    def source(self, index):
+        """The file dataset sample `index` was packed from, relative to the
+        folder packed (ringfeed-pack imagefolder: ImageFolder's
+        ``samples[index][0]`` relative to its root, skipped files
+        accounted for).  A negative index counts from the end, as a list's.
+        IndexError out of range; ringfeed.Error (ENOENT) naming why when the
+        dataset has no source list (packed with --no-sources, before source
+        lists, or by ringfeed.Writer, which records none).  Lines come from
+        the daemon's SOURCES verb, _SOURCES_CHUNK at a time, and are kept."""
+        try:
+            i = operator.index(index)
+        except TypeError:
+            raise TypeError(f"ringfeed: source({index!r}): an integer is required") from None
+        n = self.num_samples
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"ringfeed: source({index}): the dataset has {n} samples")
+        start = i - i % _SOURCES_CHUNK
+        if start not in self._sources:
+            got = []
+            while start + len(got) < min(n, start + _SOURCES_CHUNK):
+                at = start + len(got)
+                lines = self._ctl(f"SOURCES {self.dataset} {at} "
+                                  f"{min(n, start + _SOURCES_CHUNK) - at}")[1]
+                if not lines:
+                    raise Error(errno.EPROTO, f"the daemon sent no source line for {at}")
+                got += lines
+            self._sources[start] = got
+        return _unescape_source(self._sources[start][i - start])
+
+    def _ctl(self, request):
+        if not hasattr(_ringfeed, "ctl"):
+            raise Error(errno.ENOTSUP, "this build of the ringfeed extension has no control "
+                        "requests (scripts/gpu-check builds the reading half only): classes, "
+                        "class_to_idx and source(i) need the package built with meson")
+        return _ringfeed.ctl(request, self._opts["socket"])
+
     def stats(self):
         """libringfeed's counters: batches, samples, wait_seconds (inside
         next, waiting), between_seconds (the program's time between
@@ -505,6 +670,8 @@ class Loader:
             return self._next_device(c)
         images, labels, recs, epoch, seq, sseq, sub = c.next(self._timeout_ms, self._copy)
         self._advance(recs, epoch, seq, sseq, sub)
+        if self._convert is not None:
+            return self._converted(images), self._from(labels)
         return self._from(images), self._from(labels)
 
     def _next_device(self, c):
