@@ -500,7 +500,9 @@ int xform_eval_apply(const struct dataset *ds, const struct wire_xform *p, const
  * have one size (image_shape HxW).  The ATTACH parameters of the resizing
  * transforms do not apply: each must be left at its default (flip may
  * also be 0), so a request that asks for a crop or a size is refused
- * rather than served something else.
+ * rather than served something else.  (The daemon refuses any of them
+ * named at all, at any value: transform.c's xform_check_params; this
+ * holds the geometry for the tools that call it directly.)
  */
 int xform_none_geometry(const struct dataset *ds, const struct wire_xform *p,
                         struct xform_out *out, struct rf_err *err)
