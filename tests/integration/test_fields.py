@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import ringfeed
-from conftest import binary, proc_alive, read_tool, run_read, wait_for
+from conftest import binary, proc_alive, read_tool, run_read, wait_for, workers_held
 
 SIDE = 24
 
@@ -296,8 +296,13 @@ def test_two_readers_share_a_fields_stream(every_kind, daemon_factory):
     cmd = [read_tool(), "--socket", d.sock, "--dataset", "every", "--batch", "8", "--epochs",
            "30", "--transform", "none", "--seed", "6", "--json"]
     want = digest(d.sock, "every", 8, 30, ["--seed", "6", "--params", "share=0"])
-    ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-          for _ in range(2)]
+    # both attached before any batch is made: the second joins the first's
+    # group at its first batch whatever the machine's load (started freely,
+    # the first could be past the point where the second may join)
+    with workers_held(d):
+        ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+        wait_for(lambda: d.stats()["clients.attached"] == "2", "both readers to attach")
     outs = [p.communicate(timeout=300) for p in ps]
     for p, (o, e) in zip(ps, outs):
         assert p.returncode == 0, e
