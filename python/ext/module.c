@@ -10,6 +10,8 @@
  */
 #include "ext.h"
 
+#include "config.h" /* RINGFEED_VERSION: meson's project version, ringfeed.__version__ */
+
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -109,7 +111,8 @@ PyMODINIT_FUNC PyInit__ringfeed(void)
     if (PyModule_AddIntConstant(m, "SAMPLE_PADDING", RF_SAMPLE_PADDING) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLE_SUBSTITUTED", RF_SAMPLE_SUBSTITUTED) < 0 ||
         PyModule_AddIntConstant(m, "VERSION_MAJOR", RF_VERSION_MAJOR) < 0 ||
-        PyModule_AddIntConstant(m, "VERSION_MINOR", RF_VERSION_MINOR) < 0)
+        PyModule_AddIntConstant(m, "VERSION_MINOR", RF_VERSION_MINOR) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", RINGFEED_VERSION) < 0)
         goto fail;
     return m;
 fail:

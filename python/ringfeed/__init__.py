@@ -27,10 +27,10 @@ freed, in the order batches came.  Rank and world size come from
 torchrun's RANK/WORLD_SIZE (or Open MPI's) unless given.  Failures raise
 ringfeed.Error, an OSError carrying libringfeed's full message.
 """
-from ._ringfeed import Error, SAMPLE_PADDING, SAMPLE_SUBSTITUTED
+from ._ringfeed import Error, SAMPLE_PADDING, SAMPLE_SUBSTITUTED, __version__
 from .loader import BatchInfo, Loader
 from .ragged import RaggedBatch
 from .writer import Bytes, Image, Ragged, SampleError, Scalar, Tensor, Writer, pack
 
-__all__ = ["Loader", "BatchInfo", "RaggedBatch", "Error", "SAMPLE_PADDING", "SAMPLE_SUBSTITUTED",
+__all__ = ["__version__", "Loader", "BatchInfo", "RaggedBatch", "Error", "SAMPLE_PADDING", "SAMPLE_SUBSTITUTED",
            "Writer", "pack", "Image", "Tensor", "Scalar", "Bytes", "Ragged", "SampleError"]
