@@ -61,9 +61,11 @@ Choices a DataLoader user should know (the README's "From PyTorch" says the same
   stream's fields hold raises OverflowError naming it (``seed`` is 0 to
   2**64 - 1; epochs run from 0 to 2**32 - 1, the protocol's).
 """
+import array
 import errno
 import operator
 import os
+import struct
 import weakref
 
 from . import _ringfeed
@@ -89,6 +91,14 @@ def _torch_or_none():
         return None
 
 
+def _have_numpy():
+    try:
+        import numpy  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
 def _bad(msg):
     return Error(errno.EINVAL, msg)
 
@@ -110,6 +120,11 @@ def _with_count(e):
     return Error(e.errno, f"{e.strerror}; this process holds {n} ringfeed.Loader"
                  f"{'' if n == 1 else 's'} open: close() those it no longer reads (or "
                  "make them with `with ringfeed.Loader(...) as loader:`)")
+
+
+def _as_is(a):
+    """output="buffer": ringfeed's array itself (the buffer protocol)."""
+    return a
 
 
 _U32_MAX = 2**32 - 1
@@ -177,14 +192,17 @@ class BatchInfo:
     ringfeed.SAMPLE_SUBSTITUTED) with the masks ``padding`` and
     ``substitutes``; ``dropped``, the boxes the crop dropped in this batch
     (their centre left it; 0 for a dataset without boxes).  Arrays come as
-    the loader's output type.
+    the loader's output type (array.array for output="buffer").
     """
 
-    __slots__ = ("_recs", "_torch", "epoch", "seq", "stream_seq", "substituted", "dropped")
+    __slots__ = ("_recs", "_torch", "_buffer", "epoch", "seq", "stream_seq", "substituted",
+                 "dropped")
 
-    def __init__(self, recs, epoch, seq, stream_seq, substituted, torch_mod, dropped=0):
+    def __init__(self, recs, epoch, seq, stream_seq, substituted, torch_mod, dropped=0,
+                 buffer=False):
         self._recs = recs
         self._torch = torch_mod
+        self._buffer = buffer
         self.epoch = epoch
         self.seq = seq
         self.stream_seq = stream_seq
@@ -195,6 +213,10 @@ class BatchInfo:
         return len(self._recs) // 16
 
     def _field(self, name, dtype):
+        if self._buffer:  # no numpy: struct rf_sample's records unpacked
+            col = ("index", "label", "flags").index(name)
+            return array.array("q" if dtype == "int64" else "i",
+                               (r[col] for r in struct.iter_unpack("<QiI", self._recs)))
         import numpy as np
         a = np.frombuffer(self._recs, dtype=_records_dtype())[name].astype(dtype)
         return self._torch.from_numpy(a) if self._torch else a
@@ -213,11 +235,16 @@ class BatchInfo:
 
     @property
     def padding(self):
-        return (self.flags & _ringfeed.SAMPLE_PADDING) != 0
+        return self._mask(_ringfeed.SAMPLE_PADDING)
 
     @property
     def substitutes(self):
-        return (self.flags & _ringfeed.SAMPLE_SUBSTITUTED) != 0
+        return self._mask(_ringfeed.SAMPLE_SUBSTITUTED)
+
+    def _mask(self, bit):
+        if self._buffer:
+            return array.array("b", (f & bit != 0 for f in self.flags))
+        return (self.flags & bit) != 0
 
     def __repr__(self):
         return (f"BatchInfo(epoch={self.epoch}, seq={self.seq}, samples={len(self)}, "
@@ -259,7 +286,12 @@ class Loader:
       flip, crop; weight=3 for a larger share of the daemon's workers while
       other trainers wait; share=0 to decode alone even beside an identical
       stream).  name: a label in the daemon's stats.
-    output: "torch" (default when torch imports) or "numpy".
+    output: "torch" (default when torch imports), "numpy" (default when
+      only numpy does) or "buffer" (default when neither does): batches as
+      ringfeed's own arrays, read through the buffer protocol
+      (memoryview(images) has their format and shape; bfloat16 elements
+      show as their uint16 bit patterns), and loader.last's arrays as
+      array.array.
     dtype: None (default: uint8 images as the workers made them), or
       float32, float16 or bfloat16 (torch dtypes, numpy's or their names;
       bfloat16 for torch only): images scaled to [0, 1] as ToTensor /
@@ -298,13 +330,16 @@ class Loader:
                                                               _I32_MIN, _I32_MAX)
         if output is None:
             self._torch = _torch_or_none()
-            output = "torch" if self._torch else "numpy"
+            output = "torch" if self._torch else "numpy" if _have_numpy() else "buffer"
         elif output == "torch":
             self._torch = _torch_or_none()
             if self._torch is None:
                 raise _bad('output="torch" but torch does not import; use output="numpy"')
-        elif output != "numpy":
-            raise _bad(f'output={output!r}: use "torch" or "numpy"')
+        elif output == "numpy":
+            if not _have_numpy():
+                raise _bad('output="numpy" but numpy does not import; use output="buffer"')
+        elif output != "buffer":
+            raise _bad(f'output={output!r}: use "torch", "numpy" or "buffer"')
         self.output = output
         self._device = self._check_device(device)
         self._convert = self._check_convert(dtype, normalize)
@@ -326,6 +361,8 @@ class Loader:
         if self.output == "torch":
             from torch.utils.dlpack import from_dlpack
             self._from = from_dlpack
+        elif self.output == "buffer":
+            self._from = _as_is
         else:
             import numpy as np
             self._from = np.asarray
@@ -363,6 +400,9 @@ class Loader:
             return None
         if name not in ("float32", "float16", "bfloat16"):
             raise _bad(f"dtype={dtype!r}: use None (uint8), float32, float16 or bfloat16")
+        if self.output == "buffer":
+            raise _bad(f'dtype={name} / normalize= make torch tensors or numpy arrays: use '
+                       'output="torch" or "numpy" (install one of them)')
         if name == "bfloat16" and self.output != "torch":
             raise _bad('dtype=bfloat16 is for output="torch": numpy has no bfloat16')
         if self._device is not None:
@@ -708,6 +748,8 @@ class Loader:
     def _column(self, a):
         """One column's Array as the loader's output type: a zero-copy view
         but for the element types an output lacks (see the module's help)."""
+        if self.output == "buffer":
+            return a
         if self.output == "numpy":
             import numpy as np
             if a.dtype == "bfloat16":  # the bit patterns, widened to float32
@@ -726,7 +768,8 @@ class Loader:
         return self._from(a)
 
     def _advance(self, recs, epoch, seq, sseq, sub, dropped=0):
-        self.last = BatchInfo(recs, epoch, seq, sseq, sub, self._torch, dropped)
+        self.last = BatchInfo(recs, epoch, seq, sseq, sub, self._torch, dropped,
+                              buffer=self.output == "buffer")
         self._pos = (epoch + 1, 0) if seq + 1 >= self._bpe else (epoch, seq + 1)
 
 
