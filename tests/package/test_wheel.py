@@ -106,6 +106,14 @@ for mod in ("torch", "numpy"):
         have = False
     if want_output == "buffer" and have:
         sys.exit(f"{mod} imports here: not the interpreter without torch and numpy")
+if want_output == "buffer":  # what needs numpy or torch says so
+    for kw, says in ((dict(output="numpy"), 'output="buffer"'),
+                     (dict(dtype="float32"), 'output="torch" or "numpy"')):
+        try:
+            ringfeed.Loader("fm", socket=sock, **kw)
+            sys.exit(f"{kw} accepted without torch and numpy")
+        except ringfeed.Error as e:
+            assert says in str(e), str(e)
 loader = ringfeed.Loader("fm", batch_size=1000, shuffle=False, socket=sock)
 assert loader.output == want_output, loader.output
 labels, pixels = bytearray(), bytearray()
