@@ -12,6 +12,8 @@ pyproject's -Dwheel=true -Dcuda=disabled), then:
    and run, and that the venv's ringfeed-pack packs Fashion-MNIST's test
    split, the venv's ringfeedd serves it, ringfeed-read reads it and
    ringfeed.Loader (torch) delivers the IDX file's labels and pixels;
+   then the Python suite's tests/integration/test_python.py runs on the
+   venv's interpreter, its daemons and tools the venv's commands;
 2. installs the same wheel into a venv of another CPython of the same
    version (pyenv's; $RINGFEED_OTHER_PYTHON names one), which has neither
    torch nor numpy, and reads the same stream through the buffer protocol
@@ -173,6 +175,25 @@ def install(python, venv, wheel, system_site):
     print(f"ok: {venv}: {', '.join(COMMANDS)} are its commands and run")
 
 
+def python_suite(venv, tmp):
+    """tests/integration/test_python.py on the venv's python, its
+    RINGFEED_BUILD_DIR a tree of links to the venv's commands (conftest.py
+    finds daemon/ringfeedd and tools/* there), ringfeed the venv's."""
+    tree = os.path.join(tmp, "venv-tree")
+    for rel in ("daemon/ringfeedd", "tools/ringfeed-pack", "tools/ringfeedctl",
+                "tools/ringfeed-read"):
+        os.makedirs(os.path.join(tree, os.path.dirname(rel)), exist_ok=True)
+        os.symlink(os.path.join(venv, "bin", os.path.basename(rel)), os.path.join(tree, rel))
+    env = dict(ENV, RINGFEED_BUILD_DIR=tree, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("RINGFEED_PACK", None)
+    py = os.path.join(venv, "bin", "python")
+    run([py, "-c", "import ringfeed, sys; assert ringfeed.__file__.startswith(sys.prefix)"],
+        env=env, cwd=SRC)
+    print(run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "tests/integration/test_python.py"], env=env, cwd=SRC).splitlines()[-1])
+    print(f"ok: tests/integration/test_python.py passed on {venv}")
+
+
 def main():
     for mod in ("build", "mesonpy"):
         r = subprocess.run(["/usr/bin/python3", "-c", f"import {mod}"], capture_output=True)
@@ -207,6 +228,7 @@ def main():
              "--batch", "1000", "--epochs", "1"])
         print("ok: the venv's ringfeed-pack, ringfeedd, ringfeedctl and ringfeed-read")
         check_stream(v1, sock, "torch", labels, pixels)
+        python_suite(v1, tmp)
 
         v2 = os.path.join(tmp, "venv-bare")
         install(other, v2, wheel, system_site=False)
