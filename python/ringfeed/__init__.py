@@ -32,5 +32,6 @@ from .loader import BatchInfo, Loader
 from .ragged import RaggedBatch
 from .writer import Bytes, Image, Ragged, SampleError, Scalar, Tensor, Writer, pack
 
-__all__ = ["__version__", "Loader", "BatchInfo", "RaggedBatch", "Error", "SAMPLE_PADDING", "SAMPLE_SUBSTITUTED",
+__all__ = ["__version__", "Loader", "BatchInfo", "RaggedBatch", "Error", "SAMPLE_PADDING",
+           "SAMPLE_SUBSTITUTED",
            "Writer", "pack", "Image", "Tensor", "Scalar", "Bytes", "Ragged", "SampleError"]
