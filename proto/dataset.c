@@ -86,6 +86,41 @@ static char *path_join(const char *dir, const char *name)
     return p;
 }
 
+/*
+ * Reads name, a file the manifest names beside the shards (the dictionary,
+ * the source list), from dirfd into a malloc'd *buf of *len bytes, and
+ * checks it is size bytes with CRC-32C crc as the manifest says.  what
+ * names it in messages.  Returns 0, or a negative errno with err set (and
+ * *buf NULL).
+ */
+static int read_checked(const struct dataset *ds, int dirfd, const char *name,
+                        size_t max, uint64_t size, uint32_t crc, const char *what,
+                        char **buf, size_t *len, struct rf_err *err)
+{
+    uint32_t got;
+    int r;
+
+    *buf = NULL;
+    *len = 0;
+    r = fio_read_file(dirfd, name, max, buf, len);
+    if (r < 0)
+        return rf_err_set(err, r, "%s/%s: cannot read the %s: %s", ds->dir, name, what,
+                          strerror(-r));
+    if (*len != size) {
+        r = rf_err_set(err, -EBADMSG, "%s/%s: %s is %zu bytes, the manifest says %" PRIu64,
+                       ds->dir, name, what, *len, size);
+    } else if ((got = crc32c(0, *buf, *len)) != crc) {
+        r = rf_err_set(err, -EBADMSG, "%s/%s at byte 0: %s checksum mismatch (manifest says "
+                       "%08" PRIx32 ", file gives %08" PRIx32 ")", ds->dir, name, what, crc,
+                       got);
+    } else {
+        return 0;
+    }
+    free(*buf);
+    *buf = NULL;
+    return r;
+}
+
 /* Loads and checks the dictionary the manifest names. */
 static int load_dict(struct dataset *ds, int dirfd, struct rf_err *err)
 {
@@ -93,26 +128,13 @@ static int load_dict(struct dataset *ds, int dirfd, struct rf_err *err)
     const char *name = manifest_dict_name(m);
     char *buf = NULL;
     size_t len = 0;
-    uint32_t crc;
     int r;
 
-    r = fio_read_file(dirfd, name, DATASET_DICT_MAX, &buf, &len);
+    r = read_checked(ds, dirfd, name, DATASET_DICT_MAX, m->dict_size, m->dict_crc,
+                     "dictionary", &buf, &len, err);
     if (r < 0)
-        return rf_err_set(err, r, "%s/%s: cannot read the dictionary: %s",
-                          ds->dir, name, strerror(-r));
+        return r;
     r = -EBADMSG;
-    if (len != m->dict_size) {
-        rf_err_set(err, r, "%s/%s: dictionary is %zu bytes, the manifest "
-                   "says %" PRIu32, ds->dir, name, len, m->dict_size);
-        goto out;
-    }
-    crc = crc32c(0, buf, len);
-    if (crc != m->dict_crc) {
-        rf_err_set(err, r, "%s/%s at byte 0: dictionary checksum mismatch "
-                   "(manifest says %08" PRIx32 ", file gives %08" PRIx32 ")",
-                   ds->dir, name, m->dict_crc, crc);
-        goto out;
-    }
     ds->ddict = ZSTD_createDDict(buf, len);
     if (!ds->ddict) {
         rf_err_set(err, -ENOMEM, "%s/%s: zstd cannot load the dictionary",
@@ -656,7 +678,6 @@ static int load_sources(struct dataset *ds, struct rf_err *err)
     char *buf = NULL;
     uint64_t *off = NULL;
     size_t len = 0;
-    uint32_t crc;
     struct rf_err e;
     int dirfd, r;
 
@@ -664,24 +685,12 @@ static int load_sources(struct dataset *ds, struct rf_err *err)
     if (dirfd == -1)
         return rf_err_set(err, -errno, "%s: cannot open the dataset folder: %s",
                           ds->dir, strerror(errno));
-    r = fio_read_file(dirfd, name, (size_t)SOURCES_FILE_MAX, &buf, &len);
+    r = read_checked(ds, dirfd, name, (size_t)SOURCES_FILE_MAX, m->sources_size,
+                     m->sources_crc, "source list", &buf, &len, err);
     close(dirfd);
     if (r < 0)
-        return rf_err_set(err, r, "%s/%s: cannot read the source list: %s",
-                          ds->dir, name, strerror(-r));
+        return r;
     r = -EBADMSG;
-    if (len != m->sources_size) {
-        rf_err_set(err, r, "%s/%s: source list is %zu bytes, the manifest "
-                   "says %" PRIu64, ds->dir, name, len, m->sources_size);
-        goto out;
-    }
-    crc = crc32c(0, buf, len);
-    if (crc != m->sources_crc) {
-        rf_err_set(err, r, "%s/%s at byte 0: source list checksum mismatch "
-                   "(manifest says %08" PRIx32 ", file gives %08" PRIx32 ")",
-                   ds->dir, name, m->sources_crc, crc);
-        goto out;
-    }
     off = malloc(((size_t)m->samples + 1) * sizeof(*off));
     if (!off) {
         r = rf_err_set(err, -ENOMEM, "%s/%s: out of memory for %" PRIu64
