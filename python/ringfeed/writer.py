@@ -1161,23 +1161,29 @@ def _parallel(dataset, encoder, mapped, total, jobs):
     pending = collections.deque()
     todo = tasks()
     index = 0
-    try:
+
+    def submit_one():
         for fn, a, b in todo:
             pending.append(ex.submit(fn, a, b))
-            if len(pending) >= 4 * jobs:
-                break
-        while pending:
-            try:
+            return True
+        return False
+
+    try:
+        # A worker's death breaks the pool: the next result() raises, and
+        # so does the next submit() once the pool has noticed; either way
+        # the same refusal.
+        try:
+            while len(pending) < 4 * jobs and submit_one():
+                pass
+            while pending:
                 done = pending.popleft().result()
-            except BrokenProcessPool as e:
-                raise RuntimeError(f"ringfeed.pack: an encoding worker died ({e}) near "
-                                   f"sample {index}: nothing written") from None
-            for fn, a, b in todo:
-                pending.append(ex.submit(fn, a, b))
-                break
-            for enc in done:
-                yield index, enc
-                index += 1
+                submit_one()
+                for enc in done:
+                    yield index, enc
+                    index += 1
+        except BrokenProcessPool as e:
+            raise RuntimeError(f"ringfeed.pack: an encoding worker died ({e}) near "
+                               f"sample {index}: nothing written") from None
     finally:
         for f in pending:
             f.cancel()

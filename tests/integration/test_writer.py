@@ -414,6 +414,31 @@ def pool_threads():
     return [t for t in threading.enumerate() if isinstance(t, cfp._ExecutorManagerThread)]
 
 
+def test_pool_broken_at_submit(tmp_path, monkeypatch):
+    """A worker's death can be seen first by submit() rather than by a
+    result() (a CI run saw the pool's own message so): the same refusal,
+    nothing left behind."""
+    import concurrent.futures as cf
+    from concurrent.futures.process import BrokenProcessPool
+
+    class Breaks(cf.ProcessPoolExecutor):
+        calls = 0
+
+        def submit(self, *a, **k):
+            Breaks.calls += 1
+            if Breaks.calls == 10:
+                raise BrokenProcessPool("A child process terminated abruptly")
+            return super().submit(*a, **k)
+
+    monkeypatch.setattr(cf, "ProcessPoolExecutor", Breaks)
+    items, _ = mixed(200)
+    refused(tmp_path, RuntimeError, "an encoding worker died",
+            lambda p: ringfeed.pack(Folder(items, ["a", "b", "c", "d"]), p, FIELDS, jobs=2,
+                                    progress=False))
+    assert Breaks.calls == 10
+    assert pool_threads() == []
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_interrupted_pack_leaves_nothing(tmp_path, jobs):
     items, _ = mixed(30)
