@@ -100,6 +100,8 @@ struct client_handoff {
     void *spare[RING_MAX_DEPTH]; /* events to reuse */
     unsigned n_spare;
     uint64_t copies;
+    void *stage;                /* the converting copy's device buffer, or
+                                   NULL (pin.h's client_pin_stage_*) */
     char note[CLIENT_NOTE_MAX];
 };
 

@@ -2,7 +2,10 @@
  * handoff.c - the CUDA hand-off of libringfeed: ring mappings registered
  * with cudaHostRegister, batches copied to the device on the caller's
  * stream, and their slots released to the daemon once the copy is done
- * (rf_cuda_register, rf_cuda_copy_release, rf_poll).  The GPU runtime
+ * (rf_cuda_register, rf_cuda_copy_release, rf_poll); or converted on the
+ * way, uint8 images to normalized floats (rf_cuda_convert_release: the
+ * batch staged in a device buffer of the client's, then a kernel on the
+ * same stream, the slot released once the kernel is done).  The GPU runtime
  * itself is behind pin.h.
  *
  * The pending queue.  A batch is "handed back" when the caller gives it up
@@ -34,6 +37,7 @@
 
 #include "client.h"
 #include "pin.h"
+#include "u8norm.h"
 
 #define POLL_NS 20000 /* between event queries when waiting with a deadline */
 
@@ -225,8 +229,16 @@ int client_handoff_drain(struct rf_client *c, int wait, int64_t deadline_ns)
     return failed ? failed : rc;
 }
 
-int rf_cuda_copy_release(struct rf_client *c, const struct rf_batch *b, void *dst_device,
-                         void *cuda_stream)
+/* What rf_cuda_copy_release and rf_cuda_convert_release share: the checks
+ * of the caller and the batch, the device probe, an event, and once the
+ * enqueue succeeded the batch queued behind it.  enqueue runs the copy (or
+ * the converting copy) with the event; on its failure the event goes back
+ * and the batch stays held. */
+typedef int (*enqueue_fn)(struct rf_client *c, const struct rf_batch *b, void *dst,
+                          void *stream, void *ev, const void *arg, char *why, size_t len);
+
+static int hand_off(struct rf_client *c, const struct rf_batch *b, void *dst_device,
+                    void *cuda_stream, const char *fn, enqueue_fn enqueue, const void *arg)
 {
     char why[CLIENT_NOTE_MAX];
     void *ev;
@@ -235,31 +247,29 @@ int rf_cuda_copy_release(struct rf_client *c, const struct rf_batch *b, void *ds
     if (!c || !b)
         return -EINVAL;
     if (!dst_device)
-        return rf_err_set(&c->err, -EINVAL, "rf_cuda_copy_release: NULL destination");
-    rc = client_check_owner(c, "rf_cuda_copy_release");
+        return rf_err_set(&c->err, -EINVAL, "%s: NULL destination", fn);
+    rc = client_check_owner(c, fn);
     if (rc < 0)
         return rc;
-    rc = client_check_handback(c, b, "rf_cuda_copy_release");
+    rc = client_check_handback(c, b, fn);
     if (rc < 0)
         return rc;
     if (!c->ho.want)
         (void)rf_cuda_register(c); /* failing to pin still copies */
     if (c->ho.probe != 1)
-        return rf_err_set(&c->err, c->ho.probe < 0 ? c->ho.probe : -ENODEV,
-                          "rf_cuda_copy_release: %s", c->ho.note);
+        return rf_err_set(&c->err, c->ho.probe < 0 ? c->ho.probe : -ENODEV, "%s: %s", fn,
+                          c->ho.note);
     if (c->ho.n_spare) {
         ev = c->ho.spare[--c->ho.n_spare];
     } else {
         rc = client_pin_event_new(&ev, why, sizeof(why));
         if (rc < 0)
-            return rf_err_set(&c->err, rc, "rf_cuda_copy_release: %s", why);
+            return rf_err_set(&c->err, rc, "%s: %s", fn, why);
     }
-    rc = client_pin_copy(dst_device, b->data, (size_t)b->count * b->sample_bytes, cuda_stream,
-                         ev, why, sizeof(why));
+    rc = enqueue(c, b, dst_device, cuda_stream, ev, arg, why, sizeof(why));
     if (rc < 0) {
         spare(c, ev);
-        return rf_err_set(&c->err, rc, "rf_cuda_copy_release: batch %" PRIu64 ": %s",
-                          b->stream_seq, why);
+        return rf_err_set(&c->err, rc, "%s: batch %" PRIu64 ": %s", fn, b->stream_seq, why);
     }
     rc = client_handoff_queue(c, ev);
     if (rc < 0) { /* cannot happen: at most depth-1 batches are held */
@@ -269,6 +279,87 @@ int rf_cuda_copy_release(struct rf_client *c, const struct rf_batch *b, void *ds
     }
     c->ho.copies++;
     return 0;
+}
+
+static int enqueue_copy(struct rf_client *c, const struct rf_batch *b, void *dst, void *stream,
+                        void *ev, const void *arg, char *why, size_t len)
+{
+    (void)c;
+    (void)arg;
+    return client_pin_copy(dst, b->data, (size_t)b->count * b->sample_bytes, stream, ev, why,
+                           len);
+}
+
+int rf_cuda_copy_release(struct rf_client *c, const struct rf_batch *b, void *dst_device,
+                         void *cuda_stream)
+{
+    return hand_off(c, b, dst_device, cuda_stream, "rf_cuda_copy_release", enqueue_copy, NULL);
+}
+
+/* The staging buffer holds one slot's data (every batch of the stream
+ * fits); made on first use, on the device current then, and again when a
+ * reconnect brought a larger slot. */
+static int enqueue_convert(struct rf_client *c, const struct rf_batch *b, void *dst,
+                           void *stream, void *ev, const void *arg, char *why, size_t len)
+{
+    size_t bytes = (size_t)b->count * b->sample_bytes;
+    size_t need = (size_t)c->opt.batch * b->sample_bytes;
+    int rc;
+
+    if (need < bytes)
+        need = bytes;
+    if (c->ho.stage && client_pin_stage_size(c->ho.stage) < need) {
+        /* conversions still queued read the old buffer: let them finish */
+        rc = client_handoff_drain(c, 1, -1);
+        if (rc < 0) {
+            snprintf(why, len, "%s", rf_last_error(c));
+            return rc;
+        }
+        client_pin_stage_free(c->ho.stage);
+        c->ho.stage = NULL;
+    }
+    if (!c->ho.stage) {
+        rc = client_pin_stage_new(need, &c->ho.stage, why, len);
+        if (rc < 0)
+            return rc;
+    }
+    return client_pin_convert(dst, c->ho.stage, b->data, bytes, arg, stream, ev, why, len);
+}
+
+int rf_cuda_convert_release(struct rf_client *c, const struct rf_batch *b, void *dst_device,
+                            void *cuda_stream, const struct rf_convert *cv)
+{
+    static const char fn[] = "rf_cuda_convert_release";
+    struct client_conv conv = {0};
+    char why[CLIENT_NOTE_MAX];
+    float mean[U8NORM_MAX_CHANNELS], std[U8NORM_MAX_CHANNELS];
+    uint32_t ch;
+
+    if (!c || !b || !cv)
+        return -EINVAL;
+    if (cv->dtype != RF_DTYPE_F32 && cv->dtype != RF_DTYPE_F16 && cv->dtype != RF_DTYPE_BF16)
+        return rf_err_set(&c->err, -EINVAL, "%s: dtype %u: RF_DTYPE_F32, RF_DTYPE_F16 or "
+                          "RF_DTYPE_BF16", fn, cv->dtype);
+    if (b->dtype != RF_DTYPE_U8 || (b->layout != RF_LAYOUT_CHW && b->layout != RF_LAYOUT_HWC))
+        return rf_err_set(&c->err, -EINVAL, "%s: the batch is %s %s; the converting copy "
+                          "takes uint8 images (CHW or HWC: the train, eval and none "
+                          "transforms)", fn, rf_dtype_name(b->dtype) ? rf_dtype_name(b->dtype)
+                                                                   : "of an unknown type",
+                          b->layout == RF_LAYOUT_FLAT ? "samples" : "images");
+    ch = b->layout == RF_LAYOUT_CHW ? b->shape[0] : b->shape[2];
+    if (cv->channels != 0 && cv->channels != ch)
+        return rf_err_set(&c->err, -EINVAL, "%s: %u means and stds for images of %u channels",
+                          fn, cv->channels, ch);
+    for (uint32_t i = 0; i < U8NORM_MAX_CHANNELS; i++) {
+        mean[i] = cv->channels ? cv->mean[i] : 0.0f;
+        std[i] = cv->channels ? cv->std[i] : 1.0f;
+    }
+    if (u8norm_coeffs(mean, std, ch, conv.a, conv.b, why, sizeof(why)) < 0)
+        return rf_err_set(&c->err, -EINVAL, "%s: %s", fn, why);
+    conv.out = cv->dtype;
+    conv.c = ch;
+    conv.plane = b->layout == RF_LAYOUT_CHW ? b->shape[1] * b->shape[2] : 1;
+    return hand_off(c, b, dst_device, cuda_stream, fn, enqueue_convert, &conv);
 }
 
 int rf_poll(struct rf_client *c)
@@ -298,6 +389,8 @@ void client_handoff_close(struct rf_client *c)
     for (unsigned i = 0; i < c->ho.n_spare; i++)
         client_pin_event_free(c->ho.spare[i]);
     c->ho.n_spare = 0;
+    client_pin_stage_free(c->ho.stage); /* every conversion reading it is done */
+    c->ho.stage = NULL;
     while (c->ho.n_pins)
         client_handoff_unmapping(c, c->ho.pins[0].base);
 }

@@ -13,6 +13,7 @@
 #define RINGFEED_CLIENT_PIN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* 0 when a device answers; -ENOTSUP (not built with CUDA) or -ENODEV. */
 int client_pin_probe(char *why, size_t len);
@@ -30,6 +31,30 @@ void client_pin_event_free(void *ev);
  * records ev there.  -EIO when the runtime refused either. */
 int client_pin_copy(void *dst, const void *src, size_t bytes, void *stream,
                     void *ev, char *why, size_t len);
+
+/* The converting copy's parameters (rf_cuda_convert_release): uint8
+ * values to float32, float16 or bfloat16, proto/u8norm.h's rule, value i
+ * in channel (i / plane) % c. */
+struct client_conv {
+    uint32_t out;           /* RF_DTYPE_F32, RF_DTYPE_F16 or RF_DTYPE_BF16 */
+    uint32_t c, plane;
+    float a[4], b[4];       /* u8norm_coeffs' */
+};
+
+/* A device buffer the converting copy stages uint8 batches in, on the
+ * device current when it was made, with an event marking its last use. */
+int client_pin_stage_new(size_t bytes, void **stage, char *why, size_t len);
+void client_pin_stage_free(void *stage);
+size_t client_pin_stage_size(const void *stage);
+
+/* Enqueues on stream, in order: a wait for stage's last use (a kernel on
+ * another stream may still read it), the copy of bytes from src into
+ * stage, the conversion of those bytes into dst, stage's last-use mark,
+ * then ev.  -EIO when the runtime refused any of it (nothing enqueued is
+ * left reading src: the caller may release it once ev completes or fails). */
+int client_pin_convert(void *dst, void *stage, const void *src, size_t bytes,
+                       const struct client_conv *cv, void *stream, void *ev, char *why,
+                       size_t len);
 
 /* 1 when the work before ev is done, 0 when not yet, -EIO when it failed. */
 int client_pin_query(void *ev, char *why, size_t len);

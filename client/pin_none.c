@@ -69,3 +69,37 @@ int client_pin_wait(void *ev, char *why, size_t len)
     (void)len;
     return 0;
 }
+
+int client_pin_stage_new(size_t bytes, void **stage, char *why, size_t len)
+{
+    (void)bytes;
+    *stage = NULL;
+    snprintf(why, len, NOT_BUILT);
+    return -ENOTSUP;
+}
+
+void client_pin_stage_free(void *stage)
+{
+    (void)stage;
+}
+
+size_t client_pin_stage_size(const void *stage)
+{
+    (void)stage;
+    return 0;
+}
+
+int client_pin_convert(void *dst, void *stage, const void *src, size_t bytes,
+                       const struct client_conv *cv, void *stream, void *ev, char *why,
+                       size_t len)
+{
+    (void)dst;
+    (void)stage;
+    (void)src;
+    (void)bytes;
+    (void)cv;
+    (void)stream;
+    (void)ev;
+    snprintf(why, len, NOT_BUILT);
+    return -ENOTSUP;
+}

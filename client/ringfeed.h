@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define RF_VERSION_MAJOR 0
-#define RF_VERSION_MINOR 5
+#define RF_VERSION_MINOR 6
 
 struct rf_client;
 
@@ -392,6 +392,36 @@ int rf_cuda_register(struct rf_client *c);
  */
 int rf_cuda_copy_release(struct rf_client *c, const struct rf_batch *b,
                          void *dst_device, void *cuda_stream);
+
+/*
+ * The converting copy (since 0.6): as rf_cuda_copy_release, but the
+ * batch's uint8 images arrive in dst_device as float32, float16 or
+ * bfloat16 (cv->dtype: RF_DTYPE_F32, RF_DTYPE_F16, RF_DTYPE_BF16), in the
+ * batch's own layout (CHW or HWC), scaled to [0, 1] and normalized per
+ * channel: (x / 255 - mean[c]) / std[c], as torchvision's ToTensor then
+ * Normalize, computed as x * (1 / (255 std)) + (-mean / std) in float32
+ * (a channel with mean 0 and std 1: x / 255 exactly), bit for bit what
+ * the Python loader's host conversion gives.  cv->channels is the images'
+ * channel count (then mean and std hold one value per channel, std finite
+ * and > 0) or 0 for x / 255 alone.  dst_device holds count * elements
+ * values of the output type.
+ *
+ * The batch is copied on cuda_stream into a device buffer the client keeps
+ * (one batch's bytes, made on first use on the device current then), and a
+ * kernel converts it into dst_device on the same stream; the slot goes back
+ * once the kernel is done, as with rf_cuda_copy_release.  Returns 0;
+ * -EINVAL for a batch that is not uint8 images, a bad cv or channel count;
+ * otherwise as rf_cuda_copy_release.
+ */
+struct rf_convert {
+    uint32_t dtype;
+    uint32_t channels;  /* 0, or the images' channels (1..4) */
+    float mean[4];
+    float std[4];
+};
+
+int rf_cuda_convert_release(struct rf_client *c, const struct rf_batch *b, void *dst_device,
+                            void *cuda_stream, const struct rf_convert *cv);
 
 /* Releases, in order, the batches whose rf_cuda_copy_release copy has
  * completed, without waiting.  Returns how many copies are still pending

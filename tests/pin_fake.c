@@ -5,7 +5,10 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "ringfeed.h"
 
 #include "pin.h"
 #include "pin_fake.h"
@@ -29,12 +32,45 @@ static struct pin_fake_event *event(void *ev)
     return &pin_fake.ev[i - 1];
 }
 
+/* The converting copy's arithmetic, written from its definition (x * a + b
+ * rounded to float32, or x / 255; then to the output type, to nearest,
+ * ties to even) rather than shared with the library. */
+static void convert(const struct pin_fake_event *e)
+{
+    const uint8_t *s = e->src;
+
+    for (size_t i = 0; i < e->bytes; i++) {
+        uint32_t ch = (uint32_t)((i / e->cv.plane) % e->cv.c);
+        float a = e->cv.a[ch], b = e->cv.b[ch];
+        volatile float prod = (float)s[i] * a; /* no fused multiply-add */
+        float x = a < 0 ? (float)s[i] / 255.0f : prod + b;
+        uint32_t u;
+
+        if (e->cv.out == RF_DTYPE_F32) {
+            memcpy((char *)e->dst + i * 4, &x, 4);
+        } else if (e->cv.out == RF_DTYPE_F16) {
+            _Float16 h = (_Float16)x;
+            memcpy((char *)e->dst + i * 2, &h, 2);
+        } else {
+            uint16_t h;
+
+            memcpy(&u, &x, 4);
+            h = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+            memcpy((char *)e->dst + i * 2, &h, 2);
+        }
+    }
+}
+
 void pin_fake_complete(int i)
 {
     struct pin_fake_event *e = &pin_fake.ev[i];
 
-    if (e->recorded && !e->fail)
-        memcpy(e->dst, e->src, e->bytes);
+    if (e->recorded && !e->fail) {
+        if (e->conv)
+            convert(e);
+        else
+            memcpy(e->dst, e->src, e->bytes);
+    }
     e->recorded = 0;
 }
 
@@ -126,7 +162,56 @@ int client_pin_copy(void *dst, const void *src, size_t bytes, void *stream,
     e->src = src;
     e->bytes = bytes;
     e->stream = stream;
+    e->conv = 0;
     pin_fake.last_copy = (int)((uintptr_t)ev - 1);
+    return 0;
+}
+
+int client_pin_stage_new(size_t bytes, void **stage, char *why, size_t len)
+{
+    size_t *p = malloc(sizeof(size_t));
+
+    if (!p) {
+        snprintf(why, len, "pin_fake: out of memory");
+        return -ENOMEM;
+    }
+    *p = bytes;
+    *stage = p;
+    pin_fake.stages++;
+    pin_fake.stage_bytes = bytes;
+    return 0;
+}
+
+void client_pin_stage_free(void *stage)
+{
+    if (stage)
+        pin_fake.stages_freed++;
+    free(stage);
+}
+
+size_t client_pin_stage_size(const void *stage)
+{
+    return stage ? *(const size_t *)stage : 0;
+}
+
+int client_pin_convert(void *dst, void *stage, const void *src, size_t bytes,
+                       const struct client_conv *cv, void *stream, void *ev, char *why,
+                       size_t len)
+{
+    int rc;
+
+    if (bytes > client_pin_stage_size(stage)) {
+        snprintf(why, len, "pin_fake: %zu bytes into a %zu-byte stage", bytes,
+                 client_pin_stage_size(stage));
+        return -EIO;
+    }
+    rc = client_pin_copy(dst, src, bytes, stream, ev, why, len);
+    if (rc < 0)
+        return rc;
+    pin_fake.copies--; /* counted as a conversion, not a plain copy */
+    pin_fake.converts++;
+    pin_fake.ev[pin_fake.last_copy].conv = 1;
+    pin_fake.ev[pin_fake.last_copy].cv = *cv;
     return 0;
 }
 

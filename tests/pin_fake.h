@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pin.h"
+
 #define PIN_FAKE_MAX 256
 
 struct pin_fake_event {
@@ -22,6 +24,8 @@ struct pin_fake_event {
     const void *src;
     size_t bytes;
     void *stream;
+    int conv;            /* a converting copy: completing it converts */
+    struct client_conv cv;
 };
 
 struct pin_fake {
@@ -34,6 +38,9 @@ struct pin_fake {
     struct pin_fake_event ev[PIN_FAKE_MAX];
     int n_ev;            /* events ever made */
     int last_copy;       /* index of the event of the last copy, -1 none */
+    int converts;        /* client_pin_convert calls */
+    int stages, stages_freed; /* staging buffers made and freed */
+    size_t stage_bytes;  /* the last one's size */
 };
 
 extern struct pin_fake pin_fake;

@@ -13,7 +13,10 @@
  * change nothing; a refused registration still copies, from pageable
  * memory; a reconnect registers the new mapping and unregisters the old
  * when its last held batch is released; rf_close waits for every copy and
- * leaves nothing registered and no event alive.
+ * leaves nothing registered and no event alive.  The converting copy
+ * (rf_cuda_convert_release) holds the slot the same way, delivers the
+ * normalized floats, refuses bad requests leaving the batch held, and
+ * stages in one buffer freed at rf_close.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -300,11 +303,95 @@ static void reconnect(void)
     g_fleet.per_ring = 1000;
 }
 
+/* The converting copy: the batch's uint8 values arrive as normalized
+ * floats once the copy completes, the slot held until then; bad requests
+ * are refused with the batch still the caller's; one staging buffer,
+ * freed at rf_close. */
+static float g_fdev[BATCH * SAMPLE];
+
+static int converted_ok(const struct rf_batch *b, double mean, double std, double tol)
+{
+    for (uint32_t i = 0; i < b->count; i++)
+        for (uint64_t j = 0; j < SAMPLE; j++) {
+            uint8_t x = fake_pixel(b->epoch, b->seq, i, j);
+            double want = tol == 0 ? (double)((float)x / 255.0f) : (x / 255.0 - mean) / std;
+            double got = g_fdev[i * SAMPLE + j];
+
+            if (got < want - tol || got > want + tol) {
+                tap_diag("  sample %u value %llu: %.9g, want %.9g", i, (unsigned long long)j,
+                         got, want);
+                return 0;
+            }
+        }
+    return 1;
+}
+
+static void converting(void)
+{
+    struct rf_convert cv = {.dtype = RF_DTYPE_F32, .channels = 1, .mean = {0.5f},
+                            .std = {0.25f}};
+    struct rf_batch b;
+    struct rf_client *c;
+    struct fake f;
+    uint64_t rel;
+    int rc;
+
+    pin_fake_reset();
+    c = open_client(&f);
+    if (!c)
+        return stop_all(&f);
+    TAP_IS_INT(rf_next(c, &b, 5000), 0, "convert: batch 0");
+    rel = released(0);
+    TAP_IS_INT(rf_cuda_convert_release(c, &b, g_fdev, (void *)0x7, &cv), 0,
+               "rf_cuda_convert_release(float32, mean 0.5, std 0.25)");
+    TAP_OK(pin_fake.converts == 1 && pin_fake.copies == 0, "  one converting copy");
+    TAP_OK(pin_fake.stages == 1 && pin_fake.stage_bytes == (size_t)BATCH * SAMPLE,
+           "  stages in one device buffer of a batch's bytes");
+    TAP_OK(pin_fake.ev[pin_fake.last_copy].cv.c == 1 &&
+               pin_fake.ev[pin_fake.last_copy].cv.plane == SAMPLE &&
+               pin_fake.ev[pin_fake.last_copy].stream == (void *)0x7,
+           "  one channel of H*W values, on the caller's stream");
+    TAP_OK(released(0) == rel && rf_poll(c) == 1, "  the slot is held until it completes");
+    pin_fake_complete(pin_fake.last_copy);
+    TAP_IS_INT(rf_poll(c), 0, "  then released");
+    TAP_OK(converted_ok(&b, 0.5, 0.25, 1e-5), "  (x / 255 - 0.5) / 0.25, within float32");
+
+    TAP_IS_INT(rf_next(c, &b, 5000), 0, "convert: batch 1");
+    cv.channels = 0;
+    TAP_IS_INT(rf_cuda_convert_release(c, &b, g_fdev, NULL, &cv), 0, "  channels 0: x / 255");
+    pin_fake_complete(pin_fake.last_copy);
+    rf_poll(c);
+    TAP_OK(converted_ok(&b, 0.0, 1.0, 0.0), "  exactly x / 255");
+    TAP_IS_INT(pin_fake.stages, 1, "  the staging buffer is reused");
+
+    TAP_IS_INT(rf_next(c, &b, 5000), 0, "convert: batch 2");
+    cv = (struct rf_convert){.dtype = RF_DTYPE_F32, .channels = 3, .mean = {0, 0, 0},
+                             .std = {1, 1, 1}};
+    rc = rf_cuda_convert_release(c, &b, g_fdev, NULL, &cv);
+    TAP_OK(rc == -EINVAL && strstr(rf_last_error(c), "3 means and stds for images of 1"),
+           "  three channels' means for one-channel images: refused, saying so");
+    cv = (struct rf_convert){.dtype = RF_DTYPE_F32, .channels = 1, .std = {0}};
+    rc = rf_cuda_convert_release(c, &b, g_fdev, NULL, &cv);
+    TAP_OK(rc == -EINVAL && strstr(rf_last_error(c), "std is finite and > 0"),
+           "  std 0: refused, saying so");
+    cv = (struct rf_convert){.dtype = RF_DTYPE_U8};
+    rc = rf_cuda_convert_release(c, &b, g_fdev, NULL, &cv);
+    TAP_OK(rc == -EINVAL && strstr(rf_last_error(c), "RF_DTYPE_F32"), "  dtype u8: refused");
+    TAP_IS_INT(pin_fake.converts, 2, "  nothing enqueued for the refusals");
+    TAP_IS_INT(rf_release(c, &b), 0, "  the batch is still the caller's to release");
+
+    rf_close(c);
+    TAP_IS_INT(pin_fake.stages_freed, 1, "rf_close frees the staging buffer");
+    TAP_IS_INT(pin_fake_live_events(), 0, "  and every event");
+    stop_all(&f);
+}
+
 int main(void)
 {
     ordering();
     no_device();
     refused_registration();
     reconnect();
+    converting();
     return tap_done();
 }

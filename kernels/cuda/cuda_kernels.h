@@ -1,7 +1,8 @@
 /*
  * cuda_kernels.h - the C-callable launchers of the device code in
  * normalize.cu and mlp.cu, shared by those files and by the C side of the
- * CUDA backend (cuda_backend.c, cuda_mlp.c).
+ * CUDA backend (cuda_backend.c, cuda_mlp.c); libringfeed's pin_cuda.c
+ * runs kn_cu_u8_affine for the loader's converting copy.
  *
  * Every launcher enqueues on the given stream and returns the cudaError_t
  * of the launch (0 on success) as an int; none waits.  Pointers are device
@@ -31,6 +32,21 @@ struct kn_cu_norm {
     float inv_std[4];       /* 1.0f / std, rounded in fp32 on the host */
 };
 
+/* The loader's converting copy (libringfeed's rf_cuda_convert_release):
+ * uint8 images to float32, float16 or bfloat16 in their own layout, by
+ * proto/u8norm.h's rule.  Value i is in channel (i / plane) % c: plane is
+ * H*W for CHW images, 1 for HWC. */
+struct kn_cu_affine {
+    size_t count;           /* values */
+    uint32_t c, plane;      /* channels (1..4), values per channel run */
+    int out;                /* KN_CU_OUT_* */
+    float a[4], b[4];       /* x * a + b; a < 0: x / 255 exactly */
+};
+
+#define KN_CU_OUT_F32 0
+#define KN_CU_OUT_F16 1
+#define KN_CU_OUT_BF16 2
+
 /* Running metrics of one phase, in device memory. */
 struct kn_cu_acc {
     double loss_sum;
@@ -48,6 +64,11 @@ struct kn_cu_step {
 int kn_cu_probe(void);
 
 int kn_cu_normalize(cudaStream_t s, const struct kn_cu_norm *p,
+                    const uint8_t *src, void *dst);
+
+/* dst[i] = the converted src[i] (struct kn_cu_affine); dst holds count
+ * values of the output type. */
+int kn_cu_u8_affine(cudaStream_t s, const struct kn_cu_affine *p,
                     const uint8_t *src, void *dst);
 
 /* z[i][j] = z[i][j] + b[j], then ReLU when relu, and zb = bf16(z) when

@@ -5,8 +5,15 @@
  * rounded on its own (__fmul_rn, __fsub_rn), as in the CPU twin's table, so
  * the two backends produce the same bits.  Also the probe that tells
  * whether the device can run this build's kernels at all.
+ *
+ * And the loader's converting copy (kn_cu_u8_affine, run by libringfeed
+ * after it copies a batch to the device): uint8 to float32, float16 or
+ * bfloat16 in the images' own layout, x * a + b per channel with the
+ * multiply and the add rounded apart (or x / 255 exactly), the rule of
+ * proto/u8norm.h, so the bits equal the host converter's.
  */
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "cuda_kernels.h"
 
@@ -37,7 +44,44 @@ __global__ void normalize_kernel(const uint8_t *__restrict__ src,
     }
 }
 
+__global__ void u8_affine_kernel(const uint8_t *__restrict__ src, void *__restrict__ dst,
+                                 kn_cu_affine p)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.count;
+         i += stride) {
+        uint32_t ch = (uint32_t)((i / p.plane) % p.c);
+        float x = (float)src[i];
+
+        x = p.a[ch] < 0.0f ? __fdiv_rn(x, 255.0f)
+                           : __fadd_rn(__fmul_rn(x, p.a[ch]), p.b[ch]);
+        if (p.out == KN_CU_OUT_F16)
+            static_cast<__half *>(dst)[i] = __float2half_rn(x);
+        else if (p.out == KN_CU_OUT_BF16)
+            static_cast<__nv_bfloat16 *>(dst)[i] = __float2bfloat16_rn(x);
+        else
+            static_cast<float *>(dst)[i] = x;
+    }
+}
+
 }  // namespace
+
+extern "C" int kn_cu_u8_affine(cudaStream_t s, const struct kn_cu_affine *p,
+                               const uint8_t *src, void *dst)
+{
+    size_t blocks = (p->count + 255) / 256;
+
+    if (p->count == 0)
+        return 0;
+    if (p->c < 1 || p->c > 4 || p->plane < 1 || p->out < KN_CU_OUT_F32 ||
+        p->out > KN_CU_OUT_BF16)
+        return (int)cudaErrorInvalidValue;
+    if (blocks > (1u << 20))
+        blocks = 1u << 20;
+    u8_affine_kernel<<<(unsigned)blocks, 256, 0, s>>>(src, dst, *p);
+    return (int)cudaGetLastError();
+}
 
 extern "C" int kn_cu_probe(void)
 {

@@ -492,26 +492,82 @@ static PyObject *client_next(ext_client *o, PyObject *args, PyObject *kw)
     return batch_tuple(o, &b, export(o, img));
 }
 
+/* convert=(dtype, mean, std) of next_cuda into cv: dtype "float32",
+ * "float16" or "bfloat16"; mean and std sequences of one length (the
+ * images' channels, checked by libringfeed) or both None (x / 255). */
+static int parse_convert(PyObject *conv, struct rf_convert *cv)
+{
+    const char *name;
+    PyObject *mean, *std;
+
+    if (!PyArg_ParseTuple(conv, "sOO:convert", &name, &mean, &std))
+        return -1;
+    *cv = (struct rf_convert){0};
+    cv->dtype = strcmp(name, "float32") == 0    ? RF_DTYPE_F32
+                : strcmp(name, "float16") == 0  ? RF_DTYPE_F16
+                : strcmp(name, "bfloat16") == 0 ? RF_DTYPE_BF16
+                                                : 0;
+    if (!cv->dtype) {
+        PyErr_Format(PyExc_ValueError, "ringfeed: convert to %s: float32, float16 or "
+                     "bfloat16", name);
+        return -1;
+    }
+    if (mean == Py_None && std == Py_None)
+        return 0;
+    for (int k = 0; k < 2; k++) {
+        PyObject *fast = PySequence_Fast(k ? std : mean, "ringfeed: convert: mean and std "
+                                                         "are sequences of numbers");
+        Py_ssize_t n;
+
+        if (!fast)
+            return -1;
+        n = PySequence_Fast_GET_SIZE(fast);
+        if (n < 1 || n > 4 || (k && (uint32_t)n != cv->channels)) {
+            Py_DECREF(fast);
+            PyErr_Format(PyExc_ValueError, "ringfeed: convert: mean and std of one length, "
+                         "1 to 4 values");
+            return -1;
+        }
+        cv->channels = (uint32_t)n;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
+
+            if (v == -1.0 && PyErr_Occurred()) {
+                Py_DECREF(fast);
+                return -1;
+            }
+            (k ? cv->std : cv->mean)[i] = (float)v;
+        }
+        Py_DECREF(fast);
+    }
+    return 0;
+}
+
 /*
- * next_cuda(dst, stream, timeout_ms=-1): the next batch copied to device
- * memory at dst (count * sample_bytes bytes, allocated by the caller) on
- * the cudaStream_t `stream`, its slot handed back once the copy is done
- * (rf_cuda_copy_release).  Returns (count, labels, records, epoch, seq,
- * stream_seq, substituted).
+ * next_cuda(dst, stream, timeout_ms=-1, convert=None): the next batch
+ * copied to device memory at dst (allocated by the caller) on the
+ * cudaStream_t `stream`, its slot handed back once the copy is done:
+ * count * sample_bytes bytes as they are (rf_cuda_copy_release), or with
+ * convert=(dtype, mean, std) the uint8 images as normalized floats, one
+ * value of dtype per byte (rf_cuda_convert_release).  Returns (count,
+ * labels, records, epoch, seq, stream_seq, substituted).
  */
 static PyObject *client_next_cuda(ext_client *o, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"dst", "stream", "timeout_ms", NULL};
-    PyObject *dst_o, *stream_o;
+    static char *names[] = {"dst", "stream", "timeout_ms", "convert", NULL};
+    PyObject *dst_o, *stream_o, *conv_o = Py_None;
     uint64_t dst = 0, stream = 0;
     int timeout_ms = -1, rc;
+    struct rf_convert cv;
     struct rf_batch b;
     PyObject *t, *count;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|i:next_cuda", names, &dst_o, &stream_o,
-                                     &timeout_ms) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|iO:next_cuda", names, &dst_o, &stream_o,
+                                     &timeout_ms, &conv_o) ||
         arg_u64("dst", dst_o, UINTPTR_MAX, &dst) < 0 ||
         arg_u64("stream", stream_o, UINTPTR_MAX, &stream) < 0)
+        return NULL;
+    if (conv_o != Py_None && parse_convert(conv_o, &cv) < 0)
         return NULL;
     if (check_open(o) < 0)
         return NULL;
@@ -528,7 +584,11 @@ static PyObject *client_next_cuda(ext_client *o, PyObject *args, PyObject *kw)
         rf_release(o->c, &b); /* out of memory: the batch must not stay held */
         return NULL;
     }
-    rc = rf_cuda_copy_release(o->c, &b, (void *)(uintptr_t)dst, (void *)(uintptr_t)stream);
+    if (conv_o != Py_None)
+        rc = rf_cuda_convert_release(o->c, &b, (void *)(uintptr_t)dst,
+                                     (void *)(uintptr_t)stream, &cv);
+    else
+        rc = rf_cuda_copy_release(o->c, &b, (void *)(uintptr_t)dst, (void *)(uintptr_t)stream);
     if (rc < 0) {
         PyObject *e = ext_raise(rc, "%s", rf_last_error(o->c));
 
@@ -846,8 +906,8 @@ static PyMethodDef client_methods[] = {
      "stream_seq, substituted)"},
     {"next_cuda", (PyCFunction)(void (*)(void))client_next_cuda,
      METH_VARARGS | METH_KEYWORDS,
-     "next_cuda(dst, stream, timeout_ms=-1) -> (count, labels, records, epoch, seq, "
-     "stream_seq, substituted)"},
+     "next_cuda(dst, stream, timeout_ms=-1, convert=None) -> (count, labels, records, "
+     "epoch, seq, stream_seq, substituted)"},
     {"next_fields", (PyCFunction)(void (*)(void))client_next_fields,
      METH_VARARGS | METH_KEYWORDS,
      "next_fields(timeout_ms=-1, copy=False) -> (columns, labels, records, epoch, seq, "

@@ -4,16 +4,17 @@
  * channel, ((x / 255) - mean[c]) / std[c], as torchvision's ToTensor (or
  * ConvertImageDtype) then Normalize give; for Loader(dtype=, normalize=).
  *
- * One multiply-add per value: x * (1 / (255 std)) + (-mean / std), in
- * float32, then rounded to the output type (to nearest, ties to even, for
- * float16 and bfloat16); without a normalization (mean 0, std 1) x / 255,
- * exactly what ToTensor gives.  The loops run over one channel's plane at a time
+ * The rule is proto/u8norm.h's (the device's converter uses it too): one
+ * multiply and one add per value in float32, then rounded to the output
+ * type; without a normalization (mean 0, std 1) x / 255, exactly what
+ * ToTensor gives.  The loops run over one channel's plane at a time
  * (CHW) or over pixels (HWC), straight-line code the compiler vectorizes;
  * the GIL is released while they run.  torchvision computes the two steps
  * apart in float32 ((x / 255 - m) / s), so a value may differ from it by
  * an ulp or two of float32 (the tests bound it).
  */
 #include "ext.h"
+#include "u8norm.h"
 
 #include <string.h>
 #if defined(__x86_64__)
@@ -22,7 +23,7 @@
 
 enum out_kind { OUT_F32, OUT_F16, OUT_BF16 };
 
-#define MAX_CHANNELS 4
+#define MAX_CHANNELS U8NORM_MAX_CHANNELS
 
 static uint16_t bf16_of(float v)
 {
@@ -147,6 +148,7 @@ PyObject *ext_normalize(PyObject *self, PyObject *args, PyObject *kw)
     int hwc;
     Py_buffer sb = {0}, db = {0};
     float a[MAX_CHANNELS], b[MAX_CHANNELS], m[MAX_CHANNELS], sd[MAX_CHANNELS];
+    char why[128];
     enum out_kind k;
     size_t n, esize;
     PyObject *ret = NULL;
@@ -169,15 +171,8 @@ PyObject *ext_normalize(PyObject *self, PyObject *args, PyObject *kw)
                             MAX_CHANNELS);
     if (floats(mean, c, m, "mean") < 0 || floats(std, c, sd, "std") < 0)
         return NULL;
-    for (uint32_t i = 0; i < c; i++) {
-        if (!(sd[i] > 0) || !(m[i] == m[i]) || sd[i] != sd[i] || sd[i] > 1e30f)
-            return PyErr_Format(PyExc_ValueError, "ringfeed: normalize std[%u] is %g: std "
-                                "is finite and > 0, mean finite", i, (double)sd[i]);
-        a[i] = 1.0f / (255.0f * sd[i]);
-        b[i] = -m[i] / sd[i];
-        if (m[i] == 0.0f && sd[i] == 1.0f)
-            a[i] = -1.0f; /* run_plane: x / 255, exactly as ToTensor */
-    }
+    if (u8norm_coeffs(m, sd, c, a, b, why, sizeof(why)) < 0)
+        return PyErr_Format(PyExc_ValueError, "ringfeed: normalize %s", why);
     if (PyObject_GetBuffer(src, &sb, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
     if (PyObject_GetBuffer(dst, &db, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)

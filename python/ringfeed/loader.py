@@ -301,7 +301,11 @@ class Loader:
       (x / 255 - mean) / std, as torchvision's Normalize after ToTensor
       (within an ulp or two of float32); implies float32 unless dtype says
       otherwise.  Both need uint8 images (train, eval, none, or a uint8
-      tensor dataset) delivered as (images, labels) on the host.
+      tensor dataset) delivered as (images, labels).  With device=, the
+      conversion runs on the GPU after the one copy: libringfeed copies
+      the uint8 batch into a staging buffer on the device and a kernel
+      writes the floats into the batch tensor, on the current stream,
+      bit for bit the host's values (rf_cuda_convert_release).
     copy: hand out owned copies instead of views of the ring.
     device: "cuda[:N]" copies each batch to that GPU on the current stream
       (the slot goes back when the copy is done); needs torch with CUDA.
@@ -405,10 +409,6 @@ class Loader:
                        'output="torch" or "numpy" (install one of them)')
         if name == "bfloat16" and self.output != "torch":
             raise _bad('dtype=bfloat16 is for output="torch": numpy has no bfloat16')
-        if self._device is not None:
-            raise _bad("dtype= and normalize= convert on the host; with device= convert on "
-                       "the device after the copy (x.float() ...): the converting copy to "
-                       "the device is not built yet")
         mean = std = None
         if normalize is not None:
             try:
@@ -508,7 +508,8 @@ class Loader:
             if self.dtype is None:
                 raise Error(errno.EPROTO, "the stream's element type is unknown to this "
                             "ringfeed module: use one as new as libringfeed")
-            self._sample_dtype = getattr(self._torch, self.dtype)
+            self._sample_dtype = getattr(self._torch, self.dtype if self._convert is None
+                                         else self._convert[0])
             self._sample_shape = ((shape[0],) if self._info["layout"] == "flat"
                                   else tuple(shape))
 
@@ -719,9 +720,12 @@ class Loader:
         buf = torch.empty((self.batch_size,) + self._sample_shape, dtype=self._sample_dtype,
                           device=self._device)
         stream = torch.cuda.current_stream(self._device)
+        # with dtype=/normalize=, libringfeed stages the uint8 batch on the
+        # device and its kernel writes the floats into buf, on this stream
+        conv = None if self._convert is None else (self._conv[0], self._conv[4], self._conv[5])
         with torch.cuda.device(self._device):  # the copy runs on this device's stream
             count, labels, recs, epoch, seq, sseq, sub = c.next_cuda(
-                buf.data_ptr(), stream.cuda_stream, self._timeout_ms)
+                buf.data_ptr(), stream.cuda_stream, self._timeout_ms, conv)
         self._advance(recs, epoch, seq, sseq, sub)
         return buf[:count], self._from(labels).to(self._device, non_blocking=True)
 

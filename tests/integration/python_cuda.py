@@ -6,7 +6,10 @@ stream and its slot goes back when that copy is done.
 Checks, over one epoch of Fashion-MNIST's test split: the device batches
 equal what a host loader with the same options reads (byte for byte, and
 labels), the ring was pinned (cudaHostRegister), every batch went through
-rf_cuda_copy_release, and no copy is left pending.
+rf_cuda_copy_release, and no copy is left pending; and with dtype= and
+normalize= (float32, float16, bfloat16), the batches libringfeed converts
+on the device (rf_cuda_convert_release) equal the host's conversion bit
+for bit, also after a switch to another stream.
 
     python_cuda.py [--socket PATH --dataset NAME] [--host-only]
 
@@ -76,10 +79,41 @@ def main():
         assert st["cuda_copies"] == n, st
         print(f"python_cuda: {n} batches copied to {torch.cuda.get_device_name()}, equal to the "
               f"host's; pinned: {st['pin_note']}")
+        converted(ringfeed, torch, args, opts)
         return 0
     finally:
         if daemon:
             daemon.cleanup()
+
+
+def converted(ringfeed, torch, args, opts):
+    """dtype=/normalize= with device="cuda": libringfeed's converting copy
+    (the kernel after the one copy) gives the host converter's bits, on a
+    side stream too."""
+    norm = ((0.2860,), (0.3530,))
+    for dtype, normalize in ((torch.float32, norm), (torch.float16, norm),
+                             (torch.bfloat16, norm), (torch.float32, None)):
+        host = ringfeed.Loader(args.dataset, dtype=dtype, normalize=normalize, **opts)
+        dev = ringfeed.Loader(args.dataset, device="cuda", dtype=dtype, normalize=normalize,
+                              **opts)
+        side = torch.cuda.Stream()
+        n = 0
+        for (hx, hy), (dx, dy) in zip(host, dev):
+            assert dx.is_cuda and dx.dtype == dtype and hx.dtype == dtype, (dx.dtype, hx.dtype)
+            assert torch.equal(dx.cpu(), hx), f"{dtype} {normalize}: batch {n} differs from " \
+                "the host's conversion"
+            assert torch.equal(dy.cpu(), hy), f"batch {n}: labels differ"
+            n += 1
+            if n == 3:  # the rest on another stream: the staging buffer is shared
+                torch.cuda.set_stream(side)
+        torch.cuda.set_stream(torch.cuda.default_stream())
+        torch.cuda.synchronize()
+        st = dev.stats()
+        assert n == len(host) and st["cuda_copies"] == n and st["copies_pending"] == 0, st
+        host.close()
+        dev.close()
+        print(f"python_cuda: {n} batches converted on the device to {dtype} "
+              f"(normalize={normalize}), equal to the host's")
 
 
 def host_only(args):
