@@ -4,7 +4,7 @@
  * sched.h, server.h, service.h, reload.h, stats.h, autoscale.h; every field has the one
  * module that changes it), and main.c's config functions.
  *
- * The main process is one libuv loop (docs/design.md).  It owns:
+ * The main process is one libuv loop (docs/design/processes.md).  It owns:
  *   - the catalogue: the datasets its config names, opened to learn their
  *     shape and size (the main process never decodes a record);
  *   - the pool: worker processes, each with a SOCK_SEQPACKET socketpair;

@@ -6,7 +6,7 @@
  * augmentation) is a pure function of (seed, epoch, sample index, how many
  * draws came before in that sample's stream).  No generator state crosses
  * samples, workers or restarts, so a batch comes out the same whichever
- * worker built it and after any crash (docs/design.md, "Determinism").
+ * worker built it and after any crash (docs/design/determinism.md).
  *
  * Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As
  * Easy as 1, 2, 3", SC11) maps a 128-bit counter and a 64-bit key to 128

@@ -6,7 +6,7 @@
  * seq, batch size, flags) and nothing else: no table, no state carried from
  * earlier batches, O(1) memory at any dataset size.  Any process (the
  * daemon's scheduler, a worker, a client resuming from (epoch, seq), a test)
- * computes the same answer (docs/design.md, "Determinism, sharding, resume").
+ * computes the same answer (docs/design/determinism.md).
  *
  * Three steps, each its own function of the one before:
  *

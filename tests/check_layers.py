@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""check_layers.py - every folder includes only what docs/design.md's include
+"""check_layers.py - every folder includes only what docs/design/folders.md's include
 table allows (TAP output; exit 1 on a breach or when the table is missing).
 
     check_layers.py SOURCE_ROOT
 
 The rules live in one place: the table under "Includes, folder by folder" in
-docs/design.md, one row per folder, whose second column lists what the
+docs/design/folders.md, one row per folder, whose second column lists what the
 folder's files may include: a folder (every header in it) or one header
 (`folder/name.h`).  Each `#include "x.h"` of a C file is resolved to the
 repository header it names (the including file's own folder first) and
@@ -17,18 +17,19 @@ import os
 import re
 import sys
 
-TABLE_TITLE = "### Includes, folder by folder"
+RULES_FILE = "docs/design/folders.md"
+TABLE_TITLE = "## Includes, folder by folder"
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 CELL = re.compile(r"`([^`]+)`")
 
 
 def read_rules(root):
-    """{folder: set of folders and folder/header.h} from docs/design.md."""
-    with open(os.path.join(root, "docs/design.md")) as f:
+    """{folder: set of folders and folder/header.h} from docs/design/folders.md."""
+    with open(os.path.join(root, RULES_FILE)) as f:
         text = f.read()
     at = text.find(TABLE_TITLE)
     if at < 0:
-        raise SystemExit(f"Bail out! docs/design.md has no '{TABLE_TITLE}' table")
+        raise SystemExit(f"Bail out! docs/design/folders.md has no '{TABLE_TITLE}' table")
     rules = {}
     for line in text[at:].splitlines()[1:]:
         if rules and not line.startswith("|"):
@@ -42,7 +43,7 @@ def read_rules(root):
             continue
         rules[folder[0]] = set(allowed)
     if not rules:
-        raise SystemExit("Bail out! docs/design.md's include table has no rows")
+        raise SystemExit("Bail out! docs/design/folders.md's include table has no rows")
     return rules
 
 
@@ -104,7 +105,7 @@ def main():
         if any(f.endswith((".c", ".h", ".cu")) for f in files) and rel not in rules:
             n += 1
             bad += 1
-            print(f"not ok {n} - {rel} holds C code but has no row in docs/design.md's include table")
+            print(f"not ok {n} - {rel} holds C code but has no row in docs/design/folders.md's include table")
     print(f"1..{n}")
     return 1 if bad else 0
 

@@ -6,7 +6,7 @@
  * the dataset and compares it with the header's copy (never trusting the
  * ring, ring.h T3), and places every column by its own copy.
  *
- * The table (docs/design.md, Fields in the daemon):
+ * The table (docs/design/ring.md, Fields in the daemon):
  *   kind fields: one entry per schema field, in schema order; the bound
  *     image field (wire_xform.field) FIXED u8, the transform's shape and
  *     layout; a mask of it FIXED 1xSxS (CHW) or SxSx1 (HWC), u8 or u16;

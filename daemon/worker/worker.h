@@ -8,7 +8,7 @@
  * It includes proto/ (wire.h: the messages between the two processes) and
  * daemon/common/ (log.h, the one module both processes run); nothing of the
  * main process's (daemon.h).  tests/check_layers.py holds every folder to
- * the include table in docs/design.md.
+ * the include table in docs/design/folders.md.
  */
 #ifndef RINGFEED_DAEMON_WORKER_WORKER_H
 #define RINGFEED_DAEMON_WORKER_WORKER_H

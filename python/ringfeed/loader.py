@@ -1,6 +1,6 @@
 """ringfeed.Loader: a ringfeedd stream that iterates like torch.utils.data.DataLoader.
 
-Choices a DataLoader user should know (the README's "From PyTorch" says the same):
+Choices a DataLoader user should know (docs/pytorch.md says the same):
 
 * One ``for`` loop is one epoch of this rank's share.  A loop left early
   (``break``, an exception, Ctrl-C) leaves the loader where it stopped: the

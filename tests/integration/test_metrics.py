@@ -1,4 +1,4 @@
-"""METRICS for operators, end to end (README.md, Metrics; daemon/stats.c).
+"""METRICS for operators, end to end (docs/operating.md, Metrics; daemon/stats.c).
 
   1. A live daemon with clients attached: ringfeed_build_info, the two
      daemon-wide histograms (cumulative buckets 10 us .. 10 s, +Inf equal to
@@ -110,7 +110,7 @@ def test_live_metrics(live):
     assert v == 1 and re.fullmatch(r"\d+\.\d+\.\d+.*", labels["version"]), labels
     assert labels["io_backend"], labels
 
-    # the histograms: cumulative, the buckets the README names, +Inf = _count
+    # the histograms: cumulative, the buckets docs/operating.md names, +Inf = _count
     for name in HISTOGRAMS:
         assert fams[name]["type"] == "histogram", name
         buckets, total, count = histogram(text, name)

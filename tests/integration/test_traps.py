@@ -182,8 +182,8 @@ def test_dropped_loaders_free_their_rings(daemon_factory, packed_fmnist, tmp_pat
 
 
 def test_the_eval_split_under_torchrun_is_documented_and_rank0_validation_works(daemon):
-    readme = open(os.path.join(os.path.dirname(__file__), "../../README.md")).read()
-    torchrun = readme.split("### torchrun and DistributedDataParallel", 1)[1].split("\n## ", 1)[0]
+    guide = open(os.path.join(os.path.dirname(__file__), "../../docs/pytorch.md")).read()
+    torchrun = guide.split("## torchrun and DistributedDataParallel", 1)[1].split("\n## ", 1)[0]
     for text in (torchrun, ringfeed.Loader.__doc__):
         assert "rank=0, world_size=1" in text and "eval" in text, text
     # what it shows: under torchrun's environment an eval loader is split,
