@@ -94,7 +94,11 @@ int spawn_find_daemon(char *out, size_t cap, struct rf_err *err)
             return rf_err_set(err, -ENOENT,
                               "RINGFEED_DAEMON=%s is not an executable file: point it at "
                               "ringfeedd or unset it", env);
-        snprintf(out, cap, "%s", env);
+        /* absolute: the daemon is started in / */
+        if (!realpath(env, buf) || strlen(buf) >= cap)
+            return rf_err_set(err, -ENAMETOOLONG, "RINGFEED_DAEMON=%s: %s", env,
+                              strerror(errno));
+        snprintf(out, cap, "%s", buf);
         return 0;
     }
     if (dladdr((void *)spawn_find_daemon, &info) && info.dli_fname &&
