@@ -152,7 +152,8 @@ int daemon_load_config(struct conf *out, struct rf_err *err)
     return 0;
 }
 
-/* Parses flags and the config file into d->cf; returns 0, 1 (exit 0) or -1. */
+/* Parses flags and the config file into d->cf; returns 0, 1 (exit 0), -1 (bad
+ * usage, exit 2) or -2 (--user could not take its folder, exit 1). */
 static int configure(struct daemon *d, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -251,7 +252,7 @@ static int configure(struct daemon *d, int argc, char **argv)
             conf_set(flags, "socket", sock, &err) < 0 ||
             conf_set(flags, "socket-mode", "0600", &err) < 0) {
             fprintf(stderr, "ringfeedd: --user: %s\n", err.msg);
-            return -1;
+            return -2; /* a start-up failure, not bad usage: exit 1 */
         }
     }
     config_file = config;
@@ -341,7 +342,7 @@ int main(int argc, char **argv)
         worker_main(argc, argv);
     rc = configure(&d, argc, argv);
     if (rc != 0)
-        return rc > 0 ? 0 : 2;
+        return rc > 0 ? 0 : rc == -2 ? 1 : 2;
     if (table_checks() < 0)
         return 1;
     signal(SIGPIPE, SIG_IGN);
