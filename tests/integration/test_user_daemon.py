@@ -177,6 +177,8 @@ def test_the_system_daemon_refuses_a_folder_it_does_not_name(user, pack, daemon_
     assert first == "OK dataset=small"
     assert second.startswith(f"ERR catalogue-only dataset folder {other}: ")
     assert "ringfeedd --user" in second and f"dataset.NAME = {other}" in second
+    reply = raw_request(d.sock, f"ATTACH dataset={other}\n".encode()).decode()
+    assert reply.startswith("ERR bad-arg") and "OPEN <folder>" in reply, reply
     # libringfeed takes that refusal to the user's own daemon
     r = read(dict(user.env, RINGFEED_SOCKET=d.sock), other)
     assert '"samples": 20' in r.stdout or '"samples":20' in r.stdout, r.stdout
