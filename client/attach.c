@@ -152,8 +152,8 @@ static size_t take_fds(struct msghdr *msg, int *fds, size_t nfds, size_t cap)
  * min(*nfds, CLIENT_FDS_MAX) are open in fds and owned by the caller), or
  * -errno with no descriptor left open.
  */
-static ssize_t recv_reply(int fd, const char *path, char *line, size_t cap, int *fds,
-                          size_t *nfds, struct rf_err *err)
+static ssize_t recv_reply(int fd, const char *path, const char *verb, char *line, size_t cap,
+                          int *fds, size_t *nfds, struct rf_err *err)
 {
     union {
         char buf[CMSG_SPACE(CLIENT_FDS_MAX * sizeof(int))];
@@ -178,8 +178,8 @@ static ssize_t recv_reply(int fd, const char *path, char *line, size_t cap, int 
 
         if (left <= 0) {
             rc = rf_err_set(err, -ETIMEDOUT,
-                            "the daemon at %s sent no reply to ATTACH within %d ms",
-                            path, CLIENT_REPLY_TIMEOUT_MS);
+                            "the daemon at %s sent no reply to %s within %d ms",
+                            path, verb, CLIENT_REPLY_TIMEOUT_MS);
             goto fail;
         }
         rc = poll(&pfd, 1, (int)(left / 1000000) + 1);
@@ -194,7 +194,7 @@ static ssize_t recv_reply(int fd, const char *path, char *line, size_t cap, int 
         if (n == -1) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
                 continue;
-            rc = rf_err_set(err, -errno, "reading the ATTACH reply from %s: %s", path,
+            rc = rf_err_set(err, -errno, "reading the %s reply from %s: %s", verb, path,
                             strerror(errno));
             goto fail;
         }
@@ -204,8 +204,8 @@ static ssize_t recv_reply(int fd, const char *path, char *line, size_t cap, int 
         if (n == 0) {
             rc = rf_err_set(err, -ECONNRESET,
                             "the daemon at %s closed the connection without "
-                            "answering ATTACH",
-                            path);
+                            "answering %s",
+                            path, verb);
             goto fail;
         }
         len += (size_t)n;
@@ -216,8 +216,8 @@ static ssize_t recv_reply(int fd, const char *path, char *line, size_t cap, int 
         }
         if (len == cap - 1) {
             rc = rf_err_set(err, -EPROTO,
-                            "the daemon's reply to ATTACH is longer than %zu bytes",
-                            cap - 1);
+                            "the daemon's reply to %s is longer than %zu bytes",
+                            verb, cap - 1);
             goto fail;
         }
     }
@@ -396,7 +396,7 @@ static int attach_one(const struct client_attach_args *a, struct client_conn *ou
                    strerror(-rc));
         goto close_sock;
     }
-    n = recv_reply(sock, a->path, line, sizeof(line), fds, &nfds, err);
+    n = recv_reply(sock, a->path, "ATTACH", line, sizeof(line), fds, &nfds, err);
     if (n < 0) {
         rc = (int)n;
         goto close_sock;
@@ -460,6 +460,29 @@ close_fds:
 close_sock:
     close(sock);
     return rc;
+}
+
+ssize_t client_ask(const char *path, const char *verb, const char *line, size_t len,
+                   char *reply, size_t cap, struct rf_err *err)
+{
+    int fds[CLIENT_FDS_MAX];
+    size_t nfds = 0;
+    ssize_t n;
+    int sock = connect_socket(path, err), rc;
+
+    if (sock < 0)
+        return sock;
+    rc = send_all(sock, line, len);
+    if (rc < 0) {
+        close(sock);
+        return rf_err_set(err, rc, "sending %s to the daemon at %s: %s", verb, path,
+                          strerror(-rc));
+    }
+    n = recv_reply(sock, path, verb, reply, cap, fds, &nfds, err);
+    for (size_t i = 0; n >= 0 && i < nfds && i < CLIENT_FDS_MAX; i++)
+        close(fds[i]);
+    close(sock);
+    return n;
 }
 
 int client_attach(const struct client_attach_args *a, struct client_conn *out,

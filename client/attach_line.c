@@ -79,6 +79,7 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
 {
     const struct rf_options *o = a->opt;
     const char *t = o->transform ? o->transform : "raw";
+    const char *ds = a->dataset ? a->dataset : o->dataset;
     struct ctl_attach at;
     struct rf_err e;
     int rc;
@@ -89,14 +90,14 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
         if (rc < 0)
             return rc;
     }
-    if (!o->dataset || strlen(o->dataset) > CTL_DATASET_NAME_MAX ||
-        !ctl_dataset_name_ok(o->dataset, strlen(o->dataset)))
+    if (!ds || strlen(ds) > CTL_DATASET_NAME_MAX || !ctl_dataset_name_ok(ds, strlen(ds)))
         return rf_err_set(err, -EINVAL,
                           "option dataset=\"%.80s\": give a name from the daemon's "
                           "catalogue, 1 to %d characters of A-Z a-z 0-9 . _ - "
-                          "(ringfeedctl datasets lists them)",
-                          o->dataset ? o->dataset : "", CTL_DATASET_NAME_MAX);
-    memcpy(at.dataset, o->dataset, strlen(o->dataset) + 1);
+                          "(ringfeedctl datasets lists them), or a dataset folder (a path "
+                          "with a '/')",
+                          ds ? ds : "", CTL_DATASET_NAME_MAX);
+    memcpy(at.dataset, ds, strlen(ds) + 1);
     if (o->name) {
         if (strlen(o->name) > CTL_LABEL_MAX)
             return rf_err_set(err, -EINVAL, "option name: at most %d characters",

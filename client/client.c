@@ -153,7 +153,8 @@ static int check_options(struct rf_client *c)
     if (!c->opt.dataset)
         return rf_err_set(&c->err, -EINVAL,
                           "option dataset is required: name a dataset from the "
-                          "daemon's catalogue (ringfeedctl datasets lists them)");
+                          "daemon's catalogue (ringfeedctl datasets lists them), or "
+                          "give its folder");
     if (c->opt.reconnect_ms < 0)
         return rf_err_set(&c->err, -EINVAL,
                           "option reconnect_ms=%d: use 0 (never reconnect) or more",
@@ -166,6 +167,7 @@ static struct client_attach_args attach_args(const struct rf_client *c)
     return (struct client_attach_args){
         .opt = &c->opt,
         .path = c->path,
+        .dataset = c->folder ? c->dsname : c->opt.dataset,
         .rank = c->rank,
         .world = c->world,
         .epoch = c->next_epoch,
@@ -311,7 +313,13 @@ static int reconnect(struct rf_client *c, int64_t deadline_ns)
     for (;;) {
         now = client_now_ns();
         if (now >= c->next_try_ns && now < give_up) {
-            rc = client_attach(&a, &cn, &refused, &c->attempt);
+            refused = 0;
+            /* a folder: ask again who serves it (a user daemon that went
+             * away is started anew) */
+            rc = c->folder ? client_folder_open(c, &c->attempt) : 0;
+            a = attach_args(c);
+            if (rc == 0)
+                rc = client_attach(&a, &cn, &refused, &c->attempt);
             if (rc == 0 && !same_fields(c, cn.priv)) {
                 client_conn_close(&cn);
                 return die(c, rf_err_set(&c->err, -EPROTO,
@@ -428,6 +436,11 @@ int rf_open(const struct rf_options *o, struct rf_client **out)
         rc = client_socket_path(c->opt.socket, c->path, sizeof(c->path), &c->err);
     if (rc == 0)
         rc = client_rank_world(c->opt.rank, c->opt.world, &c->rank, &c->world, &c->err);
+    if (rc == 0 && client_is_folder(c->opt.dataset)) {
+        rc = client_folder_init(c);
+        if (rc == 0)
+            rc = client_folder_open(c, &c->err);
+    }
     if (rc < 0)
         return die(c, rc);
     c->next_epoch = c->opt.start_epoch;
@@ -728,6 +741,7 @@ void rf_close(struct rf_client *c)
     for (unsigned i = 0; i < c->n_old; i++)
         munmap(c->old[i].hdr, c->old[i].size);
     free(c->strings);
+    free(c->folder);
     free(c);
 }
 
@@ -754,6 +768,18 @@ size_t rf_dtype_size(uint32_t dtype)
     int d = dataset_dtype_from_ring(dtype);
 
     return d < 0 ? 0 : dataset_dtype_size((enum dataset_dtype)d);
+}
+
+const char *rf_socket_path(const struct rf_client *c)
+{
+    return c ? c->path : "";
+}
+
+const char *rf_dataset_name(const struct rf_client *c)
+{
+    if (!c)
+        return "";
+    return c->folder ? c->dsname : c->opt.dataset ? c->opt.dataset : "";
 }
 
 const char *rf_last_error(const struct rf_client *c)

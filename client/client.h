@@ -10,6 +10,9 @@
  *   attach.c  the ATTACH handshake: connect, send, receive the reply and its
  *             descriptors, check the memfd and the eventfd, map the ring
  *   attach_line.c  the ATTACH request line and the parse of its reply
+ *   folder.c  a dataset named by its folder: which daemon serves it, under
+ *             what name (OPEN), the user's own daemon if need be
+ *   spawn.c   starting the user's own daemon, ringfeedd --user (spawn.h)
  *   fields.c  a sample's fields and a batch's columns (rf_field_*,
  *             rf_batch_column, rf_batch_dropped)
  *   offsets.c the check of a RAGGED column's offsets
@@ -31,6 +34,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include "ctl.h"
 #include "err.h"
 #include "ring.h"
 #include "ringfeed.h"
@@ -68,6 +72,8 @@ struct client_conn {
 struct client_attach_args {
     const struct rf_options *opt;
     const char *path;           /* socket path, checked to fit sun_path */
+    const char *dataset;        /* the catalogue name (opt->dataset, or the
+                                   name a folder is served under) */
     int32_t rank, world;
     uint64_t epoch, seq;        /* first batch wanted */
     uint32_t version;           /* ring layout version asked for */
@@ -115,7 +121,13 @@ struct rf_client {
     /* options, with private copies of every string */
     struct rf_options opt;
     char *strings;              /* one block holding the copies */
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* attached through */
+    /* a dataset folder (folder.c): its realpath, the socket the options
+     * give (asked first), the name the serving daemon gave it; NULL and
+     * "" for a catalogue name */
+    char *folder;
+    char home[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char dsname[CTL_DATASET_NAME_MAX + 1];
     int32_t rank, world;
     pid_t pid;                  /* the process that opened it: the only one
                                    that may take or hand back batches */
@@ -177,6 +189,22 @@ static inline struct ring_slot *client_slot(void *base, uint64_t stride, uint32_
 
 /* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
 int64_t client_now_ns(void);
+
+/* folder.c: is dataset a folder (a '/' in it, or an existing folder with a
+ * MANIFEST)?  client_folder_init: its realpath into c->folder and c->path
+ * (the options' socket) into c->home; 0 or -errno with c->err.
+ * client_folder_open: asks for the serving daemon and name (file-top list
+ * of folder.c), sets c->path and c->dsname; 0 or -errno with err. */
+int client_is_folder(const char *dataset);
+int client_folder_init(struct rf_client *c);
+int client_folder_open(struct rf_client *c, struct rf_err *err);
+
+/* attach.c: sends line (len bytes, its LF included) on a fresh connection
+ * to path and reads the one-line reply into reply (cap bytes; descriptors
+ * sent with it are closed).  Returns its length, LF included, or -errno
+ * with err naming the path and verb. */
+ssize_t client_ask(const char *path, const char *verb, const char *line, size_t len,
+                   char *reply, size_t cap, struct rf_err *err);
 
 /* env.c */
 int client_socket_path(const char *opt, char *out, size_t cap, struct rf_err *err);

@@ -64,7 +64,13 @@ struct rf_options {
     /* Control socket.  NULL: $RINGFEED_SOCKET, else
      * $XDG_RUNTIME_DIR/ringfeed.sock, else /run/ringfeed/ringfeed.sock. */
     const char *socket;
-    const char *dataset;     /* a name from the daemon's catalogue; required */
+    /* required: a name from the daemon's catalogue, or (since 0.6) a
+     * packed dataset's folder: a path with a '/' in it, or an existing
+     * folder holding a MANIFEST.  A folder is served by the daemon at the
+     * socket when its config names it, else by the user's own daemon,
+     * ringfeedd --user, which the library starts when none is running
+     * (libringfeed(3), "Dataset folders"). */
+    const char *dataset;
     uint32_t batch;          /* samples per batch; 256 */
     /* Rank and world size; -1: from RANK/WORLD_SIZE (torchrun), else
      * OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI), else 0 and 1. */
@@ -343,6 +349,13 @@ const char *rf_strerror(int err);
 /* The last failure's full message for this client ("" if none).  Accepts
  * NULL (then it describes a failure to allocate the client). */
 const char *rf_last_error(const struct rf_client *c);
+
+/* Where the client is attached (since 0.6): the control socket's path, and
+ * the dataset's name in that daemon's catalogue (for a folder, the name
+ * the daemon serves it under, which CLASSES and SOURCES take).  Valid until
+ * rf_close() (a reconnect may change both); "" for NULL. */
+const char *rf_socket_path(const struct rf_client *c);
+const char *rf_dataset_name(const struct rf_client *c);
 
 /* The ring mapping's base and size, for registering it with a GPU runtime;
  * NULL and 0 while not attached.  A reconnect maps a new ring: the base

@@ -19,6 +19,7 @@
  * A dataset whose folder changes is a removal plus an addition.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,7 +213,9 @@ void catalog_sweep(struct daemon *d)
             entry_users(d, i) > 0)
             continue;
         log_info("dataset %s (%s): %s and no client reads it now; closed", d->cat[i].name,
-                 d->cat[i].dir, d->cat[i].failed[0] ? "failed" : "removed by a reload");
+                 d->cat[i].dir, d->cat[i].failed[0] ? "failed"
+                                : d->cat[i].on_demand ? "retired to make room for another folder"
+                                                      : "removed by a reload");
         make_hole(d, i);
     }
     while (d->ncat > 0 && !d->cat[d->ncat - 1].ds)
@@ -225,6 +228,63 @@ static int find_live(const struct daemon *d, const char *name)
     int i = catalog_find(d, name);
 
     return i < 0 ? -1 : i;
+}
+
+int catalog_add(struct daemon *d, const char *name, const char *dir, struct dataset *ds,
+                bool on_demand, const char *how)
+{
+    const struct dataset_info *info;
+    struct catalog_entry *e;
+    uint32_t slot = 0;
+
+    while (slot < d->ncat && d->cat[slot].ds)
+        slot++;
+    if (slot >= CONF_DATASETS_MAX)
+        return -ENOSPC;
+    e = &d->cat[slot];
+    memset(e, 0, sizeof(*e));
+    for (uint32_t j = 0; j < CONF_DATASETS_MAX; j++) /* opened again: forget its failure */
+        if (!d->cat[j].ds && strcmp(d->cat[j].failed_name, name) == 0)
+            d->cat[j].failed[0] = d->cat[j].failed_name[0] = '\0';
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    snprintf(e->dir, sizeof(e->dir), "%s", dir);
+    e->ds = ds;
+    e->on_demand = on_demand;
+    if (slot == d->ncat)
+        d->ncat++;
+    info = dataset_info(e->ds);
+    log_info("dataset %s: %s, %llu samples of %s, %u classes (%s)", e->name, e->dir,
+             (unsigned long long)info->samples, dataset_kind_name(info->kind), info->classes,
+             how);
+    return (int)slot;
+}
+
+int catalog_find_dir(const struct daemon *d, const char *dir)
+{
+    char real[PATH_MAX];
+
+    for (uint32_t i = 0; i < d->ncat; i++) {
+        if (!catalog_offers(d, i))
+            continue;
+        if (strcmp(d->cat[i].dir, dir) == 0 ||
+            (realpath(d->cat[i].dir, real) && strcmp(real, dir) == 0))
+            return (int)i;
+    }
+    return -ENOENT;
+}
+
+uint32_t catalog_retire_unused(struct daemon *d)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < d->ncat; i++) {
+        if (!catalog_offers(d, i) || !d->cat[i].on_demand || entry_users(d, i) > 0)
+            continue;
+        d->cat[i].retired = true;
+        n++;
+    }
+    catalog_sweep(d);
+    return n;
 }
 
 int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err)
@@ -287,7 +347,7 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
     for (uint32_t i = 0; i < d->ncat; i++) {
         const struct conf_dataset *cd;
 
-        if (!catalog_offers(d, i))
+        if (!catalog_offers(d, i) || d->cat[i].on_demand)
             continue;
         cd = conf_find_dataset(nc, d->cat[i].name);
         if (cd && strcmp(cd->dir, d->cat[i].dir) == 0)
@@ -299,9 +359,6 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
     }
     for (unsigned k = 0; k < nc->n_datasets; k++) {
         const struct conf_dataset *cd = &nc->datasets[k];
-        struct catalog_entry *e;
-        const struct dataset_info *info;
-        uint32_t slot = 0;
 
         if (revive[k] >= 0) {
             d->cat[revive[k]].retired = false;
@@ -310,23 +367,9 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
         }
         if (!opened[k])
             continue;
-        while (slot < d->ncat && d->cat[slot].ds)
-            slot++;
-        e = &d->cat[slot];
-        memset(e, 0, sizeof(*e));
-        for (uint32_t j = 0; j < CONF_DATASETS_MAX; j++) /* opened again: forget its failure */
-            if (!d->cat[j].ds && strcmp(d->cat[j].failed_name, cd->name) == 0)
-                d->cat[j].failed[0] = d->cat[j].failed_name[0] = '\0';
-        snprintf(e->name, sizeof(e->name), "%s", cd->name);
-        snprintf(e->dir, sizeof(e->dir), "%s", cd->dir);
-        e->ds = opened[k];
-        if (slot == d->ncat)
-            d->ncat++;
-        *added = true;
-        info = dataset_info(e->ds);
-        log_info("dataset %s: %s, %llu samples of %s, %u classes (added by the reload)",
-                 e->name, e->dir, (unsigned long long)info->samples,
-                 dataset_kind_name(info->kind), info->classes);
+        /* step 1 counted the free slots: this cannot fail */
+        if (catalog_add(d, cd->name, cd->dir, opened[k], false, "added by the reload") >= 0)
+            *added = true;
     }
     catalog_sweep(d);
     return 0;

@@ -23,6 +23,8 @@ struct catalog_entry {
     char failed[256];          /* "" or why its files can no longer be read as
                                 * opened (catalog_fail): not offered again */
     char failed_name[65];      /* the name it failed under (kept in a hole) */
+    bool on_demand;            /* opened by OPEN (ringfeedd --user, userd.c), not
+                                * named by the config: a reload leaves it be */
 };
 
 
@@ -46,6 +48,19 @@ uint32_t catalog_offered(const struct daemon *d);
 /* Applies a reloaded config's datasets (see catalog.c); *added says the
  * workers must restart to learn new ones.  On error nothing changed. */
 int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err);
+/* Places the open dataset ds in a free slot as name (dir its folder) and
+ * logs it with how (e.g. "added by the reload").  Ownership of ds passes to
+ * the catalogue.  Returns the slot, or -ENOSPC when every slot holds a
+ * dataset (ds is then the caller's still).  The workers do not know it yet:
+ * the caller restarts them (pool_roll). */
+int catalog_add(struct daemon *d, const char *name, const char *dir, struct dataset *ds,
+                bool on_demand, const char *how);
+/* The offered entry whose folder is dir (compared as given and as
+ * realpath), or -ENOENT. */
+int catalog_find_dir(const struct daemon *d, const char *dir);
+/* Retires the on-demand entries no client uses (catalog_sweep then closes
+ * them): room for new ones.  Returns how many. */
+uint32_t catalog_retire_unused(struct daemon *d);
 /* Entry i's files changed under it (a worker saw it): fails its streams,
  * stops offering it, logs why once.  A reload that names it opens it anew. */
 void catalog_fail(struct daemon *d, uint32_t i, const char *why);

@@ -47,6 +47,7 @@
 #include "service.h"
 #include "stats.h"
 #include "transform.h"
+#include "userd.h"
 #include "wire.h"
 
 struct daemon {
@@ -81,5 +82,7 @@ struct daemon {
 int daemon_load_config(struct conf *out, struct rf_err *err);
 /* The --config file, or NULL. */
 const char *daemon_config_path(void);
+/* Stops the daemon as SIGTERM does (main.c); why goes to the log. */
+void daemon_stop(struct daemon *d, const char *why);
 
 #endif

@@ -3,7 +3,7 @@
  *
  *   ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...
  *             [--workers N|auto] [--cpu-budget N] [--memory-budget SIZE]
- *             [--log-level LEVEL]
+ *             [--log-level LEVEL] [--user [--idle-exit SECONDS]]
  *
  * Flags override the config file (proto/conf.h documents its format).
  * The socket, when neither names it: $RINGFEED_SOCKET, else
@@ -19,6 +19,11 @@
  * overriding it (reload.c).  Under systemd it speaks sd_notify (READY,
  * RELOADING, STOPPING, STATUS, WATCHDOG) and takes a socket-activated
  * listener (service.c, sdnotify.h, systemd/ringfeedd.service).
+ *
+ * --user: a user's own daemon (userd.c): its socket in the user's
+ * private folder, its own uid only, dataset folders opened as clients ask
+ * (OPEN), and an exit after --idle-exit seconds with no client.
+ * libringfeed starts it when a program names a folder (client/spawn.c).
  *
  * The same binary is the worker: "ringfeedd --worker ..." (worker.c).
  */
@@ -40,6 +45,8 @@
 #include "fileio.h"
 #include "log.h"
 #include "mapguard.h"
+#include "strnum.h"
+#include "userd.h"
 #include "worker.h"
 
 static void usage(FILE *f)
@@ -47,7 +54,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...\n"
             "                 [--workers N|auto] [--cpu-budget N] [--memory-budget SIZE]\n"
-            "                 [--log-level LEVEL]\n"
+            "                 [--log-level LEVEL] [--user [--idle-exit SECONDS]]\n"
             "\n"
             "  --config FILE         read settings from FILE (key = value lines)\n"
             "  --socket PATH         control socket (default $RINGFEED_SOCKET,\n"
@@ -60,8 +67,13 @@ static void usage(FILE *f)
             "                        less one per attached client)\n"
             "  --memory-budget SIZE  bytes for client rings, e.g. 2G (default: RAM/4)\n"
             "  --log-level LEVEL     error, warn, info (default) or debug\n"
+            "  --user                your own daemon: socket in $XDG_RUNTIME_DIR/ringfeed/\n"
+            "                        (else /tmp/ringfeed-UID/), your uid only, dataset\n"
+            "                        folders opened as clients ask\n"
+            "  --idle-exit SECONDS   with --user: exit after this long with no client\n"
+            "                        (default %u; 0: never)\n"
             "  --version             print the version\n"
-            "  --help                print this help\n");
+            "  --help                print this help\n", USERD_IDLE_EXIT_DEFAULT);
 }
 
 /* Reads the config file whole (at most 1 MiB); the message names the file. */
@@ -140,7 +152,8 @@ int daemon_load_config(struct conf *out, struct rf_err *err)
     return 0;
 }
 
-/* Parses flags and the config file into d->cf; returns 0, 1 (exit 0) or -1. */
+/* Parses flags and the config file into d->cf; returns 0, 1 (exit 0), -1 (bad
+ * usage, exit 2) or -2 (--user could not take its folder, exit 1). */
 static int configure(struct daemon *d, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -151,6 +164,8 @@ static int configure(struct daemon *d, int argc, char **argv)
         { "cpu-budget", required_argument, NULL, 'b' },
         { "memory-budget", required_argument, NULL, 'm' },
         { "log-level", required_argument, NULL, 'l' },
+        { "user", no_argument, NULL, 'u' },
+        { "idle-exit", required_argument, NULL, 'i' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -158,6 +173,9 @@ static int configure(struct daemon *d, int argc, char **argv)
     struct conf *flags = &flag_conf;
     const char *config = NULL;
     struct rf_err err;
+    bool user = false;
+    uint32_t idle_exit = USERD_IDLE_EXIT_DEFAULT;
+    const char *idle_arg = NULL;
     int opt;
 
     conf_defaults(flags);
@@ -174,6 +192,19 @@ static int configure(struct daemon *d, int argc, char **argv)
         case 'b': key = "cpu-budget"; break;
         case 'm': key = "memory-budget"; break;
         case 'l': key = "log-level"; break;
+        case 'u': user = true; continue;
+        case 'i': {
+            uint64_t v;
+
+            if (strnum_u64(optarg, strlen(optarg), &v) < 0 || v > USERD_IDLE_EXIT_MAX) {
+                fprintf(stderr, "ringfeedd: --idle-exit %s: seconds, 0..%u (0: never)\n",
+                        optarg, USERD_IDLE_EXIT_MAX);
+                return -1;
+            }
+            idle_exit = (uint32_t)v;
+            idle_arg = optarg;
+            continue;
+        }
         case 'd': {
             const char *eq = strchr(optarg, '=');
 
@@ -205,13 +236,32 @@ static int configure(struct daemon *d, int argc, char **argv)
         usage(stderr);
         return -1;
     }
+    if (idle_arg && !user) {
+        fprintf(stderr, "ringfeedd: --idle-exit is for a user daemon: add --user\n");
+        return -1;
+    }
+    if (user) {
+        char sock[sizeof(d->cf.socket)];
+
+        if (conf_is_set(flags, CONF_SOCKET)) {
+            fprintf(stderr, "ringfeedd: --user listens in the user's own folder; leave out "
+                            "--socket (or drop --user)\n");
+            return -1;
+        }
+        if (userd_configure(idle_exit, sock, sizeof(sock), &err) < 0 ||
+            conf_set(flags, "socket", sock, &err) < 0 ||
+            conf_set(flags, "socket-mode", "0600", &err) < 0) {
+            fprintf(stderr, "ringfeedd: --user: %s\n", err.msg);
+            return -2; /* a start-up failure, not bad usage: exit 1 */
+        }
+    }
     config_file = config;
     if (daemon_load_config(&d->cf, &err) < 0) {
         fprintf(stderr, "ringfeedd: %s\n", err.msg);
         return -1;
     }
     log_threshold = (enum log_level)d->cf.log_level;
-    if (d->cf.n_datasets == 0)
+    if (d->cf.n_datasets == 0 && !user)
         log_warn("no datasets configured: give --dataset NAME=DIR or dataset.NAME in the config");
     return 0;
 }
@@ -228,14 +278,13 @@ static int self_exe(char *out, size_t cap)
 
 static uv_signal_t sigint_h, sigterm_h;
 
-static void on_stop_signal(uv_signal_t *h, int signum)
+void daemon_stop(struct daemon *d, const char *why)
 {
-    struct daemon *d = h->loop->data;
-
     if (d->stopping)
         return;
-    log_info("signal %d: stopping", signum);
+    log_info("%s: stopping", why);
     d->stopping = true;
+    userd_close();
     service_stopping(d);
     server_stop(d);
     server_close_all(d);
@@ -245,6 +294,14 @@ static void on_stop_signal(uv_signal_t *h, int signum)
     reload_close(d);
     uv_close((uv_handle_t *)&sigint_h, NULL);
     uv_close((uv_handle_t *)&sigterm_h, NULL);
+}
+
+static void on_stop_signal(uv_signal_t *h, int signum)
+{
+    char why[32];
+
+    snprintf(why, sizeof(why), "signal %d", signum);
+    daemon_stop(h->loop->data, why);
 }
 
 static int table_checks(void)
@@ -285,7 +342,7 @@ int main(int argc, char **argv)
         worker_main(argc, argv);
     rc = configure(&d, argc, argv);
     if (rc != 0)
-        return rc > 0 ? 0 : 2;
+        return rc > 0 ? 0 : rc == -2 ? 1 : 2;
     if (table_checks() < 0)
         return 1;
     signal(SIGPIPE, SIG_IGN);
@@ -353,6 +410,7 @@ int main(int argc, char **argv)
     uv_signal_start(&sigterm_h, on_stop_signal, SIGTERM);
     reload_init(&d);
     sched_init(&d, &sched_ops);
+    userd_start(&d);
     if (d.cf.workers_auto)
         log_info("ringfeedd %s: workers auto from %u, cpu budget %u: %s; %u dataset(s), ring "
                  "budget %llu bytes", RINGFEED_VERSION, d.cf.workers, d.autoscale.budget,

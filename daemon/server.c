@@ -140,6 +140,7 @@ static void conn_close_code(struct conn *c, const char *why, int code)
      * the peer sees EOF before on_conn_closed runs (a peer that connects
      * in between must not find max-connections still reached) */
     c->d->conn_open--;
+    userd_clients_changed(c->d);
     if (c->epoll_open) {
         /* no more release callbacks: the stream and its eventfd go next */
         uv_poll_stop(&c->epoll);
@@ -549,6 +550,40 @@ void server_attach_made(void *conn, struct stream *st, int rc, const struct rf_e
         conn_drive(c); /* lines that came while the ring was made */
 }
 
+/* OPEN <folder>: the name it is served under.  A user daemon opens it
+ * (userd.c); this daemon otherwise answers only for a folder its config
+ * names, and says how to serve any other. */
+static void do_open(struct conn *c, const struct ctl_req *req)
+{
+    char name[CTL_DATASET_NAME_MAX + 1], *out;
+    enum ctl_errcode code;
+    struct rf_err err;
+    int i;
+
+    if (c->d->stopping)
+        return send_err(c, CTL_E_CLOSING, "the daemon is shutting down");
+    if (userd_active()) {
+        if (userd_open(c->d, req->path, name, &code, &err) < 0)
+            return send_err(c, code, "%s", err.msg);
+    } else {
+        i = catalog_find_dir(c->d, req->path);
+        if (i < 0) {
+            log_info("OPEN %s refused: not in the catalogue", req->path);
+            return send_err(c, CTL_E_CATALOGUE_ONLY,
+                            "dataset folder %s: this daemon serves only the datasets its "
+                            "config names; serve the folder with your own daemon, ringfeedd "
+                            "--user (libringfeed starts it for a folder), or name it in "
+                            "ringfeedd.conf: dataset.NAME = %s, then reload (SIGHUP)",
+                            req->path, req->path);
+        }
+        snprintf(name, sizeof(name), "%s", c->d->cat[i].name);
+    }
+    out = malloc(CTL_LINE_MAX + 1);
+    if (!out)
+        return conn_close(c, "out of memory");
+    conn_send(c, out, (size_t)ctl_reply_ok(out, CTL_LINE_MAX + 1, "dataset=%s", name));
+}
+
 static verb_fn *const verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_PING] = do_ping,
     [CTL_VERB_STATUS] = do_status,
@@ -559,6 +594,7 @@ static verb_fn *const verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_ATTACH] = do_attach,
     [CTL_VERB_CLASSES] = do_meta,
     [CTL_VERB_SOURCES] = do_meta,
+    [CTL_VERB_OPEN] = do_open,
 };
 
 /* ---- the state machine ---------------------------------------------- */
@@ -648,6 +684,8 @@ static bool peer_allowed(const struct daemon *d, int fd, struct ucred *cr)
     memset(cr, 0xff, sizeof(*cr));
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len) == -1)
         return false;
+    if (userd_active()) /* its own uid only (userd.c) */
+        return cr->uid == geteuid();
     if (cr->uid == 0 || cr->uid == geteuid())
         return true;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, small, &glen) == 0) {
@@ -765,9 +803,13 @@ static void on_connection(uv_stream_t *server, int status)
     /* the access rule before the count: a denied peer never holds a place,
      * and learns that it is denied rather than that the daemon is full */
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 || !peer_allowed(d, fd, &cr)) {
+        char why[CTL_ERR_MSG_MAX];
+
         d->conn_denied++;
         log_warn("denied a control connection from pid %d uid %d gid %d", (int)cr.pid,
                  (int)cr.uid, (int)cr.gid);
+        if (userd_active() && !userd_peer_ok(cr.uid, why, sizeof(why)))
+            return conn_refuse(c, CTL_E_DENIED, "%s", why);
         return conn_refuse(c, CTL_E_DENIED,
                            "uid %d gid %d may not use this socket: allowed are root, uid %u "
                            "(the daemon's user) and %s; see allow-uid and allow-gid in "
@@ -789,6 +831,7 @@ static void on_connection(uv_stream_t *server, int status)
                            "again later", d->cf.max_connections);
     }
     d->conn_open++;
+    userd_clients_changed(d);
     if (d->conn_open * 2 <= d->cf.max_connections)
         over_logged = false;
     c->uid = (uint32_t)cr.uid;
@@ -995,7 +1038,14 @@ int server_start(struct daemon *d)
     rc = uv_pipe_bind(&listener, path);
     umask(old_mask);
     if (rc < 0) {
-        log_error("cannot listen on %s: %s", path, uv_strerror(rc));
+        if ((rc == UV_EACCES || rc == UV_ENOENT || rc == UV_EPERM) && geteuid() != 0 &&
+            !userd_active())
+            log_error("cannot listen on %s: %s: that is the system daemon's place; as a "
+                      "user, run ringfeedd --user (your own daemon, in $XDG_RUNTIME_DIR/"
+                      "ringfeed/) or give --socket PATH in a folder of yours", path,
+                      uv_strerror(rc));
+        else
+            log_error("cannot listen on %s: %s", path, uv_strerror(rc));
         return rc;
     }
     created_socket = true;

@@ -19,12 +19,14 @@
 #include <string.h>
 
 #include "ctl_int.h"
+#include "sources.h"
 #include "strnum.h"
 
 static int parse_workers(const char *line, struct ctl_req *req);
 static int parse_attach(const char *line, struct ctl_req *req);
 static int parse_classes(const char *line, struct ctl_req *req);
 static int parse_sources(const char *line, struct ctl_req *req);
+static int parse_open(const char *line, struct ctl_req *req);
 
 static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_PING] = {"PING", 0, 0, "PING", "check that the daemon answers", NULL},
@@ -48,6 +50,9 @@ static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_SOURCES] = {"SOURCES", 3, 3, "SOURCES <dataset> <start> <count>",
                           "the files samples start.. were packed from, escaped (multi-line)",
                           parse_sources},
+    [CTL_VERB_OPEN] = {"OPEN", 1, 1, "OPEN <folder>",
+                       "the name a packed dataset's folder is served under (escaped path)",
+                       parse_open},
 };
 
 const struct ctl_verb_def *ctl_verb_def(enum ctl_verb verb)
@@ -259,6 +264,60 @@ static int parse_sources(const char *line, struct ctl_req *req)
     }
     req->count = (uint32_t)n;
     return 0;
+}
+
+/* args[0]: an absolute folder, escaped (ctl.h OPEN), decoded into req->path. */
+static int parse_open(const char *line, struct ctl_req *req)
+{
+    const struct ctl_span *a = &req->args[0];
+    char q[CTL_QUOTE_SIZE];
+    long n;
+
+    ctl_quote(q, sizeof(q), line + a->off, a->len);
+    if (a->len > CTL_PATH_MAX) /* an escape is never shorter than its byte */
+        return req_fail(req, CTL_E_BAD_ARG, "OPEN: folder %s is longer than %d bytes", q,
+                        CTL_PATH_MAX);
+    n = sources_unescape(line + a->off, a->len, req->path);
+    if (n < 0)
+        return req_fail(req, CTL_E_BAD_ARG,
+                        "OPEN: folder %s has a bad escape (\\\\ or \\xHH only)", q);
+    req->path[n] = '\0';
+    if (req->path[0] != '/' || memchr(req->path, '\0', (size_t)n))
+        return req_fail(req, CTL_E_BAD_ARG,
+                        "OPEN: folder %s must be an absolute path without NUL bytes", q);
+    return 0;
+}
+
+int ctl_format_open(const char *path, size_t n, char *buf, size_t cap)
+{
+    char esc[SOURCES_LINE_MAX + 1];
+    size_t o = 0;
+    long e;
+
+    if (n == 0 || path[0] != '/' || memchr(path, '\0', n))
+        return -EINVAL;
+    if (n > CTL_PATH_MAX)
+        return -ENAMETOOLONG;
+    e = sources_escape(path, n, esc, sizeof(esc));
+    if (e < 0)
+        return e == -ENOSPC ? -ENAMETOOLONG : (int)e;
+    if (cap < 6)
+        return -ENAMETOOLONG;
+    memcpy(buf, "OPEN ", 5);
+    o = 5;
+    for (long i = 0; i < e; i++) {
+        /* a blank would split the argument: \x20 (TAB is already escaped) */
+        const char *piece = esc[i] == ' ' ? "\\x20" : NULL;
+        size_t k = piece ? 4 : 1;
+
+        if (o + k + 2 > cap || o + k + 2 > CTL_LINE_MAX)
+            return -ENAMETOOLONG;
+        memcpy(buf + o, piece ? piece : &esc[i], k);
+        o += k;
+    }
+    buf[o++] = '\n';
+    buf[o] = '\0';
+    return (int)o;
 }
 
 static bool is_blank(char c)

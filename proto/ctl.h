@@ -52,6 +52,19 @@
  *                                   "ERR no-dataset" for a dataset without
  *                                   a source list, "ERR bad-arg" for a start
  *                                   past its samples
+ *     OPEN <folder>                 OK dataset=NAME: the catalogue name under
+ *                                   which this daemon serves the packed
+ *                                   dataset in that folder (then ATTACH
+ *                                   dataset=NAME, CLASSES NAME, ...).  The
+ *                                   folder is absolute, escaped as a source
+ *                                   line is (sources.h: \\ and \xHH) with
+ *                                   every blank escaped too, so it is one
+ *                                   argument.  A user daemon (ringfeedd
+ *                                   --user) opens it on demand; the system
+ *                                   daemon answers only for a folder its
+ *                                   config names, else "ERR catalogue-only"
+ *                                   saying how to serve it (ctl_format_open
+ *                                   writes the line)
  *     ATTACH dataset=NAME [key=value ...]   see struct ctl_attach
  *
  * ATTACH keys, their defaults and ranges (ctl_attach.c's table):
@@ -153,6 +166,7 @@
 #define CTL_ATTACH_DEPTH_MAX 64
 #define CTL_ATTACH_WEIGHT_MAX 1000
 #define CTL_SOURCES_MAX 4096      /* SOURCES' count: lines in one reply */
+#define CTL_PATH_MAX 4095         /* OPEN's folder, decoded (PATH_MAX less its NUL) */
 
 enum ctl_status {
     CTL_DONE,
@@ -174,6 +188,7 @@ enum ctl_verb {
     CTL_VERB_ATTACH,
     CTL_VERB_CLASSES,
     CTL_VERB_SOURCES,
+    CTL_VERB_OPEN,
     CTL_VERB_COUNT
 };
 
@@ -275,6 +290,7 @@ struct ctl_req {
     bool workers_auto;         /* WORKERS auto */
     struct ctl_attach attach;
     char dataset[CTL_DATASET_NAME_MAX + 1]; /* CLASSES, SOURCES */
+    char path[CTL_PATH_MAX + 1];            /* OPEN: absolute, decoded, no NUL inside */
     uint64_t start;            /* SOURCES' first line */
     uint32_t count;            /* SOURCES' lines, 1..CTL_SOURCES_MAX */
 };
@@ -307,6 +323,14 @@ bool ctl_skip_line(const char *buf, size_t len, size_t *consumed);
  * when every byte is allowed, else the offset of the first bad one.
  */
 size_t ctl_text_check(const char *s, size_t len);
+
+/*
+ * Writes "OPEN <folder escaped>\n" for the n bytes of path into buf (cap
+ * bytes, NUL-terminated).  Returns its length, -EINVAL for a path that is
+ * not absolute or holds a NUL, -ENAMETOOLONG over CTL_PATH_MAX bytes or a
+ * line over CTL_LINE_MAX escaped.
+ */
+int ctl_format_open(const char *path, size_t n, char *buf, size_t cap);
 
 /* True when s[0..len) is a dataset name: 1..64 bytes of [A-Za-z0-9._-]. */
 bool ctl_dataset_name_ok(const char *s, size_t len);

@@ -210,6 +210,11 @@ static int fail_value(const struct key *k, const char *v, size_t vlen, char *msg
 
     ctl_quote(q, sizeof(q), v, vlen);
     describe(k, what, sizeof(what));
+    if (k->kind == K_NAME && memchr(v, '/', vlen)) /* a folder: ctl.h OPEN */
+        return fail(msg, cap, "ATTACH: bad value %s for %s: a dataset folder is not a name; "
+                    "OPEN <folder> gives the name a daemon serves it under (libringfeed "
+                    "does this, and starts ringfeedd --user for a folder the system "
+                    "daemon does not name)", q, k->name);
     return fail(msg, cap, "ATTACH: bad value %s for %s: %s takes %s", q, k->name, k->name, what);
 }
 

@@ -45,7 +45,9 @@
     X(TOO_MANY, 12, "too-many", -EUSERS,                                       \
       "too many clients attached to the daemon")                               \
     X(BAD_DATASET, 13, "bad-dataset", -EBADMSG,                                \
-      "the dataset on disk failed validation")
+      "the dataset on disk failed validation")                                \
+    X(CATALOGUE_ONLY, 14, "catalogue-only", -EREMOTE,                          \
+      "this daemon serves only the datasets its config names")
 
 enum ctl_errcode {
     CTL_E_NONE = 0, /* no error, or a name this build does not know */

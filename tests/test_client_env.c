@@ -213,8 +213,11 @@ static void options(void)
     TAP_IS_INT(rf_open(&o, &c), -EINVAL, "no dataset: -EINVAL");
     TAP_OK(strstr(rf_last_error(c), "dataset is required"), "  message says so");
     rf_close(c);
+    /* a '/' makes it a folder (folder.c): one that does not exist is named */
     o.dataset = "fm/../../etc";
-    TAP_IS_INT(rf_open(&o, &c), -EINVAL, "a path for a dataset: -EINVAL");
+    TAP_IS_INT(rf_open(&o, &c), -ENOENT, "a missing folder for a dataset: -ENOENT");
+    TAP_OK(strstr(rf_last_error(c), "dataset folder fm/../../etc: No such file"),
+           "  message names it");
     rf_close(c);
     o.dataset = "fm";
     o.batch = 0;

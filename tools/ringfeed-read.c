@@ -2,7 +2,7 @@
  * ringfeed-read.c - consumes a ringfeed stream without computing anything:
  * the loader's speed on its own, and a digest that two runs compare by.
  *
- *   ringfeed-read [--socket PATH] --dataset NAME --batch B --epochs E
+ *   ringfeed-read [--socket PATH] --dataset NAME|FOLDER --batch B --epochs E
  *                 [--transform raw|train|eval|none] [--size S] [--depth D]
  *                 [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]
  *                 [--params "k=v ..."] [--start-epoch E --start-seq N]
@@ -117,7 +117,9 @@ static void usage(FILE *f)
             "field, each alone and all together, for a dataset of named fields).\n"
             "\n"
             "  --socket PATH        the daemon's control socket (default: as libringfeed)\n"
-            "  --dataset NAME       the dataset, a name from 'ringfeedctl datasets'\n"
+            "  --dataset NAME       the dataset, a name from 'ringfeedctl datasets', or a\n"
+            "                       packed folder (a path with a '/'): served by your\n"
+            "                       own daemon, started if need be (see ringfeedd(8))\n"
             "  --batch B            samples per batch, 1..65536\n"
             "  --epochs E           epochs to read, counted from the start point\n"
             "  --transform T        raw (default), train, eval or none\n"

@@ -59,8 +59,8 @@ static void usage(FILE *f)
         const struct ctl_verb_def *d = ctl_verb_def((enum ctl_verb)v);
         char name[64];
 
-        if (v == CTL_VERB_ATTACH)
-            continue; /* libringfeed's verb */
+        if (v == CTL_VERB_ATTACH || v == CTL_VERB_OPEN)
+            continue; /* libringfeed's verbs */
         snprintf(name, sizeof(name), "%s", d->usage);
         for (char *p = name; *p && *p != ' '; p++)
             *p = (char)(*p - 'A' + 'a');
@@ -535,7 +535,7 @@ int main(int argc, char **argv)
     }
     verb = ctl_verb_from_name(argv[optind], strlen(argv[optind]));
     def = ctl_verb_def(verb);
-    if (!def || verb == CTL_VERB_ATTACH) {
+    if (!def || verb == CTL_VERB_ATTACH || verb == CTL_VERB_OPEN) {
         fprintf(stderr, "%s: unknown command \"%s\"\n", prog, argv[optind]);
         usage(stderr);
         return 2;

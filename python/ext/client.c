@@ -845,6 +845,17 @@ fail:
     return NULL;
 }
 
+/* (socket, name): where the stream is attached (rf_socket_path,
+ * rf_dataset_name): a dataset folder's serving daemon and the name it
+ * gave the folder, which CLASSES and SOURCES take. */
+static PyObject *client_where(ext_client *o, PyObject *unused)
+{
+    (void)unused;
+    if (!o->c)
+        return ext_raise(-EBADF, "the loader is closed");
+    return Py_BuildValue("(ss)", rf_socket_path(o->c), rf_dataset_name(o->c));
+}
+
 static PyObject *client_info(ext_client *o, PyObject *unused)
 {
     struct rf_info in = o->info;
@@ -918,6 +929,8 @@ static PyMethodDef client_methods[] = {
     {"close", (PyCFunction)client_close, METH_NOARGS,
      "Detaches now, or once the last view of a batch is freed."},
     {"info", (PyCFunction)client_info, METH_NOARGS, "The stream's rf_get_info as a dict."},
+    {"where", (PyCFunction)client_where, METH_NOARGS,
+     "(socket, dataset name): the daemon attached to and the dataset's name there."},
     {"stats", (PyCFunction)client_stats, METH_NOARGS, "libringfeed's counters as a dict."},
     {"ring", (PyCFunction)client_ring, METH_NOARGS, "(base address, bytes) of the ring."},
     {NULL, NULL, 0, NULL},

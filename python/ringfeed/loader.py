@@ -263,7 +263,11 @@ def _legacy(fields):
 class Loader:
     """Batches of one dataset from the ringfeedd daemon, for this rank.
 
-    dataset: a name from the daemon's catalogue (``ringfeedctl datasets``).
+    dataset: a name from the daemon's catalogue (``ringfeedctl datasets``),
+      or a packed dataset's folder (a path with a '/', or an existing
+      folder holding a MANIFEST): served by the daemon at the socket when
+      its config names it, else by your own daemon, which the library
+      starts when none runs (``ringfeedd --user``; it exits when idle).
     batch_size, shuffle, seed, drop_last: as DataLoader and DistributedSampler.
     transform: "raw" (tensor datasets as stored, in their own dtype), "train" (RandomResizedCrop
       + RandomHorizontalFlip) or "eval" (Resize + CenterCrop) for JPEGs;
@@ -356,7 +360,7 @@ class Loader:
         reconnect_ms = _millis("reconnect_timeout", reconnect_timeout)
         self._params = self._join_params(params, layout, drop_last)
         self._opts = dict(
-            dataset=dataset, batch=batch_size, rank=-1 if rank is None else rank,
+            dataset=os.fspath(dataset), batch=batch_size, rank=-1 if rank is None else rank,
             world=-1 if world_size is None else world_size, seed=seed, transform=transform,
             size=size or 0, depth=depth or 0, shuffle=bool(shuffle),
             drop_last=bool(drop_last), params=self._params or None, name=name,
@@ -370,7 +374,7 @@ class Loader:
         else:
             import numpy as np
             self._from = np.asarray
-        self.dataset = dataset
+        self.dataset = os.fspath(dataset)
         self.batch_size = batch_size
         self.seed = seed
         self.shuffle = bool(shuffle)
@@ -491,6 +495,7 @@ class Loader:
         if self._client is not None:
             self._client.close()
         self._client = client
+        self._served = client.where()  # (socket, name): a folder's daemon and name
         self._info = self._client.info()
         self._pos = (self._info["next_epoch"], self._info["next_seq"])
         self._bpe = self._info["batches_per_epoch"]
@@ -621,7 +626,7 @@ class Loader:
         ``classes``); [] for a dataset without classes.  Asked of the
         daemon once (its CLASSES verb)."""
         if self._classes is None:
-            self._classes = self._ctl(f"CLASSES {self.dataset}")[1]
+            self._classes = self._ctl(f"CLASSES {self._served[1]}")[1]
         return list(self._classes)
 
     @property
@@ -653,7 +658,7 @@ class Loader:
             got = []
             while start + len(got) < min(n, start + _SOURCES_CHUNK):
                 at = start + len(got)
-                lines = self._ctl(f"SOURCES {self.dataset} {at} "
+                lines = self._ctl(f"SOURCES {self._served[1]} {at} "
                                   f"{min(n, start + _SOURCES_CHUNK) - at}")[1]
                 if not lines:
                     raise Error(errno.EPROTO, f"the daemon sent no source line for {at}")
@@ -666,7 +671,7 @@ class Loader:
             raise Error(errno.ENOTSUP, "this build of the ringfeed extension has no control "
                         "requests (scripts/gpu-check builds the reading half only): classes, "
                         "class_to_idx and source(i) need the package built with meson")
-        return _ringfeed.ctl(request, self._opts["socket"])
+        return _ringfeed.ctl(request, self._served[0])
 
     def stats(self):
         """libringfeed's counters: batches, samples, wait_seconds (inside
