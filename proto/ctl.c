@@ -25,6 +25,7 @@ static int parse_workers(const char *line, struct ctl_req *req);
 static int parse_attach(const char *line, struct ctl_req *req);
 static int parse_classes(const char *line, struct ctl_req *req);
 static int parse_sources(const char *line, struct ctl_req *req);
+static int parse_subsets(const char *line, struct ctl_req *req);
 
 static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_PING] = {"PING", 0, 0, "PING", "check that the daemon answers", NULL},
@@ -48,6 +49,9 @@ static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_SOURCES] = {"SOURCES", 3, 3, "SOURCES <dataset> <start> <count>",
                           "the files samples start.. were packed from, escaped (multi-line)",
                           parse_sources},
+    [CTL_VERB_SUBSETS] = {"SUBSETS", 1, 1, "SUBSETS <dataset>",
+                          "a dataset's named index sets: NAME COUNT, then * SAMPLES (multi-line)",
+                          parse_subsets},
 };
 
 const struct ctl_verb_def *ctl_verb_def(enum ctl_verb verb)
@@ -237,6 +241,11 @@ static int parse_dataset_arg(const char *line, struct ctl_req *req, const char *
 static int parse_classes(const char *line, struct ctl_req *req)
 {
     return parse_dataset_arg(line, req, "CLASSES");
+}
+
+static int parse_subsets(const char *line, struct ctl_req *req)
+{
+    return parse_dataset_arg(line, req, "SUBSETS");
 }
 
 static int parse_sources(const char *line, struct ctl_req *req)

@@ -52,6 +52,11 @@
  *                                   "ERR no-dataset" for a dataset without
  *                                   a source list, "ERR bad-arg" for a start
  *                                   past its samples
+ *     SUBSETS <dataset>             multi-line: the named index sets its
+ *                                   pack has now (ringfeed-pack split), one
+ *                                   "NAME COUNT" a line, and a last line
+ *                                   "* SAMPLES", the whole dataset's size
+ *                                   (a name never starts with '*')
  *     ATTACH dataset=NAME [key=value ...]   see struct ctl_attach
  *
  * ATTACH keys, their defaults and ranges (ctl_attach.c's table):
@@ -185,6 +190,7 @@ enum ctl_verb {
     CTL_VERB_ATTACH,
     CTL_VERB_CLASSES,
     CTL_VERB_SOURCES,
+    CTL_VERB_SUBSETS,
     CTL_VERB_COUNT
 };
 
@@ -295,7 +301,7 @@ struct ctl_req {
     uint32_t workers;          /* WORKERS n; 0 with workers_auto */
     bool workers_auto;         /* WORKERS auto */
     struct ctl_attach attach;
-    char dataset[CTL_DATASET_NAME_MAX + 1]; /* CLASSES, SOURCES */
+    char dataset[CTL_DATASET_NAME_MAX + 1]; /* CLASSES, SOURCES, SUBSETS */
     uint64_t start;            /* SOURCES' first line */
     uint32_t count;            /* SOURCES' lines, 1..CTL_SOURCES_MAX */
 };
