@@ -212,6 +212,9 @@ int dataset_split(const char *dir, const struct split_request *rq, struct split_
         r = rf_err_set(err, -errno, "%s: cannot lock the folder: %s", dir, strerror(errno));
         goto out;
     }
+    r = subset_val_size(dataset_info(ds)->samples, rq->val_frac, rq->val_count, &k, err);
+    if (r < 0)
+        goto out;
     r = dataset_manifest_now(ds, &now, err);
     if (r < 0)
         goto out;
@@ -235,9 +238,6 @@ int dataset_split(const char *dir, const struct split_request *rq, struct split_
                        now.nsubsets, SUBSET_MAX);
         goto out;
     }
-    r = subset_val_size(dataset_info(ds)->samples, rq->val_frac, rq->val_count, &k, err);
-    if (r < 0)
-        goto out;
     if (rq->stratify) {
         r = read_labels(ds, &labels, &classes, err);
         if (r < 0)
