@@ -89,7 +89,10 @@ struct rf_options {
                                 (e.g. "scale=0.08,1 flip=0.5"); NULL.  Checked
                                 by the protocol's parser in rf_open(); keys
                                 set by the fields above are refused (depth
-                                and size only when their field is not 0) */
+                                and size only when their field is not 0).
+                                "subset=NAME" or "subset=START:STOP" draws
+                                from a set of the pack or a range of
+                                indices (libringfeed(3)) */
     const char *name;        /* a label for the daemon's stats; NULL */
     int reconnect_ms;        /* how long to keep reconnecting; 30000 */
 };
@@ -170,7 +173,9 @@ struct rf_info {
     uint32_t batch;             /* samples per batch; an epoch's last batch
                                    may hold fewer (unless drop_last_batch) */
     uint32_t depth;             /* ring slots */
-    uint64_t dataset_samples;   /* samples in the whole dataset */
+    uint64_t dataset_samples;   /* samples the stream draws from: the whole
+                                   dataset's, or with ATTACH subset= (in
+                                   params) the subset's */
     uint64_t batches_per_epoch; /* for this rank */
     uint64_t sample_bytes;      /* bytes of one sample's pixels */
     uint32_t layout;            /* RF_LAYOUT_* */

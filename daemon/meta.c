@@ -1,5 +1,5 @@
 /*
- * meta.c - CLASSES and SOURCES: a dataset's class names and source list
+ * meta.c - CLASSES, SOURCES and SUBSETS: a dataset's class names and source list
  * over the control socket (meta.h), so that a client that knows only the
  * catalogue name (ringfeed.Loader's classes, class_to_idx, source(i)) gets
  * them from the daemon that serves the dataset.
@@ -15,6 +15,7 @@
 
 #include "catalog.h"
 #include "dataset.h"
+#include "manifest.h"
 
 /* Writes the ERR message into msg; *code is the caller's to set. */
 __attribute__((format(printf, 4, 5)))
@@ -160,6 +161,31 @@ static int sources(struct dataset *ds, const struct ctl_req *req, char **out, si
     return r;
 }
 
+/* SUBSETS: "NAME COUNT" per set of the pack's MANIFEST as it is now
+ * (dataset.h), then "* SAMPLES". */
+static int subsets(struct dataset *ds, const struct ctl_req *req, char **out, size_t *len,
+                   enum ctl_errcode *code, char *msg, size_t cap)
+{
+    char body[SUBSET_MAX * (SUBSET_NAME_MAX + 24) + 32];
+    struct manifest m;
+    struct rf_err err;
+    size_t blen = 0;
+    int r;
+
+    if (dataset_manifest_now(ds, &m, &err) < 0) {
+        *code = CTL_E_BAD_DATASET;
+        return fail(code, msg, cap, "dataset %s: %s", req->dataset, err.msg);
+    }
+    for (uint32_t i = 0; i < m.nsubsets; i++)
+        blen += (size_t)snprintf(body + blen, sizeof(body) - blen, "%s %" PRIu64 "\n",
+                                 manifest_subset_name(&m, i), m.subsets[i].count);
+    blen += (size_t)snprintf(body + blen, sizeof(body) - blen, "* %" PRIu64 "\n",
+                             dataset_info(ds)->samples);
+    r = finish(body, blen, m.nsubsets + 1, out, len, code, msg, cap);
+    manifest_free(&m);
+    return r;
+}
+
 int meta_reply(struct daemon *d, const struct ctl_req *req, char **out, size_t *len,
                enum ctl_errcode *code, char *msg, size_t cap)
 {
@@ -169,5 +195,7 @@ int meta_reply(struct daemon *d, const struct ctl_req *req, char **out, size_t *
         return -1;
     if (req->verb == CTL_VERB_CLASSES)
         return classes(ds, req, out, len, code, msg, cap);
+    if (req->verb == CTL_VERB_SUBSETS)
+        return subsets(ds, req, out, len, code, msg, cap);
     return sources(ds, req, out, len, code, msg, cap);
 }

@@ -1,7 +1,8 @@
 /*
  * meta.h - the replies of the control verbs that describe a dataset rather
- * than stream it: CLASSES (its class names) and SOURCES (the files its
- * samples were packed from, proto/sources.h).  server.c parses the request
+ * than stream it: CLASSES (its class names), SOURCES (the files its
+ * samples were packed from, proto/sources.h) and SUBSETS (its named index
+ * sets, proto/subset.h, read from its MANIFEST as it is now).  server.c parses the request
  * and sends what these build.
  */
 #ifndef RINGFEED_DAEMON_META_H
@@ -13,7 +14,7 @@
 #include "daemon.h"
 
 /*
- * Builds the whole reply to req (CTL_VERB_CLASSES or CTL_VERB_SOURCES),
+ * Builds the whole reply to req (CTL_VERB_CLASSES, CTL_VERB_SOURCES or CTL_VERB_SUBSETS),
  * header and lines, in a malloc'd buffer: *out (the caller frees it) and
  * *len.  Returns 0, or -1 with *code and msg (cap bytes) for an ERR reply:
  * CTL_E_NO_DATASET for a name the catalogue does not offer (or a dataset

@@ -535,7 +535,8 @@ void sched_job_orphaned(struct daemon *d, struct job *j)
 
             stream_batch_pos(st, j->t[0].g, &epoch, &seq);
             if (stream_sampler(st, epoch, &s) == 0)
-                quarantine(d, st, sampler_sample(&s, seq, j->first + (uint32_t)j->progress));
+                quarantine(d, st, stream_index(st, sampler_sample(&s, seq,
+                                                                  j->first + (uint32_t)j->progress)));
             j->suspect = -1;
         } else if (j->progress >= 0) {
             j->suspect = j->progress;

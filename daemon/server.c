@@ -416,7 +416,7 @@ static void do_workers(struct conn *c, const struct ctl_req *req)
         conn_send(c, out, (size_t)ctl_reply_ok(out, 64, "workers %u", req->workers));
 }
 
-/* CLASSES and SOURCES: replies built by meta.c. */
+/* CLASSES, SOURCES and SUBSETS: replies built by meta.c. */
 static void do_meta(struct conn *c, const struct ctl_req *req)
 {
     enum ctl_errcode code = CTL_E_INTERNAL;
@@ -595,6 +595,7 @@ static verb_fn *const verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_CLASSES] = do_meta,
     [CTL_VERB_SOURCES] = do_meta,
     [CTL_VERB_OPEN] = do_open,
+    [CTL_VERB_SUBSETS] = do_meta,
 };
 
 /* ---- the state machine ---------------------------------------------- */

@@ -93,6 +93,9 @@ static bool same_function(const struct stream *a, const struct stream *b)
     const struct daemon *d = a->d;
 
     return a->dataset_id == b->dataset_id && d->cat[a->dataset_id].ds == d->cat[b->dataset_id].ds &&
+           a->wsub.kind == b->wsub.kind && a->wsub.start == b->wsub.start &&
+           a->wsub.stop == b->wsub.stop && a->wsub.crc == b->wsub.crc &&
+           a->wsub.count == b->wsub.count && strcmp(a->wsub.file, b->wsub.file) == 0 &&
            a->a.seed == b->a.seed && a->a.batch == b->a.batch && a->a.rank == b->a.rank &&
            a->a.world == b->a.world && a->a.shuffle == b->a.shuffle &&
            a->a.drop_last == b->a.drop_last && a->a.drop_last_batch == b->a.drop_last_batch &&

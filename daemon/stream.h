@@ -34,6 +34,7 @@
 #include "ring.h"
 #include "sampler.h"
 #include "share.h"
+#include "subset.h"
 #include "fields.h"
 #include "transform.h"
 #include "wire.h"
@@ -64,7 +65,13 @@ struct stream {
     struct xform_fields fx;         /* the ring's field table (version 3) and
                                        geometry (fields.h); geom is fx.g */
     struct ring_geom geom;
-    uint64_t n;                     /* dataset samples */
+    uint64_t n;                     /* samples the stream draws from: the
+                                       subset's, else the dataset's */
+    struct subset sub;              /* ATTACH subset=: the sampler's position
+                                       p < n is dataset index subset_at(sub, p)
+                                       (stream_index); nruns 0: the whole
+                                       dataset, p itself */
+    struct wire_subset wsub;        /* what the workers are told of it */
     uint64_t bpe;                   /* batches per epoch for this rank */
     uint64_t start_epoch, start_seq;
 
@@ -124,8 +131,18 @@ static inline bool stream_has_room(const struct stream *st, uint64_t n)
 struct ring_slot *stream_slot(const struct stream *st, uint32_t i);
 /* (epoch, seq) of stream batch g. */
 void stream_batch_pos(const struct stream *st, uint64_t g, uint64_t *epoch, uint64_t *seq);
-/* The stream's sampler for an epoch; 0 or sampler_init's error. */
+/* The stream's sampler for an epoch; 0 or sampler_init's error.  Its
+ * samples are positions in the stream's subset: stream_index maps one to
+ * the dataset index (the workers do the same with their copy). */
 int stream_sampler(const struct stream *st, uint64_t epoch, struct sampler *s);
+static inline uint64_t stream_index(const struct stream *st, uint64_t pos)
+{
+    return st->sub.nruns ? subset_at(&st->sub, pos) : pos;
+}
+
+/* The stream's subset as STATS and the log show it: "val", "0:5000" (the
+ * range resolved against the dataset), "-" for the whole dataset. */
+void stream_subset_text(const struct stream *st, char *buf, size_t cap);
 
 /* Frees a detached stream (its last job is gone). */
 void stream_free(struct stream *st);

@@ -27,6 +27,7 @@ static int parse_attach(const char *line, struct ctl_req *req);
 static int parse_classes(const char *line, struct ctl_req *req);
 static int parse_sources(const char *line, struct ctl_req *req);
 static int parse_open(const char *line, struct ctl_req *req);
+static int parse_subsets(const char *line, struct ctl_req *req);
 
 static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_PING] = {"PING", 0, 0, "PING", "check that the daemon answers", NULL},
@@ -53,6 +54,9 @@ static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_OPEN] = {"OPEN", 1, 1, "OPEN <folder>",
                        "the name a packed dataset's folder is served under (escaped path)",
                        parse_open},
+    [CTL_VERB_SUBSETS] = {"SUBSETS", 1, 1, "SUBSETS <dataset>",
+                          "a dataset's named index sets: NAME COUNT, then * SAMPLES (multi-line)",
+                          parse_subsets},
 };
 
 const struct ctl_verb_def *ctl_verb_def(enum ctl_verb verb)
@@ -242,6 +246,11 @@ static int parse_dataset_arg(const char *line, struct ctl_req *req, const char *
 static int parse_classes(const char *line, struct ctl_req *req)
 {
     return parse_dataset_arg(line, req, "CLASSES");
+}
+
+static int parse_subsets(const char *line, struct ctl_req *req)
+{
+    return parse_dataset_arg(line, req, "SUBSETS");
 }
 
 static int parse_sources(const char *line, struct ctl_req *req)

@@ -65,6 +65,11 @@
  *                                   config names, else "ERR catalogue-only"
  *                                   saying how to serve it (ctl_format_open
  *                                   writes the line)
+ *     SUBSETS <dataset>             multi-line: the named index sets its
+ *                                   pack has now (ringfeed-pack split), one
+ *                                   "NAME COUNT" a line, and a last line
+ *                                   "* SAMPLES", the whole dataset's size
+ *                                   (a name never starts with '*')
  *     ATTACH dataset=NAME [key=value ...]   see struct ctl_attach
  *
  * ATTACH keys, their defaults and ranges (ctl_attach.c's table):
@@ -105,8 +110,18 @@
  *                       config's weight for the client's name or uid, else 1.
  *                       The daemon lowers it to what its config allows the
  *                       client (conf.h max-weight, weight rules' /MAX)
+ *     subset=NAME|START:STOP  the samples the stream draws from: a set the
+ *                       pack names (ringfeed-pack split; 1..32 of
+ *                       [A-Za-z0-9_-], first a letter), or the dataset
+ *                       indices START..STOP-1 (half-open, as a Python
+ *                       slice; START left out is 0, STOP left out the
+ *                       dataset's end; START < STOP <= samples, checked by
+ *                       the daemon).  Not given: the whole dataset.  The
+ *                       sampler shuffles and shards positions 0..n-1 of
+ *                       the subset (daemon/stream.c, proto/subset.h); the
+ *                       indices delivered are the dataset's
  *     share=0|1         default 1: a client whose stream is the same as
- *                       another's (dataset, seed, transform and its
+ *                       another's (dataset, subset, seed, transform and its
  *                       parameters, batch, rank, world, shuffle, drop_last,
  *                       drop_last_batch) at the same point shares its
  *                       producer (each batch decoded once, written into
@@ -158,7 +173,8 @@
 #define CTL_WORKERS_MAX 256
 #define CTL_DATASET_NAME_MAX 64   /* bytes of [A-Za-z0-9._-] */
 #define CTL_LABEL_MAX 64          /* bytes of [A-Za-z0-9._:@/+-] */
-#define CTL_ATTACH_KEYS 23        /* rows in the ATTACH key table */
+#define CTL_ATTACH_KEYS 24        /* rows in the ATTACH key table */
+#define CTL_SUBSET_NAME_MAX 32    /* ATTACH subset=: a set's name (proto/subset.h) */
 #define CTL_FIELD_MAX 31          /* ATTACH field=: a schema field name (schema.h) */
 #define CTL_ATTACH_BATCH_MAX 65536
 #define CTL_ATTACH_WORLD_MAX 65536
@@ -189,6 +205,7 @@ enum ctl_verb {
     CTL_VERB_CLASSES,
     CTL_VERB_SOURCES,
     CTL_VERB_OPEN,
+    CTL_VERB_SUBSETS,
     CTL_VERB_COUNT
 };
 
@@ -230,6 +247,15 @@ enum ctl_layout {
 const char *ctl_transform_name(uint32_t t);
 const char *ctl_layout_name(uint32_t l);
 
+/* ATTACH subset=: a named set, a range, or neither (the whole dataset). */
+struct ctl_subset {
+    char name[CTL_SUBSET_NAME_MAX + 1];     /* "" unless a named set */
+    bool range;                             /* START:STOP given */
+    uint64_t start;                         /* range: first index */
+    uint64_t stop;                          /* range: one past the last;
+                                               UINT64_MAX: the dataset's end */
+};
+
 /* What a client asks for when it attaches; see the file-top table. */
 struct ctl_attach {
     char dataset[CTL_DATASET_NAME_MAX + 1]; /* NUL-terminated */
@@ -257,6 +283,7 @@ struct ctl_attach {
     char field[CTL_FIELD_MAX + 1];          /* the image field the transform is
                                                bound to; "" when not given (the
                                                daemon picks: stream.c) */
+    struct ctl_subset subset;               /* the samples drawn from */
     uint32_t given;                         /* the keys the request named, one bit
                                                per key (ctl_attach_given): the
                                                daemon refuses a transform
@@ -289,7 +316,7 @@ struct ctl_req {
     uint32_t workers;          /* WORKERS n; 0 with workers_auto */
     bool workers_auto;         /* WORKERS auto */
     struct ctl_attach attach;
-    char dataset[CTL_DATASET_NAME_MAX + 1]; /* CLASSES, SOURCES */
+    char dataset[CTL_DATASET_NAME_MAX + 1]; /* CLASSES, SOURCES, SUBSETS */
     char path[CTL_PATH_MAX + 1];            /* OPEN: absolute, decoded, no NUL inside */
     uint64_t start;            /* SOURCES' first line */
     uint32_t count;            /* SOURCES' lines, 1..CTL_SOURCES_MAX */
@@ -339,6 +366,13 @@ bool ctl_label_ok(const char *s, size_t len);
 /* A field name (ATTACH field=): 1..CTL_FIELD_MAX of [A-Za-z0-9_], not
  * starting with a digit (the rule of proto/schema.h). */
 bool ctl_field_name_ok(const char *s, size_t len);
+
+/* subset='s value as ATTACH writes it ("val", "100:200", ":200",
+ * "100:"; "" for the whole dataset), NUL-terminated in buf (cap >= 48
+ * always fits).  ctl_subset_same: do a and b ask for the same samples of a
+ * dataset (the same name, or the same bounds as written)? */
+void ctl_subset_format(const struct ctl_subset *s, char *buf, size_t cap);
+bool ctl_subset_same(const struct ctl_subset *a, const struct ctl_subset *b);
 
 /* Fills a with every default; dataset is "" (the caller must set it). */
 void ctl_attach_defaults(struct ctl_attach *a);

@@ -15,6 +15,7 @@
 #include "ctl.h"
 #include "ctl_int.h"
 #include "strnum.h"
+#include "subset.h"
 
 enum kind {
     K_U32,    /* uint32_t in umin..umax */
@@ -26,6 +27,7 @@ enum kind {
     K_NAME,   /* char[] dataset name (ctl_dataset_name_ok) */
     K_LABEL,  /* char[] 1..CTL_LABEL_MAX of [A-Za-z0-9._:@/+-] */
     K_FIELD,  /* char[] a field name (ctl_field_name_ok) */
+    K_SUBSET, /* struct ctl_subset: NAME or START:STOP */
 };
 
 struct key {
@@ -73,6 +75,7 @@ static const struct key keys[] = {
     {"weight", K_U32, F(weight), 1, CTL_ATTACH_WEIGHT_MAX, 0, 0, false, true, NULL, 0},
     U("share", K_BOOL, share, 0, 1),
     {"field", K_FIELD, F(field), 0, 0, 0, 0, false, true, NULL, 0},
+    {"subset", K_SUBSET, F(subset), 0, 0, 0, 0, false, true, NULL, 0},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -188,6 +191,10 @@ static void describe(const struct key *k, char *buf, size_t cap)
         snprintf(buf, cap, "a field name: 1 to %d characters of A-Z a-z 0-9 _, not starting "
                  "with a digit", CTL_FIELD_MAX);
         return;
+    case K_SUBSET:
+        snprintf(buf, cap, "a set's name (ringfeed-pack split) or START:STOP with START < "
+                 "STOP");
+        return;
     }
     snprintf(buf, cap, "?");
 }
@@ -223,6 +230,37 @@ static bool f64_in_range(const struct key *k, double v)
     if (!isfinite(v) || v > k->fmax)
         return false;
     return k->lo_open ? v > k->fmin : v >= k->fmin;
+}
+
+/* subset=NAME or START:STOP, either bound left out or not (":" alone,
+ * the whole dataset, is refused: leave the key out).  False when it is
+ * neither. */
+static bool parse_subset(const char *v, size_t vlen, struct ctl_subset *out)
+{
+    const char *colon = memchr(v, ':', vlen);
+    struct ctl_subset s = {.stop = UINT64_MAX};
+    size_t a;
+
+    if (!colon) {
+        if (!subset_name_ok(v, vlen))
+            return false;
+        memcpy(s.name, v, vlen);
+        s.name[vlen] = '\0';
+        *out = s;
+        return true;
+    }
+    a = (size_t)(colon - v);
+    s.range = true;
+    if (a == 0 && vlen == 1)
+        return false;
+    if (a > 0 && strnum_u64(v, a, &s.start) < 0)
+        return false;
+    if (vlen - a - 1 > 0 && strnum_u64(colon + 1, vlen - a - 1, &s.stop) < 0)
+        return false;
+    if (s.start >= s.stop)
+        return false;
+    *out = s;
+    return true;
 }
 
 /* Parses v[0..vlen) for key k into the field of a; false when it is bad. */
@@ -279,6 +317,8 @@ static bool parse_value(const struct key *k, const char *v, size_t vlen, struct 
         memcpy(field, v, vlen);
         field[vlen] = '\0';
         return true;
+    case K_SUBSET:
+        return parse_subset(v, vlen, (struct ctl_subset *)field);
     }
     return false;
 }
@@ -398,6 +438,14 @@ static bool field_ok(const struct key *k, const struct ctl_attach *a)
         return k->kind == K_NAME    ? ctl_dataset_name_ok(field, n)
                : k->kind == K_LABEL ? ctl_label_ok(field, n)
                                     : ctl_field_name_ok(field, n);
+    case K_SUBSET: {
+        const struct ctl_subset *sb = (const struct ctl_subset *)field;
+
+        n = strnlen(sb->name, sizeof(sb->name));
+        if (sb->range)
+            return n == 0 && sb->start < sb->stop;
+        return n == 0 || subset_name_ok(sb->name, n);
+    }
     }
     return false;
 }
@@ -416,6 +464,27 @@ int ctl_attach_check(const struct ctl_attach *a, struct rf_err *err)
         return rf_err_set(err, -EINVAL, "rank=%u must be less than world=%u", a->rank,
                           a->world);
     return 0;
+}
+
+void ctl_subset_format(const struct ctl_subset *s, char *buf, size_t cap)
+{
+    if (!s->range)
+        snprintf(buf, cap, "%s", s->name);
+    else if (s->start == 0 && s->stop == UINT64_MAX)
+        snprintf(buf, cap, ":"); /* not made by the parser */
+    else if (s->stop == UINT64_MAX)
+        snprintf(buf, cap, "%llu:", (unsigned long long)s->start);
+    else if (s->start == 0)
+        snprintf(buf, cap, ":%llu", (unsigned long long)s->stop);
+    else
+        snprintf(buf, cap, "%llu:%llu", (unsigned long long)s->start,
+                 (unsigned long long)s->stop);
+}
+
+bool ctl_subset_same(const struct ctl_subset *a, const struct ctl_subset *b)
+{
+    return a->range == b->range && strcmp(a->name, b->name) == 0 &&
+           (!a->range || (a->start == b->start && a->stop == b->stop));
 }
 
 /* Appends " key=value" for row k to buf at *used; -ENOSPC, -ERANGE. */
@@ -460,6 +529,9 @@ static int format_key(const struct key *k, const struct ctl_attach *a, char *buf
     case K_FIELD:
         snprintf(v, sizeof(v), "%s", field);
         break;
+    case K_SUBSET:
+        ctl_subset_format((const struct ctl_subset *)field, v, sizeof(v));
+        break;
     }
     n = snprintf(buf + *used, cap - *used, " %s=%s", k->name, v);
     if (n < 0 || (size_t)n >= cap - *used)
@@ -491,6 +563,8 @@ static bool same_field(const struct key *k, const struct ctl_attach *a,
     case K_LABEL:
     case K_FIELD:
         return strcmp(fa, fb) == 0;
+    case K_SUBSET:
+        return ctl_subset_same((const struct ctl_subset *)fa, (const struct ctl_subset *)fb);
     }
     return false;
 }

@@ -39,6 +39,7 @@
 #include "mapguard.h"
 #include "shard.h"
 #include "sources.h"
+#include "subset.h"
 
 struct ds_shard {
     char *path;
@@ -321,7 +322,7 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
                    "finish)" : "");
         goto fail_dir;
     }
-    ds->identity = (uint64_t)crc32c(0, text, len) << 32 | (uint32_t)len;
+    ds->identity = dataset_identity_of(text, len);
     r = manifest_parse(text, len, &ds->m, err);
     free(text);
     if (r < 0) {
@@ -443,6 +444,120 @@ const char *dataset_dir(const struct dataset *ds)
 uint64_t dataset_identity(const struct dataset *ds)
 {
     return ds->identity;
+}
+
+uint64_t dataset_identity_of(const char *text, size_t len)
+{
+    uint32_t crc = 0;
+    uint64_t kept = 0;
+    size_t pos = 0;
+
+    while (pos < len) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - (text + pos)) + 1 : len - pos;
+
+        if (!manifest_is_subset_line(text + pos, n)) {
+            crc = crc32c(crc, text + pos, n);
+            kept += n;
+        }
+        pos += n;
+    }
+    return (uint64_t)crc << 32 | (uint32_t)kept;
+}
+
+int dataset_manifest_now(const struct dataset *ds, struct manifest *m, struct rf_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int dirfd, r;
+
+    memset(m, 0, sizeof(*m));
+    dirfd = open(ds->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd == -1)
+        return rf_err_set(err, -errno, "%s: cannot open the dataset folder: %s", ds->dir,
+                          strerror(errno));
+    r = fio_read_file(dirfd, DATASET_MANIFEST_NAME, DATASET_MANIFEST_MAX, &text, &len);
+    close(dirfd);
+    if (r < 0)
+        return rf_err_set(err, r, "%s/%s: cannot read: %s", ds->dir, DATASET_MANIFEST_NAME,
+                          strerror(-r));
+    if (dataset_identity_of(text, len) != ds->identity) {
+        free(text);
+        return rf_err_set(err, -ESTALE, "%s/%s: the pack changed since it was opened (not "
+                          "only its subsets): pack into a new folder, or reload", ds->dir,
+                          DATASET_MANIFEST_NAME);
+    }
+    r = manifest_parse(text, len, m, err);
+    free(text);
+    if (r < 0)
+        rf_err_prefix(err, "%s/%s", ds->dir, DATASET_MANIFEST_NAME);
+    return r;
+}
+
+int dataset_subset_find(const struct dataset *ds, const char *name,
+                        struct dataset_subset_ref *ref, struct rf_err *err)
+{
+    struct manifest m;
+    int r = dataset_manifest_now(ds, &m, err), i;
+
+    if (r < 0)
+        return r;
+    i = manifest_subset_find(&m, name);
+    if (i < 0) {
+        char names[SUBSET_MAX * (SUBSET_NAME_MAX + 1) + 1];
+        size_t used = 0;
+
+        names[0] = '\0';
+        for (uint32_t k = 0; k < m.nsubsets; k++)
+            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+                                     k ? " " : "", manifest_subset_name(&m, k));
+        r = rf_err_set(err, -ENOENT, m.nsubsets ? "%s has no subset \"%s\"; its subsets: %s"
+                       : "%s has no subset \"%s\"; it has no subsets (ringfeed-pack split "
+                       "makes them)%s", ds->dir, name, names);
+    } else {
+        *ref = (struct dataset_subset_ref){
+            .count = m.subsets[i].count,
+            .bytes = m.subsets[i].bytes,
+            .crc = m.subsets[i].crc,
+        };
+        snprintf(ref->name, sizeof(ref->name), "%s", manifest_subset_name(&m, (uint32_t)i));
+        snprintf(ref->file, sizeof(ref->file), "%s", manifest_subset_file(&m, (uint32_t)i));
+    }
+    manifest_free(&m);
+    return r;
+}
+
+int dataset_subset_read(const struct dataset *ds, const struct dataset_subset_ref *ref,
+                        struct subset *out, struct rf_err *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    struct rf_err e;
+    int dirfd, r;
+
+    memset(out, 0, sizeof(*out));
+    if (!manifest_valid_file_name(ref->file, strlen(ref->file)))
+        return rf_err_set(err, -EINVAL, "subset %s: \"%s\" is not a file name", ref->name,
+                          ref->file);
+    dirfd = open(ds->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd == -1)
+        return rf_err_set(err, -errno, "%s: cannot open the dataset folder: %s", ds->dir,
+                          strerror(errno));
+    r = read_checked(ds, dirfd, ref->file, (size_t)SUBSET_FILE_MAX, ref->bytes, ref->crc,
+                     "subset file", &buf, &len, err);
+    close(dirfd);
+    if (r < 0)
+        return r;
+    r = subset_parse((const uint8_t *)buf, len, ds->m.samples, out, &e);
+    if (r < 0)
+        rf_err_set(err, r, "%s/%s: %s", ds->dir, ref->file, e.msg);
+    else if (out->n != ref->count)
+        r = rf_err_set(err, -EBADMSG, "%s/%s: %" PRIu64 " indices, the manifest says %" PRIu64,
+                       ds->dir, ref->file, out->n, ref->count);
+    if (r < 0)
+        subset_free(out);
+    free(buf);
+    return r;
 }
 
 int dataset_check(const struct dataset *ds, struct rf_err *err)

@@ -142,9 +142,56 @@ void dataset_close(struct dataset *ds);
 int dataset_check(const struct dataset *ds, struct rf_err *err);
 
 /* What the dataset was packed as: CRC-32C of its MANIFEST text (which
- * names every shard's size and index checksum) and the text's length.  Two
- * opens of one folder agree unless the pack in it changed. */
+ * names every shard's size and index checksum) and the text's length, both
+ * without the "subset" lines (manifest.h), which ringfeed-pack split
+ * changes after packing.  Two opens of one folder agree unless the pack
+ * in it changed; a split changes the sets, not the data. */
 uint64_t dataset_identity(const struct dataset *ds);
+/* dataset_identity's value for a MANIFEST's text. */
+uint64_t dataset_identity_of(const char *text, size_t len);
+
+/*
+ * Named index sets (proto/subset.h).  The sets a dataset names can change
+ * while it is open (ringfeed-pack split rewrites the MANIFEST's subset
+ * lines), so they are read from the folder when asked for, not at open:
+ * dataset_manifest_now parses the MANIFEST as it is now into *m (free it
+ * with manifest_free) and checks that it describes the same data as when
+ * ds was opened.  Returns 0, -ESTALE when the pack changed (err says
+ * "repack into a new folder or reload"), or a read or parse error, err
+ * naming the file and line.
+ */
+struct manifest;
+int dataset_manifest_now(const struct dataset *ds, struct manifest *m, struct rf_err *err);
+
+/* One set as the MANIFEST names it: what a process needs to read it and
+ * to check it is the one another process read. */
+struct dataset_subset_ref {
+    char name[33];           /* SUBSET_NAME_MAX + 1 */
+    char file[256];          /* MANIFEST_NAME_MAX + 1 */
+    uint64_t count;
+    uint64_t bytes;
+    uint32_t crc;
+};
+
+/*
+ * Set name of ds as the folder's MANIFEST names it now: fills *ref.
+ * Returns 0; -ENOENT with err listing the sets the pack has ("... the pack
+ * has: train val", or says it has none and how to make them); or
+ * dataset_manifest_now's errors.
+ */
+int dataset_subset_find(const struct dataset *ds, const char *name,
+                        struct dataset_subset_ref *ref, struct rf_err *err);
+
+/*
+ * Reads ref's file from ds's folder, checks its size and CRC-32C against
+ * ref (read_checked, as the dictionary), parses it (subset_parse: every
+ * index below the dataset's samples, sorted, distinct) and checks its
+ * count.  *out is initialised; free it with subset_free.  Returns 0, or a
+ * negative errno with err naming the file: "<dir>/<file>: ...".
+ */
+struct subset;
+int dataset_subset_read(const struct dataset *ds, const struct dataset_subset_ref *ref,
+                        struct subset *out, struct rf_err *err);
 
 /* Accessors; the pointers live as long as ds. */
 const struct dataset_info *dataset_info(const struct dataset *ds);

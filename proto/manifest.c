@@ -486,6 +486,38 @@ static int key_sources(struct mparse *ps, struct field *f, struct rf_err *err)
     return 0;
 }
 
+static int key_subset(struct mparse *ps, struct field *f, struct rf_err *err)
+{
+    struct manifest *m = ps->m;
+    struct manifest_subset *ss;
+
+    if (m->nsubsets >= SUBSET_MAX)
+        return LINE_FAIL(ps, "more than %u subset lines", SUBSET_MAX);
+    ss = &m->subsets[m->nsubsets];
+    if (!subset_name_ok(f[0].s, f[0].n))
+        return LINE_FAIL(ps, "subset name \"%.*s\" is not 1..%u of [A-Za-z0-9_-] starting "
+                         "with a letter", (int)(f[0].n > 64 ? 64 : f[0].n), f[0].s,
+                         SUBSET_NAME_MAX);
+    if (!manifest_valid_file_name(f[1].s, f[1].n))
+        return LINE_FAIL(ps, "subset %.*s: file name \"%.*s\" is not 1..255 of "
+                         "[A-Za-z0-9._-] without a leading '.'", (int)f[0].n, f[0].s,
+                         (int)f[1].n, f[1].s);
+    if (parse_num(&f[2], UINT64_MAX, &ss->count) < 0 || ss->count == 0)
+        return LINE_FAIL(ps, "subset %.*s: count \"%.*s\" is not a number from 1", (int)f[0].n,
+                         f[0].s, (int)f[2].n, f[2].s);
+    if (parse_num(&f[3], SUBSET_FILE_MAX, &ss->bytes) < 0)
+        return LINE_FAIL(ps, "subset %.*s: size \"%.*s\" is not a number up to %llu",
+                         (int)f[0].n, f[0].s, (int)f[3].n, f[3].s,
+                         (unsigned long long)SUBSET_FILE_MAX);
+    if (parse_crc(&f[4], &ss->crc) < 0)
+        return LINE_FAIL(ps, "subset %.*s: checksum \"%.*s\" is not 8 lowercase hex digits",
+                         (int)f[0].n, f[0].s, (int)f[4].n, f[4].s);
+    ss->name = cut(m, &f[0]);
+    ss->file = cut(m, &f[1]);
+    m->nsubsets++;
+    return 0;
+}
+
 static int key_shards(struct mparse *ps, struct field *f, struct rf_err *err)
 {
     void *arr = NULL;
@@ -600,6 +632,7 @@ static const struct key_def {
     {"class", 2, REPEAT | REST, 0, key_class},
     {"dict", 3, ONCE, 0, key_dict},
     {"sources", 3, ONCE, 0, key_sources},
+    {"subset", 5, REPEAT, 0, key_subset},
     {"shards", 1, ONCE, 1, key_shards},
     {"shard", 5, REPEAT, 0, key_shard},
     {"end", 0, ONCE, 1, key_end},
@@ -743,6 +776,29 @@ const char *manifest_sources_name(const struct manifest *m)
     return m->has_sources ? m->text + m->sources_name : NULL;
 }
 
+const char *manifest_subset_name(const struct manifest *m, uint32_t i)
+{
+    return i < m->nsubsets ? m->text + m->subsets[i].name : NULL;
+}
+
+const char *manifest_subset_file(const struct manifest *m, uint32_t i)
+{
+    return i < m->nsubsets ? m->text + m->subsets[i].file : NULL;
+}
+
+int manifest_subset_find(const struct manifest *m, const char *name)
+{
+    for (uint32_t i = 0; i < m->nsubsets; i++)
+        if (strcmp(manifest_subset_name(m, i), name) == 0)
+            return (int)i;
+    return -1;
+}
+
+int manifest_is_subset_line(const char *s, size_t n)
+{
+    return n > 7 && memcmp(s, "subset ", 7) == 0;
+}
+
 const char *manifest_dict_name(const struct manifest *m)
 {
     return m->has_dict ? m->text + m->dict_name : NULL;
@@ -857,6 +913,53 @@ int manifest_set_sources(struct manifest *m, const char *file, uint64_t size,
     return 0;
 }
 
+int manifest_add_subset(struct manifest *m, const char *name, const char *file,
+                        uint64_t count, uint64_t bytes, uint32_t crc)
+{
+    long a, b;
+
+    if (!subset_name_ok(name, strlen(name)) || !manifest_valid_file_name(file, strlen(file)) ||
+        m->nsubsets >= SUBSET_MAX)
+        return -EINVAL;
+    for (uint32_t i = 0; i < m->nsubsets; i++)
+        if (strcmp(manifest_subset_name(m, i), name) == 0 ||
+            strcmp(manifest_subset_file(m, i), file) == 0)
+            return -EINVAL;
+    a = text_add(m, name);
+    if (a < 0)
+        return (int)a;
+    b = text_add(m, file);
+    if (b < 0)
+        return (int)b;
+    m->subsets[m->nsubsets++] = (struct manifest_subset){
+        .name = (uint32_t)a, .file = (uint32_t)b, .count = count, .bytes = bytes, .crc = crc};
+    return 0;
+}
+
+/* The subset lines' rules: count within the samples, a size its file can
+ * have, names and files unique. */
+static int check_subsets(const struct manifest *m, struct rf_err *err)
+{
+    for (uint32_t i = 0; i < m->nsubsets; i++) {
+        const struct manifest_subset *ss = &m->subsets[i];
+        const char *name = manifest_subset_name(m, i);
+
+        if (ss->count == 0 || ss->count > m->samples)
+            return rf_err_set(err, -EBADMSG, "subset %s: %" PRIu64 " indices, the dataset "
+                              "has %" PRIu64 " samples", name, ss->count, m->samples);
+        if (ss->bytes < SUBSET_HEADER_SIZE + 2 || ss->bytes > SUBSET_FILE_MAX ||
+            (ss->bytes - SUBSET_HEADER_SIZE) / 20 > ss->count)
+            return rf_err_set(err, -EBADMSG, "subset %s: %" PRIu64 " bytes cannot be the "
+                              "file of %" PRIu64 " indices", name, ss->bytes, ss->count);
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(manifest_subset_name(m, j), name) == 0 ||
+                strcmp(manifest_subset_file(m, j), manifest_subset_file(m, i)) == 0)
+                return rf_err_set(err, -EBADMSG, "subset %s: its name or its file %s is "
+                                  "named twice", name, manifest_subset_file(m, i));
+    }
+    return 0;
+}
+
 int manifest_check(const struct manifest *m, struct rf_err *err)
 {
     uint64_t total = 0, tensor = 0;
@@ -952,6 +1055,8 @@ int manifest_check(const struct manifest *m, struct rf_err *err)
                           "bytes or more each, at most %llu bytes in all)",
                           m->sources_size, m->samples,
                           (unsigned long long)SOURCES_FILE_MAX);
+    if (check_subsets(m, err) < 0)
+        return -EBADMSG;
     if (m->nclasses > DATASET_MAX_CLASSES || m->nshards > DATASET_MAX_SHARDS)
         return rf_err_set(err, -EBADMSG, "too many classes or shards");
     for (uint32_t i = 0; i < m->nshards; i++) {
@@ -1033,6 +1138,10 @@ char *manifest_format(const struct manifest *m, size_t *len)
     if (m->has_sources)
         fprintf(f, "sources %s %" PRIu64 " %08" PRIx32 "\n",
                 manifest_sources_name(m), m->sources_size, m->sources_crc);
+    for (uint32_t i = 0; i < m->nsubsets; i++)
+        fprintf(f, "subset %s %s %" PRIu64 " %" PRIu64 " %08" PRIx32 "\n",
+                manifest_subset_name(m, i), manifest_subset_file(m, i), m->subsets[i].count,
+                m->subsets[i].bytes, m->subsets[i].crc);
     fprintf(f, "shards %" PRIu32 "\n", m->nshards);
     for (uint32_t i = 0; i < m->nshards; i++)
         fprintf(f, "shard %" PRIu32 " %s %" PRIu64 " %" PRIu64 " %08" PRIx32

@@ -36,6 +36,9 @@
  *     ...                          characters)
  *     dict dict.zstd 112640 9f0c3a1e         name, bytes, CRC-32C (optional)
  *     sources sources.txt 1843210 0b1c2d3e   name, bytes, CRC-32C (optional)
+ *     subset val subset-val-5e1f00a2.rfss 6000 6431 5e1f00a2
+ *                                  a named index set (optional, repeated):
+ *                                  name, file, indices, bytes, CRC-32C
  *     shards 1                     then exactly that many shard lines:
  *     shard 0 shard-00000.rfs 60000 17012345 4a5b6c7d
  *                                  number, file, records, file bytes,
@@ -104,6 +107,19 @@
  * manifest as an unknown key, as it refuses any key it does not know:
  * repack with --no-sources for such a reader (or upgrade it).
  *
+ * subset NAME FILE COUNT BYTES CRC (optional, any kind, up to SUBSET_MAX
+ * lines): a named set of sample indices, "train" and "val" as
+ * ringfeed-pack split writes them; proto/subset.h says the file's format
+ * and the name rule.  COUNT is 1..samples, BYTES the file's exact size
+ * (SUBSET_HEADER_SIZE + 2 up to SUBSET_FILE_MAX), CRC its CRC-32C, both
+ * checked when a reader loads the set (dataset_subset_load), as the
+ * dict's are.  Names and files are each unique.  ringfeed-pack split adds
+ * and replaces these lines after the pack is written (temp + rename);
+ * they are the only lines that change after packing, and they are left
+ * out of the dataset's identity (dataset.h), so a split never makes a
+ * daemon or a saved resume point take the pack for another.  A reader
+ * older than the key refuses the manifest as an unknown key.
+ *
  * kind fields (since the schema): each record holds every field of the
  * schema (schema.h's record layout); the shard entries' labels are
  * DATASET_NO_LABEL, and classes, when given, name the values of a scalar
@@ -125,6 +141,7 @@
 #include "dataset_types.h"
 #include "err.h"
 #include "schema.h"
+#include "subset.h"
 
 #define MANIFEST_VERSION 1u
 #define MANIFEST_NAME_MAX 255u
@@ -141,6 +158,14 @@ struct manifest_shard {
     uint64_t records;
     uint64_t bytes;     /* the shard file's exact size */
     uint32_t index_crc;
+};
+
+struct manifest_subset {
+    uint32_t name;      /* offset of the set's name in text */
+    uint32_t file;      /* offset of its file name in text */
+    uint64_t count;     /* indices in the set */
+    uint64_t bytes;     /* the file's exact size */
+    uint32_t crc;       /* the file's CRC-32C */
 };
 
 struct manifest {
@@ -172,6 +197,8 @@ struct manifest {
     uint32_t sources_name;             /* offset into text */
     uint64_t sources_size;
     uint32_t sources_crc;
+    uint32_t nsubsets;
+    struct manifest_subset subsets[SUBSET_MAX]; /* in MANIFEST order */
     uint32_t nshards;
     struct manifest_shard *shards;
     char *text;                        /* NUL-terminated names */
@@ -196,6 +223,14 @@ const char *manifest_shard_name(const struct manifest *m, uint32_t i);
 const char *manifest_dict_name(const struct manifest *m);
 /* The source list's file name; NULL without one. */
 const char *manifest_sources_name(const struct manifest *m);
+/* Set i's name and file name (i < nsubsets), else NULL. */
+const char *manifest_subset_name(const struct manifest *m, uint32_t i);
+const char *manifest_subset_file(const struct manifest *m, uint32_t i);
+/* The set called name, or -1. */
+int manifest_subset_find(const struct manifest *m, const char *name);
+/* 1 when the line s[0..n) (no '\n') is a "subset" line: the lines left
+ * out of a dataset's identity. */
+int manifest_is_subset_line(const char *s, size_t n);
 
 /*
  * Builders for a writer, on a struct zeroed by the caller (then set version,
@@ -210,6 +245,10 @@ int manifest_set_dict(struct manifest *m, const char *file, uint32_t size,
                       uint32_t crc);
 int manifest_set_sources(struct manifest *m, const char *file, uint64_t size,
                          uint32_t crc);
+/* Adds a set (-EINVAL for a bad or repeated name or file, or SUBSET_MAX
+ * sets already). */
+int manifest_add_subset(struct manifest *m, const char *name, const char *file,
+                        uint64_t count, uint64_t bytes, uint32_t crc);
 
 /*
  * Checks the cross-field rules (the parser applies them too): kind and
@@ -218,7 +257,9 @@ int manifest_set_sources(struct manifest *m, const char *file, uint64_t size,
  * quality together, in range, for kind jpeg only, jpeg_restart known and
  * for kind jpeg only, raw_images for kind jpeg only and at most samples,
  * image_shape for kind jpeg only with both sides in 1..PX_SIDE_MAX,
- * sources' size in 2 * samples..SOURCES_FILE_MAX.
+ * sources' size in 2 * samples..SOURCES_FILE_MAX, each subset's count in
+ * 1..samples and bytes within what that count's file can be, names and
+ * files unique.
  * Returns 0 or -EBADMSG.
  */
 int manifest_check(const struct manifest *m, struct rf_err *err);

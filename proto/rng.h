@@ -27,6 +27,8 @@
  * ringfeed's own derivations, so they can never collide with a sample:
  *
  *     RNG_INDEX_SAMPLER_KEYS   the epoch permutation's round keys (sampler.c)
+ *     RNG_INDEX_SPLIT_KEYS     a validation split's permutation keys, the
+ *                              stratum in the epoch word (subset.c)
  *
  * A stream hands out the words of each block in order, so a sample's k-th
  * rng_u32() is word k % 4 of block k / 4.  rng_u64() takes two words, high
@@ -43,6 +45,8 @@
 #define RNG_INDEX_RESERVED ((uint64_t)1 << 63)
 /* Index whose stream gives the sampler's per-epoch permutation keys. */
 #define RNG_INDEX_SAMPLER_KEYS (RNG_INDEX_RESERVED + 1)
+/* Index whose stream keys a validation split's permutations (subset.c). */
+#define RNG_INDEX_SPLIT_KEYS (RNG_INDEX_RESERVED + 2)
 
 /*
  * Philox4x32-10: out = Philox(ctr, key), 10 rounds.  Pure; out may not alias

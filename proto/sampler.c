@@ -58,6 +58,12 @@ static inline uint64_t mix64(uint64_t z)
 void sampler_perm_init(struct sampler_perm *pm, uint64_t n, uint64_t seed,
                        uint32_t epoch, bool shuffle)
 {
+    sampler_perm_init_keyed(pm, n, seed, epoch, RNG_INDEX_SAMPLER_KEYS, shuffle);
+}
+
+void sampler_perm_init_keyed(struct sampler_perm *pm, uint64_t n, uint64_t seed,
+                             uint32_t epoch, uint64_t key_index, bool shuffle)
+{
     assert(n <= SAMPLER_MAX_N);
     pm->n = n;
     pm->half_bits = 0;
@@ -74,7 +80,7 @@ void sampler_perm_init(struct sampler_perm *pm, uint64_t n, uint64_t seed,
     for (uint32_t b = 0; b < SAMPLER_ROUNDS / 2; b++) {
         uint32_t w[4];
 
-        rng_block(seed, epoch, RNG_INDEX_SAMPLER_KEYS, b, w);
+        rng_block(seed, epoch, key_index, b, w);
         pm->keys[2 * b] = (uint64_t)w[0] << 32 | w[1];
         pm->keys[2 * b + 1] = (uint64_t)w[2] << 32 | w[3];
     }

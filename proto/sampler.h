@@ -78,6 +78,12 @@ struct sampler_perm {
  */
 void sampler_perm_init(struct sampler_perm *pm, uint64_t n, uint64_t seed,
                        uint32_t epoch, bool shuffle);
+/* The same permutation construction under the round keys of another
+ * reserved RNG stream, key_index (rng.h): sampler_perm_init is this with
+ * RNG_INDEX_SAMPLER_KEYS; the validation split (subset.h) uses
+ * RNG_INDEX_SPLIT_KEYS, so a split never repeats an epoch's order. */
+void sampler_perm_init_keyed(struct sampler_perm *pm, uint64_t n, uint64_t seed,
+                             uint32_t epoch, uint64_t key_index, bool shuffle);
 
 /* perm[i] for i < n; SAMPLER_NONE when i >= n.  Pure, O(1) expected. */
 uint64_t sampler_perm_at(const struct sampler_perm *pm, uint64_t i);

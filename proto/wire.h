@@ -67,12 +67,32 @@ struct wire_xform {
     uint64_t pixel_cap;   /* not from ATTACH: the config's pixel-cap, 0 none */
 };
 
+/* The samples a stream draws from (ATTACH subset=): the worker maps the
+ * sampler's positions 0..n-1 through it (proto/subset.h).  A named set is
+ * read by the worker from the pack and must be the file the main process
+ * read: its name, size and CRC-32C as the MANIFEST named them then. */
+enum wire_subset_kind {
+    WIRE_SUBSET_NONE = 0,  /* the whole dataset: position = index */
+    WIRE_SUBSET_RANGE,     /* [start, stop) */
+    WIRE_SUBSET_NAMED,     /* the set in file, count indices */
+};
+
+struct wire_subset {
+    uint32_t kind;        /* enum wire_subset_kind */
+    uint32_t crc;         /* named: the file's CRC-32C */
+    uint64_t start, stop; /* range */
+    uint64_t count;       /* named: indices */
+    uint64_t bytes;       /* named: the file's size */
+    char name[33];        /* named: the set's name (SUBSET_NAME_MAX + 1) */
+    char file[256];       /* named: its file in the dataset folder */
+};
+
 struct wire_ring_add {
     uint32_t type;
     uint32_t ring_id;
     uint64_t total_size;
     uint64_t seed;
-    uint64_t dataset_samples;
+    uint64_t dataset_samples; /* the sampler's n: the subset's size with one */
     uint64_t dataset_identity; /* dataset_identity() of the main process's open */
     uint32_t dataset_id;  /* index in the catalogue the worker was started with */
     uint32_t max_bad;     /* consecutive bad samples before the stream fails */
@@ -84,6 +104,7 @@ struct wire_ring_add {
                               worker recomputes the field table of a
                               version-3 ring from its own schema */
     struct wire_xform xform;
+    struct wire_subset subset;
 };
 
 struct wire_ring_del {

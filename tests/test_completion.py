@@ -164,8 +164,9 @@ def main():
             fake.close()
             os.unlink(sock)
         got = complete(files, "ringfeed-read",
-                       [tools["ringfeed-read"], "--socket", sock, "--dataset", ""], env)
-        ok(got == [], "--dataset with no daemon: nothing offered, no error", got)
+                       [tools["ringfeed-read"], "--socket", sock, "--dataset", ""], env, cwd=tmp)
+        ok(got == ["fmnist"], "--dataset with no daemon: only folders (packs served on demand), "
+           "no error", got)
 
     return done()
 

@@ -568,16 +568,43 @@ static void test_attach_bounds(void)
     expect_ok("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
               "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
               "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0 "
-              "field=img_2\n",
-              CTL_VERB_ATTACH, "all 23 keys at once");
+              "field=img_2 subset=val\n",
+              CTL_VERB_ATTACH, "all 24 keys at once");
     TAP_IS_STR(req.attach.field, "img_2", "field=img_2 parsed");
     TAP_OK(req.attach.weight == 7 && !req.attach.share, "weight=7 share=0 parsed");
     TAP_OK(req.attach.drop_last && req.attach.drop_last_batch, "drop_last_batch=1 parsed");
     expect_err("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
                "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
                "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0 "
-               "field=a name=y\n",
-               CTL_E_BAD_ARG, "24 arguments", "takes 1 to 23", NULL);
+               "field=a subset=v name=y\n",
+               CTL_E_BAD_ARG, "25 arguments", "takes 1 to 24", NULL);
+    /* subset=: a set's name, or START:STOP with either bound left out */
+    expect_ok("ATTACH dataset=d subset=val\n", CTL_VERB_ATTACH, "subset=val");
+    TAP_OK(!req.attach.subset.range && strcmp(req.attach.subset.name, "val") == 0,
+           "subset=val: a name");
+    expect_ok("ATTACH dataset=d subset=100:200\n", CTL_VERB_ATTACH, "subset=100:200");
+    TAP_OK(req.attach.subset.range && req.attach.subset.start == 100 &&
+           req.attach.subset.stop == 200 && !req.attach.subset.name[0], "100:200: a range");
+    expect_ok("ATTACH dataset=d subset=:5\n", CTL_VERB_ATTACH, "subset=:5");
+    TAP_OK(req.attach.subset.range && req.attach.subset.start == 0 &&
+           req.attach.subset.stop == 5, ":5 starts at 0");
+    expect_ok("ATTACH dataset=d subset=7:\n", CTL_VERB_ATTACH, "subset=7:");
+    TAP_OK(req.attach.subset.range && req.attach.subset.start == 7 &&
+           req.attach.subset.stop == UINT64_MAX, "7: runs to the end");
+    expect_ok("ATTACH dataset=d\n", CTL_VERB_ATTACH, "no subset=");
+    TAP_OK(!req.attach.subset.range && !req.attach.subset.name[0], "no subset: whole dataset");
+    expect_err("ATTACH dataset=d subset=5:5\n", CTL_E_BAD_ARG, "subset=5:5 empty",
+               "subset takes", NULL);
+    expect_err("ATTACH dataset=d subset=9:3\n", CTL_E_BAD_ARG, "subset=9:3 backwards",
+               "START < STOP", NULL);
+    expect_err("ATTACH dataset=d subset=:\n", CTL_E_BAD_ARG, "subset=: alone", "subset", NULL);
+    expect_err("ATTACH dataset=d subset=-1:3\n", CTL_E_BAD_ARG, "subset=-1:3 negative",
+               "subset", NULL);
+    expect_err("ATTACH dataset=d subset=1:2:3\n", CTL_E_BAD_ARG, "subset=1:2:3", "subset", NULL);
+    expect_err("ATTACH dataset=d subset=9val\n", CTL_E_BAD_ARG, "subset=9val: not a name",
+               "subset", NULL);
+    expect_err("ATTACH dataset=d subset=a.b\n", CTL_E_BAD_ARG, "subset=a.b: not a name",
+               "subset", NULL);
     /* field=: a schema field name (proto/schema.h's rule) */
     expect_ok("ATTACH dataset=d field=image\n", CTL_VERB_ATTACH, "field=image");
     TAP_IS_STR(req.attach.field, "image", "field=image parsed");
@@ -724,6 +751,28 @@ static void test_attach_format(void)
     n = ctl_format_attach(&b, buf, sizeof(buf), &e);
     TAP_OK(n > 0 && strstr(buf, " crop=0.875") != NULL, "a given crop=0.875 is written");
     TAP_IS_INT(ctl_format_attach(&a, buf, 20, &e), -ENOSPC, "small cap -> ENOSPC");
+    /* subset= round-trips in each of its forms */
+    {
+        static const char *const forms[] = {"val", "3:9", ":9", "3:"};
+
+        for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+            char line[128], want[64];
+            struct ctl_req r2;
+
+            snprintf(line, sizeof(line), "ATTACH dataset=d subset=%s\n", forms[i]);
+            ctl_parse(line, strlen(line), &req, &used);
+            n = ctl_format_attach(&req.attach, buf, sizeof(buf), &e);
+            snprintf(want, sizeof(want), "ATTACH dataset=d subset=%s\n", forms[i]);
+            TAP_IS_STR(n > 0 ? buf : e.msg, want, "subset= formats as it parsed");
+            ctl_parse(buf, strlen(buf), &r2, &used);
+            TAP_OK(r2.err == 0 && ctl_subset_same(&r2.attach.subset, &req.attach.subset),
+                   "and reads back the same");
+        }
+    }
+    b = a;
+    b.subset.range = true;
+    b.subset.start = b.subset.stop = 4;
+    TAP_IS_INT(ctl_format_attach(&b, buf, sizeof(buf), &e), -EINVAL, "an empty range refused");
     b = a;
     b.rank = b.world = 4;
     TAP_IS_INT(ctl_format_attach(&b, buf, sizeof(buf), &e), -EINVAL, "rank = world refused");

@@ -477,7 +477,7 @@ static void clients_table(struct out *o, const struct view *v, const struct top_
          "VERDICT");
     for (uint32_t i = 0; i < f->nclients; i++) {
         const struct top_client_row *r = &f->c[i];
-        char nm[CTL_LABEL_MAX + 2], ds[CTL_DATASET_NAME_MAX + 2], a[16], b[16], c[16], d[32],
+        char nm[CTL_LABEL_MAX + 2], ds[TOP_DATASET_MAX + 2], a[16], b[16], c[16], d[32],
             e[16];
 
         if (i + 1 == shown && shown < f->nclients) {

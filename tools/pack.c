@@ -6,6 +6,7 @@
  *   ringfeed-pack verify DIR
  *   ringfeed-pack info DIR
  *   ringfeed-pack show DIR INDEX [--json]
+ *   ringfeed-pack split DIR --val F|N [--stratify] [--seed S] [--names A,B] [--force]
  *
  * This file holds main, the subcommand table and the helpers the
  * subcommands share (pack.h); each subcommand lives in its own file.
@@ -33,6 +34,7 @@ static const struct subcmd {
     {"verify", pack_verify_main, "check every record of a dataset"},
     {"info", pack_info_main, "describe a dataset"},
     {"show", pack_show_main, "print one sample's fields"},
+    {"split", pack_split_main, "record a train/validation split as named index sets"},
 };
 
 #define NSUBCMDS (sizeof(subcmds) / sizeof(subcmds[0]))

@@ -20,6 +20,7 @@
  *   jpeg_pair.c         the libjpeg glue both re-encoders share
  *   pack_verify.c       verify: check every record of a dataset
  *   pack_info.c         info: what a dataset holds
+ *   pack_split.c        split: a train/validation split as named index sets
  *   pack_show.c         show: one sample's fields
  *   pack_fields.c       a record's fields and an image part's check
  *                       (verify, show)
@@ -112,6 +113,7 @@ int pack_imagefolder_main(int argc, char **argv);
 int pack_verify_main(int argc, char **argv);
 int pack_info_main(int argc, char **argv);
 int pack_show_main(int argc, char **argv);
+int pack_split_main(int argc, char **argv);
 
 /*
  * The parts of a record of len bytes (info->schema.n of them): kind

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dataset.h"
+#include "manifest.h"
 #include "pack.h"
 
 static const char usage_text[] =
@@ -42,6 +43,30 @@ static const char *layout_line(const struct dataset_info *info)
         ? "JPEG as they were, but for those shrunk (no restart markers "
           "written)"
         : "JPEG as they were (not re-encoded)";
+}
+
+/* The named index sets (ringfeed-pack split), as the MANIFEST names them
+ * now: name, indices, share of the samples, file.  Their contents are
+ * verify's to check. */
+static void print_subsets(const struct dataset *ds)
+{
+    uint64_t n = dataset_info(ds)->samples;
+    struct manifest m;
+    struct rf_err err;
+
+    if (dataset_manifest_now(ds, &m, &err) < 0) {
+        printf("subsets   ? (%s)\n", err.msg);
+        return;
+    }
+    printf("subsets   %u%s\n", m.nsubsets, m.nsubsets ? "" : " (ringfeed-pack split makes "
+           "them; ATTACH subset=START:STOP needs none)");
+    if (m.nsubsets)
+        printf("  name              samples   share  file\n");
+    for (uint32_t i = 0; i < m.nsubsets; i++)
+        printf("  %-14s %10" PRIu64 "  %5.1f%%  %s\n", manifest_subset_name(&m, i),
+               m.subsets[i].count, n ? 100.0 * (double)m.subsets[i].count / (double)n : 0.0,
+               manifest_subset_file(&m, i));
+    manifest_free(&m);
 }
 
 int pack_info_main(int argc, char **argv)
@@ -159,6 +184,7 @@ int pack_info_main(int argc, char **argv)
             printf("  %5u  %9" PRIu64 "  %s\n", c, per_class[c],
                    dataset_class_name(ds, c));
     }
+    print_subsets(ds);
     rc = PACK_EXIT_OK;
 out:
     free(per_class);

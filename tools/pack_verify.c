@@ -7,7 +7,10 @@
  * it parses as one (pixels.h); the RFPX records are counted and the count
  * must be the MANIFEST's raw_images (0 without the key).  A source list
  * (sources.h), when the MANIFEST names one, must have its size, CRC-32C and
- * a well-formed line per sample (one problem line if not).  A kind-fields
+ * a well-formed line per sample (one problem line if not).  Each subset
+ * the MANIFEST names (subset.h) must have its size and CRC-32C and parse:
+ * indices in range, sorted, distinct, as many as its line says (one
+ * problem line naming the file if not).  A kind-fields
  * record must split by the schema (schema_record_split), each image part
  * be an RFPX record of its field's channels and value size or (RGB) a
  * JPEG whose header parses, and each mask its image's size.
@@ -28,6 +31,8 @@
 
 #include "dataset.h"
 #include "jpeg_probe.h"
+#include "manifest.h"
+#include "subset.h"
 #include "pack.h"
 #include "pixels.h"
 
@@ -38,7 +43,9 @@ static const char usage_text[] =
     "that zstd records decode to their exact length, that JPEG headers\n"
     "parse, that pixel (RFPX) records parse and that there are as many as\n"
     "the MANIFEST's raw_images says, that the source list (sources.txt) has\n"
-    "its size, checksum and a line per sample; for a dataset of kind fields, that every\n"
+    "its size, checksum and a line per sample, that each subset file (ringfeed-pack\n"
+    "split) has its size and checksum and holds sorted, distinct indices in range;\n"
+    "for a dataset of kind fields, that every\n"
     "record splits into its fields (schema.h) and that each image field holds\n"
     "RFPX pixels of its channels or a JPEG, each mask its image's size.\n"
     "Prints one line per problem (shard file, record, byte offset, field,\n"
@@ -87,6 +94,35 @@ static int check_fields(const struct dataset_info *info, const uint8_t *rec, siz
                               f->width);
     }
     return 0;
+}
+
+/* Reads and checks every set the MANIFEST names; one line per problem.
+ * Returns the problems. */
+static uint64_t check_subsets(const struct dataset *ds)
+{
+    struct manifest m;
+    struct rf_err err;
+    uint64_t bad = 0;
+
+    if (dataset_manifest_now(ds, &m, &err) < 0) {
+        printf("%s\n", err.msg);
+        return 1;
+    }
+    for (uint32_t i = 0; i < m.nsubsets; i++) {
+        struct dataset_subset_ref ref = {
+            .count = m.subsets[i].count, .bytes = m.subsets[i].bytes, .crc = m.subsets[i].crc};
+        struct subset s;
+
+        snprintf(ref.name, sizeof(ref.name), "%s", manifest_subset_name(&m, i));
+        snprintf(ref.file, sizeof(ref.file), "%s", manifest_subset_file(&m, i));
+        if (dataset_subset_read(ds, &ref, &s, &err) < 0) {
+            printf("subset %s: %s\n", ref.name, err.msg);
+            bad++;
+        }
+        subset_free(&s);
+    }
+    manifest_free(&m);
+    return bad;
 }
 
 int pack_verify_main(int argc, char **argv)
@@ -211,6 +247,7 @@ int pack_verify_main(int argc, char **argv)
             bad++;
         }
     }
+    bad += check_subsets(ds);
     printf("verify: %s: %" PRIu64 " records in %u shard%s: %" PRIu64
            " good, %" PRIu64 " problem%s%s, %" PRIu64 " bytes decoded, "
            "%.2f s\n", dir, info->samples, info->shards,

@@ -5,7 +5,8 @@
  *   ringfeed-read [--socket PATH] --dataset NAME|FOLDER --batch B --epochs E
  *                 [--transform raw|train|eval|none] [--size S] [--depth D]
  *                 [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]
- *                 [--params "k=v ..."] [--start-epoch E --start-seq N]
+ *                 [--params "k=v ..."] [--subset NAME|START:STOP]
+ *                 [--start-epoch E --start-seq N]
  *                 [--reconnect-ms MS] [--step-ms MS] [--workers-note]
  *                 [--dump-indices FILE] [--json]
  *
@@ -108,7 +109,8 @@ static void usage(FILE *f)
             "usage: %s [--socket PATH] --dataset NAME --batch B --epochs E\n"
             "       [--transform raw|train|eval|none] [--size S] [--depth D]\n"
             "       [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]\n"
-            "       [--params \"k=v ...\"] [--start-epoch E --start-seq N]\n"
+            "       [--params \"k=v ...\"] [--subset NAME|START:STOP]\n"
+            "       [--start-epoch E --start-seq N]\n"
             "       [--reconnect-ms MS] [--step-ms MS] [--workers-note]\n"
             "       [--dump-indices FILE] [--json]\n"
             "\n"
@@ -131,6 +133,8 @@ static void usage(FILE *f)
             "  --no-shuffle         read each epoch in order\n"
             "  --drop-last          drop the tail that does not split over the ranks\n"
             "  --params \"k=v ...\"   more ATTACH keys, e.g. \"flip=0 drop_last_batch=1\"\n"
+            "  --subset S           read only a set of the pack (ringfeed-pack split), or\n"
+            "                       the indices START..STOP-1 (ATTACH subset=)\n"
             "  --start-epoch E      start at batch N of epoch E (default 0, 0)\n"
             "  --start-seq N\n"
             "  --reconnect-ms MS    how long to keep reconnecting (default 30000)\n"
@@ -385,7 +389,7 @@ int main(int argc, char **argv)
 {
     enum { O_SOCKET = 1, O_DATASET, O_BATCH, O_EPOCHS, O_TRANSFORM, O_SIZE, O_DEPTH, O_RANK,
            O_WORLD, O_SEED, O_NO_SHUFFLE, O_DROP_LAST, O_PARAMS, O_START_EPOCH, O_START_SEQ,
-           O_RECONNECT, O_STEP, O_WORKERS_NOTE, O_DUMP, O_JSON, O_HELP };
+           O_RECONNECT, O_STEP, O_WORKERS_NOTE, O_DUMP, O_JSON, O_HELP, O_SUBSET };
     static const struct option opts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"dataset", required_argument, NULL, O_DATASET},
@@ -400,6 +404,7 @@ int main(int argc, char **argv)
         {"no-shuffle", no_argument, NULL, O_NO_SHUFFLE},
         {"drop-last", no_argument, NULL, O_DROP_LAST},
         {"params", required_argument, NULL, O_PARAMS},
+        {"subset", required_argument, NULL, O_SUBSET},
         {"start-epoch", required_argument, NULL, O_START_EPOCH},
         {"start-seq", required_argument, NULL, O_START_SEQ},
         {"reconnect-ms", required_argument, NULL, O_RECONNECT},
@@ -415,7 +420,8 @@ int main(int argc, char **argv)
     struct rf_stats st;
     struct rf_batch b;
     struct run r = {0};
-    const char *dump_path = NULL;
+    const char *dump_path = NULL, *subset = NULL;
+    char params[4096];
     FILE *dump = NULL;
     bool json = false, note = false, have_epochs = false, have_batch = false;
     uint64_t epochs = 0, total, bpe, step_ms = 0;
@@ -439,6 +445,7 @@ int main(int argc, char **argv)
         case O_NO_SHUFFLE: o.shuffle = 0; break;
         case O_DROP_LAST: o.drop_last = 1; break;
         case O_PARAMS: o.params = optarg; break;
+        case O_SUBSET: subset = optarg; break;
         case O_START_EPOCH: o.start_epoch = num("start-epoch", optarg, 0, UINT32_MAX); break;
         case O_START_SEQ: o.start_seq = num("start-seq", optarg, 0, UINT64_MAX); break;
         case O_RECONNECT: o.reconnect_ms = (int)num("reconnect-ms", optarg, 0, INT32_MAX); break;
@@ -455,6 +462,17 @@ int main(int argc, char **argv)
                 optind < argc ? "unexpected argument" : "--dataset, --batch and --epochs are required");
         usage(stderr);
         return 2;
+    }
+    if (subset) {
+        /* one more ATTACH key: a value with a blank would be two */
+        if (!subset[0] || strpbrk(subset, " \t") ||
+            snprintf(params, sizeof(params), "%s%ssubset=%s", o.params ? o.params : "",
+                     o.params ? " " : "", subset) >= (int)sizeof(params)) {
+            fprintf(stderr, "%s: --subset '%s': a set's name or START:STOP, no blanks\n", prog,
+                    subset);
+            return 2;
+        }
+        o.params = params;
     }
     if ((o.rank < 0) != (o.world < 0)) {
         fprintf(stderr, "%s: give --rank and --world together (or neither, for RANK and "

@@ -600,7 +600,7 @@ int main(int argc, char **argv)
     }
     if (rep.multi != (verb == CTL_VERB_STATS || verb == CTL_VERB_DATASETS ||
                       verb == CTL_VERB_METRICS || verb == CTL_VERB_CLASSES ||
-                      verb == CTL_VERB_SOURCES)) {
+                      verb == CTL_VERB_SOURCES || verb == CTL_VERB_SUBSETS)) {
         fprintf(stderr, "%s: %s: the daemon sent a %s reply where a %s one was due\n", prog,
                 def->name, rep.multi ? "multi-line" : "one-line",
                 rep.multi ? "one-line" : "multi-line");
@@ -635,6 +635,9 @@ int main(int argc, char **argv)
         break;
     case CTL_VERB_SOURCES:
         print_lines(cc.buf, &rep, "sources", json);
+        break;
+    case CTL_VERB_SUBSETS:
+        print_lines(cc.buf, &rep, "subsets", json);
         break;
     default:
         break;

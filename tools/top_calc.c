@@ -190,6 +190,18 @@ static bool client_line(struct top_snap *s, const char *k, size_t kn, const char
         copy_word(c->dataset, sizeof(c->dataset), v, vn);
         return true;
     }
+    if (span_is(f, fn, "subset")) {
+        size_t at = strlen(c->dataset);
+
+        /* after dataset in STATS; "-": the whole dataset */
+        if (!span_is(v, vn, "-") && at + vn + 3 <= sizeof(c->dataset)) {
+            c->dataset[at] = '[';
+            memcpy(c->dataset + at + 1, v, vn);
+            c->dataset[at + 1 + vn] = ']';
+            c->dataset[at + 2 + vn] = '\0';
+        }
+        return true;
+    }
     if (span_is(f, fn, "name")) {
         /* the daemon writes "-" for a client without a name */
         copy_word(c->name, sizeof(c->name), v, span_is(v, vn, "-") ? 0 : vn);

@@ -42,10 +42,14 @@ struct top_worker_snap {
     char state[TOP_STATE_MAX];
 };
 
+/* A client's dataset column: "fm", or with a subset "fm[val]",
+ * "fm[0:5000]" (STATS clients.<id>.subset). */
+#define TOP_DATASET_MAX (CTL_DATASET_NAME_MAX + 48)
+
 /* One clients.<id>.* group of STATS. */
 struct top_client_snap {
     uint32_t id;
-    char dataset[CTL_DATASET_NAME_MAX + 1];
+    char dataset[TOP_DATASET_MAX + 1];
     char name[CTL_LABEL_MAX + 1];    /* "" when the client gave none */
     double rank, world, batch, depth, batches, samples, waited_s, ready, inflight,
         ring_bytes, locked, failed;
@@ -94,7 +98,7 @@ struct top_worker_row {
 
 struct top_client_row {
     uint32_t id;
-    char dataset[CTL_DATASET_NAME_MAX + 1];
+    char dataset[TOP_DATASET_MAX + 1];
     char name[CTL_LABEL_MAX + 1];
     double rank, world, depth, ready, inflight;
     double batches_per_s, samples_per_s;

@@ -66,6 +66,7 @@
 #include "ring.h"
 #include "sampler.h"
 #include "schema.h"
+#include "subset.h"
 #include "targets.h"
 #include "transform.h"
 #include "wire.h"
@@ -134,6 +135,10 @@ struct wring {
     uint64_t fixed_at[RING_MAX_FIELDS]; /* kind fields: each FIXED field's
                                            place in ws->sample */
     int label_field;        /* kind fields: the scalar i64 "label", or -1 */
+    struct subset sub;      /* the stream's subset (wire_subset): positions ->
+                               dataset indices; nruns 0: the whole dataset */
+    char sub_err[192];      /* "" or why the subset could not be had: the
+                               ring's jobs fail its stream with it */
 };
 
 /*
@@ -365,6 +370,43 @@ static bool dataset_changed(struct wstate *ws, uint32_t id)
     return true;
 }
 
+/* The stream's subset as the main process read it (wire.h): a range
+ * made here, a named set read from the pack and checked to be the same
+ * file (name, size, CRC-32C).  Returns 0, or -1 with why (cap bytes). */
+static int ring_subset(const struct dataset *ds, const struct wire_subset *w,
+                       struct subset *out, char *why, size_t cap)
+{
+    struct dataset_subset_ref ref = {.count = w->count, .bytes = w->bytes, .crc = w->crc};
+    struct rf_err err;
+
+    memset(out, 0, sizeof(*out));
+    switch (w->kind) {
+    case WIRE_SUBSET_NONE:
+        return 0;
+    case WIRE_SUBSET_RANGE:
+        if (w->stop > dataset_info(ds)->samples || subset_range(out, w->start, w->stop) < 0) {
+            snprintf(why, cap, "subset %llu:%llu: out of range or out of memory",
+                     (unsigned long long)w->start, (unsigned long long)w->stop);
+            return -1;
+        }
+        return 0;
+    case WIRE_SUBSET_NAMED:
+        memcpy(ref.name, w->name, sizeof(ref.name));
+        memcpy(ref.file, w->file, sizeof(ref.file));
+        ref.name[sizeof(ref.name) - 1] = ref.file[sizeof(ref.file) - 1] = '\0';
+        if (dataset_subset_read(ds, &ref, out, &err) < 0) {
+            /* err names the file first; a long one is cut at the end */
+            if (snprintf(why, cap, "subset %s, read again by a worker: %s", ref.name,
+                         err.msg) >= (int)cap)
+                why[cap - 1] = '\0';
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(why, cap, "subset of unknown kind %u", w->kind);
+    return -1;
+}
+
 static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
 {
     struct wring *r = ring_find(ws, m->ring_id);
@@ -457,6 +499,8 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
     r->mem = mem;
     r->size = m->total_size;
     r->p = *m;
+    if (ring_subset(ds, &m->subset, &r->sub, r->sub_err, sizeof(r->sub_err)) < 0)
+        log_warn("worker: ring %u: %s", m->ring_id, r->sub_err);
 fail:
     if (fd >= 0)
         close(fd);
@@ -472,6 +516,7 @@ static void ring_del(struct wstate *ws, uint32_t id)
         badlog_flush(ws, r->p.dataset_id, clock_mono_ns());
     if (r->mem)
         munmap(r->mem, r->size);
+    subset_free(&r->sub);
     memset(r, 0, sizeof(*r));
 }
 
@@ -748,6 +793,12 @@ static int read_one(struct wstate *ws, const struct dataset_loc *loc, const uint
     return req.result;
 }
 
+/* The dataset index at position pos of the stream's samples. */
+static uint64_t ring_index(const struct wring *r, uint64_t pos)
+{
+    return r->sub.nruns ? subset_at(&r->sub, pos) : pos;
+}
+
 /* Finds the next good sample after position pos and writes it to dst. */
 static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64_t pos,
                       uint8_t *dst, uint64_t *index, int32_t *label, char *reason,
@@ -759,7 +810,7 @@ static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64
 
     sampler_perm_init(&pm, n, r->p.seed, (uint32_t)epoch, r->p.shuffle != 0);
     for (uint32_t k = 1; k <= r->p.max_bad && k < n; k++) {
-        uint64_t idx = sampler_perm_at(&pm, (pos + k) % n);
+        uint64_t idx = ring_index(r, sampler_perm_at(&pm, (pos + k) % n));
         struct dataset_loc loc;
         enum wire_bad why = BAD_READ;
         const uint8_t *stored;
@@ -856,7 +907,7 @@ static int plan_job(const struct wring *r, const struct wire_job *job, struct sa
         (uint64_t)job->first + job->count > sampler_batch_count(s, job->seq))
         return -EINVAL;
     for (uint32_t j = 0; j < job->count; j++)
-        plan[j] = sampler_sample(s, job->seq, job->first + j);
+        plan[j] = ring_index(r, sampler_sample(s, job->seq, job->first + j));
     return 0;
 }
 
@@ -1009,6 +1060,11 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         done.status = WIRE_DATASET_FAILED;
         snprintf(done.reason, sizeof(done.reason), "dataset %s: %s",
                  ws->ds_name[r->p.dataset_id], ws->ds_err[r->p.dataset_id]);
+        goto out;
+    }
+    if (r->sub_err[0]) {
+        done.status = WIRE_STREAM_FAILED;
+        snprintf(done.reason, sizeof(done.reason), "%s", r->sub_err);
         goto out;
     }
     if (job->slot >= r->g.depth || job->count > WIRE_JOB_MAX ||

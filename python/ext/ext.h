@@ -128,6 +128,10 @@ PyObject *ext_normalize(PyObject *self, PyObject *args, PyObject *kw);
  * control-protocol request; an ERR reply raises ringfeed.Error. */
 PyObject *ext_ctl(PyObject *self, PyObject *args, PyObject *kw);
 
+/* writer.c: _ringfeed.split(path, val_frac, val_count, stratify, seed, train, val,
+ * force) -> dict, proto/dataset_split.h's dataset_split (ringfeed.split). */
+PyObject *ext_split(PyObject *self, PyObject *args, PyObject *kw);
+
 /* array.c */
 
 /* A new C-contiguous Array viewing data, kept alive by base (a new

@@ -61,6 +61,9 @@ static PyMethodDef mod_methods[] = {
     {"ctl", (PyCFunction)(void (*)(void))ext_ctl, METH_VARARGS | METH_KEYWORDS,
      "ctl(request, socket=None) -> (text, lines): one control-protocol request "
      "(ringfeedctl's); an ERR reply raises ringfeed.Error."},
+    {"split", (PyCFunction)(void (*)(void))ext_split, METH_VARARGS | METH_KEYWORDS,
+     "split(path, val_frac, val_count, stratify, seed, train, val, force) -> dict: "
+     "ringfeed-pack split's dataset_split (ringfeed.split wraps it)."},
 #endif
     {NULL, NULL, 0, NULL},
 };

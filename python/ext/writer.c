@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dataset_split.h"
 #include "dataset_writer.h"
 #include "imagefile.h"
 #include "pixels.h"
@@ -804,3 +805,44 @@ PyTypeObject ext_encoder_type = {
     .tp_init = (initproc)encoder_init,
     .tp_new = encoder_new,
 };
+
+/* _ringfeed.split: ringfeed-pack split's own function, so the two write
+ * the same bytes (ringfeed.split checks the arguments' types first). */
+PyObject *ext_split(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path", "val_frac", "val_count", "stratify", "seed", "train",
+                             "val", "force", NULL};
+    struct split_request rq = {0};
+    struct split_result res;
+    struct rf_err err;
+    PyObject *path, *count_obj, *seed_obj;
+    const char *a, *b;
+    unsigned long long count, seed;
+    int stratify, force, r;
+
+    (void)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&dOpOssp", kwlist, PyUnicode_FSConverter,
+                                     &path, &rq.val_frac, &count_obj, &stratify, &seed_obj,
+                                     &a, &b, &force))
+        return NULL;
+    if (u64_arg(count_obj, "val", UINT64_MAX, &count) < 0 ||
+        u64_arg(seed_obj, "seed", UINT64_MAX, &seed) < 0) {
+        Py_DECREF(path);
+        return NULL;
+    }
+    rq.val_count = count;
+    rq.seed = seed;
+    rq.stratify = stratify != 0;
+    rq.force = force != 0;
+    rq.names[0] = a;
+    rq.names[1] = b;
+    Py_BEGIN_ALLOW_THREADS
+    r = dataset_split(PyBytes_AS_STRING(path), &rq, &res, &err);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path);
+    if (r < 0)
+        return ext_raise(r, "%s", err.msg);
+    return Py_BuildValue("{s:K,s:K,s:s,s:s,s:K}", a, (unsigned long long)res.count[0], b,
+                         (unsigned long long)res.count[1], "train_file", res.file[0],
+                         "val_file", res.file[1], "replaced", (unsigned long long)res.replaced);
+}

@@ -65,6 +65,7 @@ import array
 import errno
 import operator
 import os
+import re
 import struct
 import weakref
 
@@ -161,6 +162,7 @@ def _millis(name, seconds):
 
 
 _SOURCES_CHUNK = 1024  # source lines asked per SOURCES request (<= CTL_SOURCES_MAX)
+_SUBSET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # proto/subset.h's name rule
 
 
 def _unescape_source(line):
@@ -319,13 +321,21 @@ class Loader:
       None waits for as long as it takes (still noticing Ctrl-C).
     reconnect_timeout: seconds to keep reconnecting to a daemon that went
       away before failing; the stream resumes exactly where it was.
+    subset: the samples to draw from (ATTACH subset=): a set's name from
+      ``ringfeed-pack split`` / ``ringfeed.split`` ("train", "val"; the
+      pack's sets are ``loader.subsets``), or dataset indices as
+      ``(start, stop)``, ``range(start, stop)`` or ``slice(start, stop)``
+      (half-open, step 1, bounds from 0; None: that end of the dataset).
+      The daemon shuffles, shards and pads within it as it would a whole
+      dataset; ``loader.last.indices`` stay dataset indices.  None (the
+      default): the whole dataset.
     """
 
     def __init__(self, dataset, batch_size=256, *, transform="raw", size=None, seed=0,
                  shuffle=True, drop_last=False, rank=None, world_size=None, socket=None,
                  depth=None, params=None, name=None, output=None, copy=False, device=None,
                  layout=None, timeout=None, reconnect_timeout=30.0, dtype=None,
-                 normalize=None):
+                 normalize=None, subset=None):
         self._client = None
         self._pid = os.getpid()
         self._torch = None
@@ -358,7 +368,8 @@ class Loader:
         if not reconnect_timeout >= 0:
             raise _bad(f"reconnect_timeout={reconnect_timeout!r}: use seconds >= 0")
         reconnect_ms = _millis("reconnect_timeout", reconnect_timeout)
-        self._params = self._join_params(params, layout, drop_last)
+        self.subset, subset_key = self._subset_param(subset)
+        self._params = self._join_params(params, layout, drop_last, subset_key)
         self._opts = dict(
             dataset=os.fspath(dataset), batch=batch_size, rank=-1 if rank is None else rank,
             world=-1 if world_size is None else world_size, seed=seed, transform=transform,
@@ -470,8 +481,42 @@ class Loader:
         return self._torch.device(text)
 
     @staticmethod
-    def _join_params(params, layout, drop_last):
+    def _subset_param(subset):
+        """(loader.subset, ATTACH's subset= value or None) for subset=."""
+        if subset is None:
+            return None, None
+        if isinstance(subset, str):
+            if not _SUBSET_NAME.fullmatch(subset):
+                raise _bad(f"subset={subset!r}: a set's name is 1 to 32 of A-Z a-z 0-9 _ -, "
+                           "starting with a letter (loader.subsets lists the pack's)")
+            return subset, subset
+        if isinstance(subset, (range, slice)):
+            if subset.step not in (None, 1):
+                raise _bad(f"subset={subset!r}: step {subset.step}: a subset is contiguous "
+                           "indices (step 1), or a named set")
+            bounds = (subset.start, subset.stop)
+        elif isinstance(subset, tuple) and len(subset) == 2:
+            bounds = subset
+        else:
+            raise _bad(f"subset={subset!r}: use a set's name, (start, stop), a range or a "
+                       "slice")
+        start, stop = (None if b is None else _integer("subset", b, -_U64_MAX, _U64_MAX)
+                       for b in bounds)
+        if (start is not None and start < 0) or (stop is not None and stop < 0):
+            raise _bad(f"subset={subset!r}: bounds count from 0 (dataset indices); "
+                       "negative ones are not taken")
+        if start is not None and stop is not None and start >= stop:
+            raise _bad(f"subset={subset!r}: empty: start must be below stop")
+        start = start or 0
+        if start == 0 and stop is None:
+            return None, None  # the whole dataset
+        return (start, stop), f"{start}:{'' if stop is None else stop}"
+
+    @staticmethod
+    def _join_params(params, layout, drop_last, subset=None):
         parts = []
+        if subset is not None:
+            parts.append(f"subset={subset}")
         if layout is not None:
             if layout not in ("chw", "hwc"):
                 raise _bad(f'layout={layout!r}: use "chw" or "hwc"')
@@ -609,15 +654,35 @@ class Loader:
         return {"dataset": self.dataset, "batch_size": self.batch_size, "seed": self.seed,
                 "rank": self.rank, "world_size": self.world_size,
                 "transform": self.transform, "size": self.size, "shuffle": self.shuffle,
-                "drop_last": self.drop_last, "params": self._params}
+                "drop_last": self.drop_last, "params": self._params,
+                "subset": self.subset}
 
     # ---- metadata: what the dataset is (CLASSES and SOURCES, from the daemon)
     @property
     def num_samples(self):
-        """Samples in the dataset (the MANIFEST's samples), the whole of it
-        whatever this rank's share; not DistributedSampler.num_samples,
-        which is one rank's: that is about len(self) * batch_size."""
+        """The samples the loader draws from: the subset's (subset=), else
+        the whole dataset's (the MANIFEST's samples), whatever this rank's
+        share; not DistributedSampler.num_samples, which is one rank's:
+        that is about len(self) * batch_size."""
         return self._info["dataset_samples"]
+
+    @property
+    def subsets(self):
+        """{name: samples} of the named index sets the dataset's pack has
+        now (ringfeed-pack split, ringfeed.split), asked of the daemon (its
+        SUBSETS verb) on every call; {} without any."""
+        return {name: int(n) for name, n in
+                (line.split(" ") for line in self._ctl(f"SUBSETS {self.dataset}")[1])
+                if name != "*"}
+
+    def _dataset_samples(self):
+        """The whole dataset's samples (num_samples is the subset's)."""
+        if self.subset is None:
+            return self.num_samples
+        last = self._ctl(f"SUBSETS {self.dataset}")[1][-1].split(" ")
+        if last[0] != "*":
+            raise Error(errno.EPROTO, f"SUBSETS {self.dataset}: no '* SAMPLES' line")
+        return int(last[1])
 
     @property
     def classes(self):
@@ -648,7 +713,7 @@ class Loader:
             i = operator.index(index)
         except TypeError:
             raise TypeError(f"ringfeed: source({index!r}): an integer is required") from None
-        n = self.num_samples
+        n = self._dataset_samples()
         if i < 0:
             i += n
         if not 0 <= i < n:

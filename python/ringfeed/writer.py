@@ -115,7 +115,8 @@ import time
 
 from . import _ringfeed
 
-__all__ = ["Image", "Tensor", "Scalar", "Bytes", "Ragged", "SampleError", "Writer", "pack"]
+__all__ = ["Image", "Tensor", "Scalar", "Bytes", "Ragged", "SampleError", "Writer", "pack",
+           "split"]
 
 # numpy's dtype names -> the MANIFEST's (proto/dataset_types.h); bfloat16 is
 # no numpy dtype: its values travel as uint16 bit patterns
@@ -1245,3 +1246,44 @@ def pack(dataset, path, fields, jobs=1, progress=None, **writer_opts):
             bar.update(w.samples, w.stored_bytes, force=True)
             bar.end()
         return w.close()
+
+
+def split(path, val=0.1, *, stratify=False, seed=0, names=("train", "val"), force=False):
+    """Records a train/validation split in the packed dataset at path: two
+    named index sets, every sample in exactly one, that a Loader draws from
+    with ``subset="train"`` / ``subset="val"`` (on a running daemon too, no
+    restart).  What ``ringfeed-pack split`` does, by the same C function,
+    so both write the same bytes for the same arguments.
+
+    val: a float in (0, 1), the validation share (ceil(val * samples), as
+      scikit-learn's train_test_split test_size), or an int, a count.
+    stratify: keep each class's share in both sets (per class its share
+      of the request rounded, the total exactly the request).
+    seed: the split's seed; the sets are the same on every machine.
+    names: (complement, validation), 1..32 of A-Z a-z 0-9 _ -, a letter
+      first.  force: replace sets of those names (else ringfeed.Error
+      EEXIST).
+
+    Returns {names[0]: count, names[1]: count, "train_file": file,
+    "val_file": file, "replaced": sets replaced}.  The records are not
+    touched: the set files and the MANIFEST are written beside them (temp
+    and rename), docs/design.md "Subsets"."""
+    if isinstance(val, bool) or not isinstance(val, (int, float)):
+        raise TypeError(f"ringfeed.split: val={val!r}: a float in (0, 1) or an int count")
+    if isinstance(val, float):
+        if not 0.0 < val < 1.0:
+            raise ValueError(f"ringfeed.split: val={val!r}: a fraction must be in (0, 1)")
+        frac, count = val, 0
+    else:
+        if val < 1:
+            raise ValueError(f"ringfeed.split: val={val!r}: a count must be at least 1")
+        frac, count = 0.0, operator.index(val)
+    try:
+        a, b = names
+    except (TypeError, ValueError):
+        raise ValueError(f"ringfeed.split: names={names!r}: two names, "
+                         "(complement, validation)") from None
+    if not isinstance(a, str) or not isinstance(b, str):
+        raise TypeError(f"ringfeed.split: names={names!r}: two str")
+    return _ringfeed.split(os.fspath(path), frac, count, bool(stratify),
+                           operator.index(seed), a, b, bool(force))
