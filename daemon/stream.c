@@ -465,7 +465,7 @@ static void making_done(uv_work_t *req, int status)
     struct daemon *d = st->d;
     struct ring_make *mk = &rj->mk;
     struct rf_err err = mk->err;
-    char sub[80];
+    char sub[160];
     int rc = status < 0 ? rf_err_set(&err, -ECANCELED, "the ring's making was cancelled")
                         : mk->rc;
 
@@ -510,10 +510,19 @@ static void making_done(uv_work_t *req, int status)
     d->sched.streams = st;
     d->sched.nstreams++;
     d->attaches++;
-    stream_subset_text(st, sub, sizeof(sub));
-    log_info("client %u attached: dataset %s subset %s (%llu samples) batch %u rank %u/%u depth "
+    /* " subset NAME (N samples)" only for a stream drawing from one */
+    if (st->wsub.kind == WIRE_SUBSET_RANGE || st->wsub.kind == WIRE_SUBSET_NAMED) {
+        char name[80];
+
+        stream_subset_text(st, name, sizeof(name));
+        snprintf(sub, sizeof(sub), " subset %s (%llu samples)", name,
+                 (unsigned long long)st->n);
+    } else {
+        sub[0] = '\0';
+    }
+    log_info("client %u attached: dataset %s%s batch %u rank %u/%u depth "
              "%u weight %u, ring %llu bytes%s", st->id, st->a.dataset, sub,
-             (unsigned long long)st->n, st->a.batch, st->a.rank, st->a.world,
+             st->a.batch, st->a.rank, st->a.world,
              st->geom.depth, st->fq.weight, (unsigned long long)st->geom.total_size,
              st->locked ? " (locked)" : "");
     sched_check(d);

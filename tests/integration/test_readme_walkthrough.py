@@ -8,7 +8,9 @@ on PATH, and the Python block runs under Debian's python3 with the
 build's package on PYTHONPATH and nothing else: no daemon is started by
 the test (the loaders' folder paths start the per-user one) and
 XDG_RUNTIME_DIR is the test's own, so the daemon it starts is this
-test's and is stopped at the end.
+test's and is stopped at the end.  The split section that follows it
+(`<!-- split -->`) runs next on the same pack: a 10% stratified split and
+its two loaders, whose parts must be disjoint and of the sizes asked.
 
 Then the same Python block runs again with its two loaders replaced by
 torchvision's: ImageFolder over the same folders with RandomResizedCrop +
@@ -65,11 +67,12 @@ def make_tree(root):
                 crop.save(os.path.join(d, f"{i:04d}.jpg"), quality=90)
 
 
-def walkthrough():
-    """The README's walkthrough blocks: (shell text, python text)."""
+def walkthrough(marker="walkthrough"):
+    """The README's blocks between <!-- marker --> and <!-- /marker -->:
+    (shell text, python text)."""
     text = open(os.path.join(ROOT, "README.md")).read()
-    m = re.search(r"<!-- walkthrough -->(.*?)<!-- /walkthrough -->", text, re.S)
-    assert m, "README.md has no <!-- walkthrough --> ... <!-- /walkthrough --> section"
+    m = re.search(rf"<!-- {marker} -->(.*?)<!-- /{marker} -->", text, re.S)
+    assert m, f"README.md has no <!-- {marker} --> ... <!-- /{marker} --> section"
     blocks = re.findall(r"```(\w+)\n(.*?)```", m.group(1), re.S)
     sh = [b for lang, b in blocks if lang in ("sh", "bash", "console")]
     py = [b for lang, b in blocks if lang == "python"]
@@ -115,6 +118,18 @@ def as_torchvision(py):
     assert m, "the walkthrough's loaders are not `train = ringfeed.Loader(...)` then " \
               "`val = ringfeed.Loader(...)`"
     return py[:m.start()] + TORCHVISION + py[m.end():]
+
+
+SPLIT_CHECK = '''
+seen = {}
+for part in (train, val):
+    for _ in part:
+        for i in part.last.indices.tolist():
+            assert i not in seen, f"sample {i} in both parts, or twice"
+            seen[i] = part
+print(train.num_samples, val.num_samples, "disjoint" if len(seen) == train.num_samples +
+      val.num_samples else "overlap")
+'''
 
 
 def accuracies(out):
@@ -178,6 +193,20 @@ def test_walkthrough_trains_as_torchvision_does(tmp_path):
         assert len(rf) == len(tv)
         assert rf[-1] >= 0.8 and tv[-1] >= 0.8, (rf, tv)
         assert abs(rf[-1] - tv[-1]) <= 0.15, (rf, tv)
+
+        # the split that follows it, on the same pack: its shell block, then
+        # its loaders, each part read once through
+        sh, py = walkthrough("split")
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", sh], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"the split's shell block failed:\n{r.stdout}{r.stderr}"
+        # the block goes on from the walkthrough's script: its import first
+        (tmp_path / "split.py").write_text("import ringfeed\n" + py + SPLIT_CHECK)
+        r = subprocess.run(["/usr/bin/python3", "split.py"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"the split's loaders failed:\n{r.stdout}{r.stderr}"
+        n = sum(PER_CLASS["train"] for _ in CLASSES)
+        assert r.stdout.split() == [str(n - n // 10), str(n // 10), "disjoint"], r.stdout
     finally:
         for pid in user_daemons(str(runtime)):
             try:
