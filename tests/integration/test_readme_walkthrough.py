@@ -31,7 +31,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 from conftest import BUILD
 
@@ -138,6 +137,17 @@ def accuracies(out):
     return got
 
 
+def train_run(folder, env, name, text, what):
+    """Runs text as folder/name under Debian's python3: (the validation
+    accuracies it printed, seconds)."""
+    (folder / name).write_text(text)
+    t0 = time.monotonic()
+    r = subprocess.run(["/usr/bin/python3", name], cwd=folder, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, f"{what} failed:\n{r.stdout}{r.stderr}"
+    return accuracies(r.stdout), time.monotonic() - t0
+
+
 def user_daemons(runtime):
     """Pids of the ringfeedd --user processes whose socket folder is under
     runtime (the test's XDG_RUNTIME_DIR)."""
@@ -168,26 +178,13 @@ def test_walkthrough_trains_as_torchvision_does(tmp_path):
                                    env.get("PATH", "")])
     env["PYTHONPATH"] = os.path.join(BUILD, "python")
     env["XDG_RUNTIME_DIR"] = str(runtime)
-    for k in ("RINGFEED_SOCKET",):
-        env.pop(k, None)
+    env.pop("RINGFEED_SOCKET", None)  # the default socket: no daemon there
     try:
         r = subprocess.run(["bash", "-euo", "pipefail", "-c", sh], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, f"the walkthrough's shell block failed:\n{r.stdout}{r.stderr}"
-        (tmp_path / "walk.py").write_text(py)
-        t0 = time.monotonic()
-        r = subprocess.run(["/usr/bin/python3", "walk.py"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=600)
-        t_rf = time.monotonic() - t0
-        assert r.returncode == 0, f"the walkthrough's Python block failed:\n{r.stdout}{r.stderr}"
-        rf = accuracies(r.stdout)
-        (tmp_path / "tv.py").write_text(as_torchvision(py))
-        t0 = time.monotonic()
-        r = subprocess.run(["/usr/bin/python3", "tv.py"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=600)
-        t_tv = time.monotonic() - t0
-        assert r.returncode == 0, f"the torchvision loop failed:\n{r.stdout}{r.stderr}"
-        tv = accuracies(r.stdout)
+        rf, t_rf = train_run(tmp_path, env, "walk.py", py, "the walkthrough's Python block")
+        tv, t_tv = train_run(tmp_path, env, "tv.py", as_torchvision(py), "the torchvision loop")
         print(f"walkthrough: ringfeed val accuracy {rf} in {t_rf:.1f} s, torchvision {tv} in "
               f"{t_tv:.1f} s", file=sys.stderr)
         assert len(rf) == len(tv)
