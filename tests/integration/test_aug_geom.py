@@ -469,3 +469,16 @@ def test_time_per_image():
     _, text = run_jobs(jobs, repeat=20)
     print('\n' + text)
     assert text.count('time ') == len(jobs)
+
+
+def test_bad_affine_parameters_are_refused():
+    """scale <= 0 or a parameter that is not finite: -EINVAL, the image
+    untouched (the runner writes nothing and fails)."""
+    img = bytes(range(12))
+    for args in ('0 0 0 0 0 0', '0 0 0 -1 0 0', 'nan 0 0 1 0 0', '0 inf 0 1 0 0'):
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, 'j'), 'w').write(f'affine 4 3 1 chw nearest - {args}\n')
+            open(os.path.join(d, 'i'), 'wb').write(img)
+            r = subprocess.run([RUNNER, 'apply'] + [os.path.join(d, n) for n in 'jio'],
+                               capture_output=True, text=True)
+            assert r.returncode == 1 and 'Invalid argument' in r.stderr, args
