@@ -296,6 +296,61 @@ int aug_rotate(struct aug_img *im, float angle_deg, enum aug_interp interp,
 
 /* ---- flips ---- */
 
+/* Reverses n bytes in place, eight at a time from both ends (a byte swap
+ * of each word), the middle byte by byte. */
+static void reverse_bytes(uint8_t *row, uint32_t n)
+{
+    uint32_t a = 0, b = n; /* [a, b) is still to reverse */
+
+    while (b - a >= 16) {
+        uint64_t l, r;
+
+        memcpy(&l, row + a, 8);
+        memcpy(&r, row + b - 8, 8);
+        l = __builtin_bswap64(l);
+        r = __builtin_bswap64(r);
+        memcpy(row + a, &r, 8);
+        memcpy(row + b - 8, &l, 8);
+        a += 8;
+        b -= 8;
+    }
+    for (; a + 1 < b; a++, b--) {
+        uint8_t t = row[a];
+
+        row[a] = row[b - 1];
+        row[b - 1] = t;
+    }
+}
+
+/* Reverses the order of n pixels of pb bytes in place: the row's bytes
+ * reversed, then each pixel's bytes back in order. */
+static void reverse_pixels(uint8_t *row, uint32_t n, uint32_t pb)
+{
+    reverse_bytes(row, n * pb);
+    for (uint32_t a = 0; a < n; a++) {
+        uint8_t *px = row + (size_t)a * pb;
+
+        for (uint32_t k = 0; k < pb / 2; k++) {
+            uint8_t t = px[k];
+
+            px[k] = px[pb - 1 - k];
+            px[pb - 1 - k] = t;
+        }
+    }
+}
+
+/* reverse_pixels for 3 bytes a pixel. */
+static void reverse_rgb(uint8_t *row, uint32_t n)
+{
+    reverse_bytes(row, 3 * n);
+    for (uint32_t a = 0; a < n; a++) {
+        uint8_t t = row[3 * a];
+
+        row[3 * a] = row[3 * a + 2];
+        row[3 * a + 2] = t;
+    }
+}
+
 void aug_hflip(struct aug_img *im)
 {
     struct strides st = strides_of(im);
@@ -307,14 +362,12 @@ void aug_hflip(struct aug_img *im)
             uint8_t *row = im->px + pl * st.cs * (im->layout == AUG_CHW) +
                            (size_t)y * im->w * pb;
 
-            for (uint32_t a = 0, b = im->w - 1; a < b; a++, b--) {
-                for (uint32_t k = 0; k < pb; k++) {
-                    uint8_t t = row[(size_t)a * pb + k];
-
-                    row[(size_t)a * pb + k] = row[(size_t)b * pb + k];
-                    row[(size_t)b * pb + k] = t;
-                }
-            }
+            if (pb == 1)
+                reverse_bytes(row, im->w);
+            else if (pb == 3) /* the common case: swap each pixel's ends */
+                reverse_rgb(row, im->w);
+            else
+                reverse_pixels(row, im->w, pb);
         }
     }
 }
