@@ -30,6 +30,15 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
+/* The float loops' functions come in an AVX2 copy and the baseline one, an
+ * ifunc choosing by the CPU (GCC on x86-64; elsewhere the baseline).  AVX2
+ * brings no fused multiply-add, and -ffp-contract=off forbids it anyway. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define AUG_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define AUG_CLONES
+#endif
+
 /* torchvision's rgb_to_grayscale weights (float32, as torch casts the
  * Python scalars). */
 static const float GRAY_R = 0.2989f, GRAY_G = 0.587f, GRAY_B = 0.114f;
@@ -132,7 +141,7 @@ static ALWAYS_INLINE void gray_run(uint8_t *restrict r, uint8_t *restrict g, uin
     }
 }
 
-void aug_grayscale(struct aug_img *im)
+AUG_CLONES void aug_grayscale(struct aug_img *im)
 {
     uint8_t *p[3];
 
@@ -201,7 +210,7 @@ static ALWAYS_INLINE void saturation_run(uint8_t *restrict r, uint8_t *restrict 
     }
 }
 
-void aug_saturation(struct aug_img *im, float factor)
+AUG_CLONES void aug_saturation(struct aug_img *im, float factor)
 {
     uint8_t *p[3];
     float q = one_minus(factor);
@@ -230,67 +239,71 @@ static ALWAYS_INLINE float clamp01(float x)
 }
 
 /*
- * One pixel through torchvision's _rgb2hsv, (h + hue) % 1.0 and _hsv2rgb,
- * operation for operation in float32 (the bool masks of torchvision's
- * products become selects: 1.0 * x + 0.0 * y + 0.0 * z is x exactly).
+ * Pixels through torchvision's _rgb2hsv, (h + hue) % 1.0 and _hsv2rgb,
+ * operation for operation in float32.  The bool-mask products of _rgb2hsv
+ * become selects (1.0 * x + 0.0 * y + 0.0 * z is x exactly); _hsv2rgb's
+ * one-hot products stay products.  No branches, so the loop vectorizes
+ * (with -fno-trapping-math: GCC will not if-convert a division whose
+ * divisor is a select otherwise).
  */
-static ALWAYS_INLINE void hue_px(uint8_t *pr, uint8_t *pg, uint8_t *pb, float hue)
+static ALWAYS_INLINE void hue_run(uint8_t *restrict pr, uint8_t *restrict pg,
+                                  uint8_t *restrict pb, size_t step, size_t n, float hue)
 {
-    float r = (float)*pr / 255.0f, g = (float)*pg / 255.0f, b = (float)*pb / 255.0f;
-    float maxc = fmaxf(fmaxf(r, g), b), minc = fminf(fminf(r, g), b);
-    bool eqc = maxc == minc;
-    float cr = maxc - minc;
-    float s = cr / (eqc ? 1.0f : maxc);
-    float crd = eqc ? 1.0f : cr;
-    float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
-    float h;
+    for (size_t k = 0; k < n; k++) {
+        float r = (float)pr[k * step] / 255.0f;
+        float g = (float)pg[k * step] / 255.0f;
+        float b = (float)pb[k * step] / 255.0f;
+        float maxc = r > g ? r : g, minc = r < g ? r : g;
+        maxc = maxc > b ? maxc : b;
+        minc = minc < b ? minc : b;
+        bool eqc = maxc == minc;
+        float cr = maxc - minc;
+        float s = cr / (eqc ? 1.0f : maxc);
+        float crd = eqc ? 1.0f : cr;
+        float rc = (maxc - r) / crd, gc = (maxc - g) / crd, bc = (maxc - b) / crd;
+        float hr = bc - gc, hg = 2.0f + rc - bc, hb = 4.0f + gc - rc;
+        float h = maxc == r ? hr : maxc == g ? hg : hb;
 
-    if (maxc == r)
-        h = bc - gc;
-    else if (maxc == g)
-        h = 2.0f + rc - bc;
-    else
-        h = 4.0f + gc - rc;
-    h = frac_part(h / 6.0f + 1.0f);   /* torch.fmod(h / 6 + 1, 1): in [5/6, 11/6] */
+        h = frac_part(h / 6.0f + 1.0f); /* torch.fmod(h / 6 + 1, 1): h / 6 + 1 > 0 */
+        /* torch.remainder(h + hue, 1.0) on floats: fmod, then + 1 if below 0 */
+        h = frac_part(h + hue);
+        float h1 = h + 1.0f;            /* computed either way: no branch */
+        h = h < 0.0f ? h1 : h;
 
-    /* torch.remainder(h + hue, 1.0) for float: fmod, then + 1 if negative */
-    h = frac_part(h + hue);
-    h = h < 0.0f ? h + 1.0f : h;
+        float h6 = h * 6.0f;
+        int i = (int)h6;                /* floor: h6 in [0, 6] */
+        float f = h6 - (float)i;
+        float v = maxc;
+        float p = clamp01(v * (1.0f - s));
+        float q = clamp01(v * (1.0f - s * f));
+        float t = clamp01(v * (1.0f - s * (1.0f - f)));
 
-    float h6 = h * 6.0f;
-    float fi = (float)(int)h6;        /* floor: h6 >= 0 */
-    float f = h6 - fi;
-    int i = (int)fi % 6;
-    float v = maxc;
-    float p = clamp01(v * (1.0f - s));
-    float q = clamp01(v * (1.0f - s * f));
-    float t = clamp01(v * (1.0f - s * (1.0f - f)));
-    float ro, go, bo;
+        i = i == 6 ? 0 : i;             /* i % 6 */
+        /* torchvision's einsum of the sector's one-hot mask with the six
+         * candidates: (v t p) (q v p) (p v t) (p q v) (t p v) (v p q) */
+        float m0 = (float)(i == 0), m1 = (float)(i == 1), m2 = (float)(i == 2);
+        float m3 = (float)(i == 3), m4 = (float)(i == 4), m5 = (float)(i == 5);
+        float ro = v * m0 + q * m1 + p * m2 + p * m3 + t * m4 + v * m5;
+        float go = t * m0 + v * m1 + v * m2 + q * m3 + p * m4 + p * m5;
+        float bo = p * m0 + p * m1 + t * m2 + v * m3 + v * m4 + q * m5;
 
-    switch (i) {
-    case 0: ro = v; go = t; bo = p; break;
-    case 1: ro = q; go = v; bo = p; break;
-    case 2: ro = p; go = v; bo = t; break;
-    case 3: ro = p; go = q; bo = v; break;
-    case 4: ro = t; go = p; bo = v; break;
-    default: ro = v; go = p; bo = q; break;
+        /* (x * 255.0).to(uint8): truncation, x in [0, 1] */
+        pr[k * step] = (uint8_t)(int)(ro * 255.0f);
+        pg[k * step] = (uint8_t)(int)(go * 255.0f);
+        pb[k * step] = (uint8_t)(int)(bo * 255.0f);
     }
-    /* (x * 255.0).to(uint8): truncation, x in [0, 1] */
-    *pr = (uint8_t)(int)(ro * 255.0f);
-    *pg = (uint8_t)(int)(go * 255.0f);
-    *pb = (uint8_t)(int)(bo * 255.0f);
 }
 
-void aug_hue(struct aug_img *im, float hue_factor)
+AUG_CLONES void aug_hue(struct aug_img *im, float hue_factor)
 {
     uint8_t *p[3];
-    size_t n = npix(im), step;
 
     if (im->c != 3)
         return;
-    step = rgb_planes(im, p);
-    for (size_t i = 0; i < n; i++)
-        hue_px(p[0] + i * step, p[1] + i * step, p[2] + i * step, hue_factor);
+    if (rgb_planes(im, p) == 1)
+        hue_run(p[0], p[1], p[2], 1, npix(im), hue_factor);
+    else
+        hue_run(p[0], p[1], p[2], 3, npix(im), hue_factor);
 }
 
 /* ---- byte maps: posterize, solarize, invert, autocontrast, equalize ------- */
@@ -446,7 +459,7 @@ static ALWAYS_INLINE void sharp_row(uint8_t *restrict out, const uint8_t *restri
         out[j] = clamp_trunc(a * (float)cur[j] + q * (float)cur[j]);
 }
 
-int aug_sharpness(struct aug_img *im, float factor, struct aug_scratch *scratch)
+AUG_CLONES int aug_sharpness(struct aug_img *im, float factor, struct aug_scratch *scratch)
 {
     size_t w = im->w, h = im->h, c = im->c;
     size_t rows = im->layout == AUG_CHW ? c * h : h;     /* rows of bytes */
