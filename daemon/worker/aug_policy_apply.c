@@ -8,37 +8,7 @@
 #include <math.h>
 
 #include "aug_policy.h"
-
-/*
- * The ops' declarations.  Until aug_color.h and aug_geom.h are in the tree
- * the signatures this file calls are declared here, as agreed for issue 25;
- * once the headers are there they are the only declaration, and a
- * disagreement is a compile error.
- */
-#if __has_include("aug_color.h")
-#include "aug_color.h"
-#else
-void aug_brightness(struct aug_img *im, float factor);
-void aug_contrast(struct aug_img *im, float factor);
-void aug_saturation(struct aug_img *im, float factor);
-int aug_sharpness(struct aug_img *im, float factor, struct aug_scratch *s);
-void aug_posterize(struct aug_img *im, uint32_t bits);
-void aug_solarize(struct aug_img *im, float threshold);
-void aug_autocontrast(struct aug_img *im);
-void aug_equalize(struct aug_img *im);
-void aug_invert(struct aug_img *im);
-#endif
-#if __has_include("aug_geom.h")
-#include "aug_geom.h"
-#else
-enum aug_interp {
-    AUG_INTERP_NEAREST,
-    AUG_INTERP_BILINEAR,
-};
-int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float scale,
-               float shear_x_deg, float shear_y_deg, enum aug_interp interp,
-               const uint8_t *fill, struct aug_scratch *s);
-#endif
+#include "aug_policy_ops.h"
 
 /* torchvision's math.degrees(math.atan(m)) */
 static float atan_deg(float m)

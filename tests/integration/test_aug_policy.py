@@ -337,6 +337,138 @@ def test_checks_accept(args):
     assert run("check", *args) == ["ok"]
 
 
+# ---- aug_policy_apply: the op calls against _apply_op's ----
+
+def c_calls(w, h, c, interp, fill, steps):
+    """aug_policy_apply's calls for steps [(name, magnitude)], as lines."""
+    fill_arg = "none" if fill is None else ",".join(str(v) for v in fill)
+    args = [w, h, c, interp, fill_arg] + [x for st in steps for x in st]
+    r = subprocess.run([binary("tests/aug_policy_calls")] + [str(a) for a in args],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "rc 0", lines
+    return [ln.split() for ln in lines[:-1]]
+
+
+def c_calls_all(w, h, c, interp, fill, steps):
+    """c_calls over any number of steps, 16 (a draw's most) per run."""
+    out = []
+    for k in range(0, len(steps), 16):
+        out += c_calls(w, h, c, interp, fill, steps[k:k + 16])
+    return out
+
+
+def torch_calls(img, steps, interp, fill, monkeypatch):
+    """The functional calls torchvision's _apply_op makes for steps."""
+    calls = []
+
+    def recorder(name):
+        def rec(im, *args, **kw):
+            calls.append((name, args, kw))
+            return im
+        return rec
+
+    for name in ["affine", "rotate", "adjust_brightness", "adjust_saturation", "adjust_contrast",
+                 "adjust_sharpness", "posterize", "solarize", "autocontrast", "equalize", "invert"]:
+        monkeypatch.setattr(taa.F, name, recorder(name))
+    mode = {"nearest": F.InterpolationMode.NEAREST, "bilinear": F.InterpolationMode.BILINEAR}[interp]
+    for name, m in steps:
+        taa._apply_op(img, name, float(m), interpolation=mode,
+                      fill=None if fill is None else [float(v) for v in fill])
+    monkeypatch.undo()
+    return calls
+
+
+def torch_matrix(w, h, name, args, kw):
+    """The inverse affine matrix torchvision's F.affine or F.rotate builds."""
+    if name == "rotate":
+        return F._get_inverse_affine_matrix([0.0, 0.0], -args[0], [0.0, 0.0], 1.0, [0.0, 0.0])
+    center = kw.get("center")
+    cf = [0.0, 0.0] if center is None else [c - s * 0.5 for c, s in zip(center, [w, h])]
+    return F._get_inverse_affine_matrix(cf, kw["angle"], [float(t) for t in kw["translate"]],
+                                        kw["scale"], kw["shear"])
+
+
+def all_steps(w, h):
+    """Every op of every space at every bin of the default bin counts, both signs."""
+    steps = []
+    for policy, bins in [("trivialaugment", 31), ("randaugment", 31), ("autoaugment", 10)]:
+        for name, (mags, signed) in torch_space(policy, bins, w, h).items():
+            values = mags.reshape(-1).tolist() if mags.ndim > 0 else [0.0]
+            for v in values:
+                steps.append((name, f32(v)))
+                if signed and v != 0:
+                    steps.append((name, -f32(v)))
+    return steps
+
+
+@pytest.mark.parametrize("w,h,c,interp,fill", [
+    (W, H, 3, "nearest", None), (37, 53, 1, "bilinear", (7,)), (64, 33, 3, "bilinear", (1, 2, 255)),
+])
+def test_apply_calls_match_apply_op(w, h, c, interp, fill, monkeypatch):
+    """aug_policy_apply asks the ops for what _apply_op asks torchvision's
+    functional ops: the same factors, bits and thresholds, and affine maps
+    whose inverse matrices (F._get_inverse_affine_matrix) agree, shears
+    about the corner included."""
+    img = torch.zeros((c, h, w), dtype=torch.uint8)
+    steps = all_steps(w, h)
+    got = c_calls_all(w, h, c, interp, fill, steps)
+    want = torch_calls(img, steps, interp, fill, monkeypatch)
+    want_iter = iter(want)
+    names = {"adjust_brightness": "brightness", "adjust_saturation": "saturation",
+             "adjust_contrast": "contrast", "adjust_sharpness": "sharpness"}
+    for (name, m), g in zip([s for s in steps if s[0] != "Identity"], got):
+        tname, args, kw = next(want_iter)
+        what = f"{name} {m}: C {g}, torchvision {tname} {args} {kw}"
+        if tname in ("affine", "rotate"):
+            assert g[0] == "affine", what
+            mine = F._get_inverse_affine_matrix([0.0, 0.0], float(g[1]), [float(g[2]), float(g[3])],
+                                                float(g[4]), [float(g[5]), float(g[6])])
+            assert np.allclose(mine, torch_matrix(w, h, tname, args, kw), rtol=1e-6, atol=2e-5), what
+            if name.startswith("Translate"):
+                assert [float(g[2]), float(g[3])] == [float(t) for t in kw["translate"]], what
+            assert g[7] == interp, what
+            assert g[8:] == (["none"] if fill is None else [str(v) for v in fill]), what
+        elif tname in names:
+            assert g[0] == names[tname] and f32(float(g[1])) == f32(args[0]), what
+        elif tname == "posterize":
+            assert g == ["posterize", str(args[0])], what
+        elif tname == "solarize":
+            assert g[0] == "solarize" and f32(float(g[1])) == args[0], what
+        else:
+            assert g == [tname], what
+    assert next(want_iter, None) is None and len(got) == len(want)
+
+
+@pytest.mark.parametrize("interp,overall,per_image,max_diff", [
+    ("nearest", 5e-5, 0.01, 255), ("bilinear", 5e-4, 0.01, 1)])
+def test_shear_about_the_corner_pixels(interp, overall, per_image, max_diff):
+    """The shears as aug_policy_apply asks aug_affine for them (about the
+    centre plus a translation, in float32 arguments), given to F.affine,
+    against _apply_op's pixels (about the corner, in doubles).  With double
+    arguments they are identical; the float32 rounding moves torchvision's
+    float32 sampling grid by an ulp, so a pixel exactly on a boundary can
+    fall the other way: measured 7e-6 of the pixels nearest (a neighbour's
+    value), 1.2e-4 bilinear (off by 1), at most 0.75% of one image."""
+    g = torch.Generator().manual_seed(3)
+    mode = {"nearest": F.InterpolationMode.NEAREST, "bilinear": F.InterpolationMode.BILINEAR}[interp]
+    total = differ = 0
+    for w, h in [(W, H), (37, 53), (31, 20)]:
+        img = torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=g)
+        steps = [s for s in all_steps(w, h) if s[0] in ("ShearX", "ShearY")]
+        for (name, m), call in zip(steps, c_calls_all(w, h, 3, interp, None, steps)):
+            want = taa._apply_op(img, name, float(m), interpolation=mode, fill=None)
+            got = F.affine(img, angle=float(call[1]), translate=[float(call[2]), float(call[3])],
+                           scale=float(call[4]), shear=[float(call[5]), float(call[6])],
+                           interpolation=mode)
+            d = (got.int() - want.int()).abs()
+            n = int((d > 0).sum())
+            assert n <= per_image * d.numel() and int(d.max()) <= max_diff, f"{name} {m} on {w}x{h}"
+            total, differ = total + d.numel(), differ + n
+    assert differ <= overall * total, f"{differ} of {total} pixels differ"
+
+
 # ---- RandomErasing ----
 
 def torch_erasing(seed, n, h, w, scale, ratio):
