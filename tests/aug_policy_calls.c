@@ -91,7 +91,7 @@ int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float sc
     (void)s;
     printf("affine %.9g %.9g %.9g %.9g %.9g %.9g %s", (double)angle_deg, (double)tx, (double)ty,
            (double)scale, (double)shear_x_deg, (double)shear_y_deg,
-           interp == AUG_INTERP_NEAREST ? "nearest" : interp == AUG_INTERP_BILINEAR ? "bilinear" : "?");
+           interp == AUG_NEAREST ? "nearest" : interp == AUG_BILINEAR ? "bilinear" : "?");
     if (fill)
         for (uint32_t c = 0; c < im->c; c++)
             printf(" %u", fill[c]);
@@ -126,9 +126,9 @@ int main(int argc, char **argv)
     if (im.c != 1 && im.c != 3)
         goto usage;
     if (!strcmp(argv[4], "nearest"))
-        interp = AUG_INTERP_NEAREST;
+        interp = AUG_NEAREST;
     else if (!strcmp(argv[4], "bilinear"))
-        interp = AUG_INTERP_BILINEAR;
+        interp = AUG_BILINEAR;
     else
         goto usage;
     if (strcmp(argv[5], "none") != 0) {
@@ -146,7 +146,7 @@ int main(int argc, char **argv)
         d.step[d.n].bin = 0;
         d.step[d.n++].magnitude = strtof(argv[k + 1], NULL);
     }
-    if (interp == AUG_INTERP_NEAREST && !strcmp(argv[5], "none"))
+    if (interp == AUG_NEAREST && !strcmp(argv[5], "none"))
         rc = aug_policy_apply(&im, &d, NULL, &s); /* the brief form: nearest */
     else
         rc = aug_policy_apply_interp(&im, &d, interp, strcmp(argv[5], "none") ? fill : NULL, &s);

@@ -94,5 +94,5 @@ int aug_policy_apply_interp(struct aug_img *im, const struct aug_policy_draw *d,
 int aug_policy_apply(struct aug_img *im, const struct aug_policy_draw *d, const uint8_t *fill,
                      struct aug_scratch *s)
 {
-    return aug_policy_apply_interp(im, d, AUG_INTERP_NEAREST, fill, s);
+    return aug_policy_apply_interp(im, d, AUG_NEAREST, fill, s);
 }

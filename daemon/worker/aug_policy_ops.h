@@ -34,8 +34,8 @@ void aug_invert(struct aug_img *im);
 #include "aug_geom.h"
 #else
 enum aug_interp {
-    AUG_INTERP_NEAREST,
-    AUG_INTERP_BILINEAR,
+    AUG_NEAREST,
+    AUG_BILINEAR,
 };
 int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float scale,
                float shear_x_deg, float shear_y_deg, enum aug_interp interp,
