@@ -15,6 +15,10 @@ Datasets are written from Python by the same C code as ringfeed-pack:
 
 (ringfeed.Writer writes sample by sample; see ringfeed.writer's help.)
 
+ringfeed.mixup and ringfeed.cutmix mix a batch on its device, the same
+for the same (seed, epoch, seq) so a resumed run mixes as the first did
+(see ringfeed.mix's help).
+
 A dataset of named fields (an image with boxes, a mask, a caption, ...)
 gives each batch as a dict {field name: value}: a tensor per fixed-size
 field, a ringfeed.RaggedBatch (values, offsets; split(), pad()) per ragged
@@ -29,10 +33,11 @@ ringfeed.Error, an OSError carrying libringfeed's full message.
 """
 from ._ringfeed import Error, SAMPLE_PADDING, SAMPLE_SUBSTITUTED, __version__
 from .loader import BatchInfo, Loader
+from .mix import cutmix, mixup
 from .ragged import RaggedBatch
 from .writer import Bytes, Image, Ragged, SampleError, Scalar, Tensor, Writer, pack, split
 
 __all__ = ["__version__", "Loader", "BatchInfo", "RaggedBatch", "Error", "SAMPLE_PADDING",
            "SAMPLE_SUBSTITUTED",
            "Writer", "pack", "split", "Image", "Tensor", "Scalar", "Bytes", "Ragged",
-           "SampleError"]
+           "SampleError", "mixup", "cutmix"]
