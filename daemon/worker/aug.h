@@ -15,7 +15,7 @@
  *     matching torchvision's functional op on a uint8 tensor within the
  *     bound its test states (exact where torchvision is exact).
  * The pipeline (augment.c) parses nothing: it gets parsed arguments from
- * proto/augment.h's table and calls draw then apply per op.
+ * proto/aug_spec.h's table and calls draw then apply per op.
  */
 #ifndef RINGFEED_DAEMON_WORKER_AUG_H
 #define RINGFEED_DAEMON_WORKER_AUG_H

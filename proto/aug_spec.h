@@ -1,5 +1,5 @@
 /*
- * augment.h - an augmentation pipeline's spec: the text that names it
+ * aug_spec.h - an augmentation pipeline's spec: the text that names it
  * (ATTACH augment=, the daemon config's recipe.NAME, ringfeed.transforms),
  * the one table of its ops and their parameters, and the parsed form that
  * travels to the workers (wire.h's wire_xform.aug).
@@ -24,7 +24,7 @@
  * AUG_OPS_MAX ops, a spec over AUG_SPEC_MAX bytes.
  *
  * THE TABLE (torchvision 0.14's classes and defaults; aug_ops[] in
- * augment.c is this table, and parsed values are in the canonical form
+ * aug_spec.c is this table, and parsed values are in the canonical form
  * of the "as" column, which is what the ops read):
  *
  *  op / key             kind     default        valid            as
@@ -104,8 +104,8 @@
  * format to the same canonical text (aug_spec_format), which is the
  * stream's identity (share groups, resume).
  */
-#ifndef RINGFEED_PROTO_AUGMENT_H
-#define RINGFEED_PROTO_AUGMENT_H
+#ifndef RINGFEED_PROTO_AUG_SPEC_H
+#define RINGFEED_PROTO_AUG_SPEC_H
 
 #include <stdbool.h>
 #include <stddef.h>

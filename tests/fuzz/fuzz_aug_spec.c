@@ -1,5 +1,5 @@
 /*
- * fuzz_augment.c - an augmentation spec (proto/augment.h) from arbitrary
+ * fuzz_aug_spec.c - an augmentation spec (proto/aug_spec.h) from arbitrary
  * bytes.
  *
  * Whatever the input: aug_spec_parse returns 0, or -EINVAL / -E2BIG with a
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "augment.h"
+#include "aug_spec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

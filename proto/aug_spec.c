@@ -1,6 +1,6 @@
 /*
- * augment.c - the augmentation spec's table and its pure parser and
- * formatter (augment.h has the grammar and the table in prose; aug_ops[]
+ * aug_spec.c - the augmentation spec's table and its pure parser and
+ * formatter (aug_spec.h has the grammar and the table in prose; aug_ops[]
  * below is that table, the one place an op's keys, kinds, defaults and
  * ranges are written).
  */
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "augment.h"
+#include "aug_spec.h"
 #include "ctl_int.h"
 #include "strnum.h"
 

@@ -1,12 +1,12 @@
 /*
- * test_augment.c - the augmentation spec (proto/augment.c): the table's
+ * test_aug_spec.c - the augmentation spec (proto/aug_spec.c): the table's
  * check, canonical values for every kind of key, defaults, the canonical
  * text and its round trip, and every refusal naming what it refuses.
  */
 #include <errno.h>
 #include <string.h>
 
-#include "augment.h"
+#include "aug_spec.h"
 #include "tap.h"
 
 static int parse(const char *s, struct aug_spec *out, struct rf_err *err)
