@@ -100,6 +100,10 @@ static void add_counters(struct wire_counters *a, const struct wire_counters *b)
         a->bad[i] += b->bad[i];
     a->substituted += b->substituted;
     a->boxes_dropped += b->boxes_dropped;
+    for (int i = 0; i < AUG_OP_COUNT; i++) {
+        a->aug_ns[i] += b->aug_ns[i];
+        a->aug_images[i] += b->aug_images[i];
+    }
 }
 
 void pool_totals(const struct daemon *d, struct wire_counters *out)

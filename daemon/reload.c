@@ -28,6 +28,7 @@
  *   pixel-cap         workers restart
  *   watchdog-sec      the job watchdog at once
  *   allow-uid/-gid    the next connection
+ *   recipe.*          the next ATTACH (an attached stream keeps its spec)
  *
  * New datasets, log-level, max-bad-samples and pixel-cap restart the
  * workers gracefully (pool_roll): each old worker finishes the jobs it
@@ -124,6 +125,9 @@ static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, s
         memcmp(nc->allow_uid, old->allow_uid, nc->n_allow_uid * sizeof(uint32_t)) ||
         memcmp(nc->allow_gid, old->allow_gid, nc->n_allow_gid * sizeof(uint32_t)))
         note(changes, cap, "allow lists");
+    if (nc->n_recipes != old->n_recipes ||
+        memcmp(nc->recipes, old->recipes, nc->n_recipes * sizeof(nc->recipes[0])))
+        note(changes, cap, "recipes");
     if (workers_changed)
         note(changes, cap, "workers");
     if (budget_changed)

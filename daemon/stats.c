@@ -8,7 +8,8 @@
  * (workers.<i>.<field>, clients.<id>.<field>).  The controller's words
  * (workers.mode, .budget_source, .auto_state, .auto_reason) and each
  * client's wait_share and bound over its window (autoscale.c's verdict)
- * are STATS lines only, after the rest.
+ * are STATS lines only, after the rest, as are augment.<op>_ns, _images and
+ * _ns_per_image for each augmentation op in this build (augment_lines).
  *
  * METRICS is the Prometheus text exposition format (version 0.0.4): per
  * family one "# HELP" and one "# TYPE" line, then its samples, families
@@ -39,6 +40,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "augment.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -229,6 +231,34 @@ static int worker_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
 }
 
 /*
+ * augment.<op>_ns, augment.<op>_images and augment.<op>_ns_per_image for
+ * every augmentation op in this build (worker/augment.h): the workers'
+ * time in the op, the images it ran on (drawn to apply or not), and their
+ * ratio (0 before the first).
+ */
+static int augment_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
+{
+    struct wire_counters t = totals(d);
+    int lines = 0;
+
+    for (uint32_t i = 0; i < AUG_OP_COUNT; i++) {
+        const char *name = aug_op_stat_name(i);
+
+        if (!augment_available(i))
+            continue;
+        if (put(buf, cap, len, "augment.%s_ns %llu\n", name,
+                (unsigned long long)t.aug_ns[i]) < 0 ||
+            put(buf, cap, len, "augment.%s_images %llu\n", name,
+                (unsigned long long)t.aug_images[i]) < 0 ||
+            put(buf, cap, len, "augment.%s_ns_per_image %.1f\n", name,
+                t.aug_images[i] ? (double)t.aug_ns[i] / (double)t.aug_images[i] : 0.0) < 0)
+            return -1;
+        lines += 3;
+    }
+    return lines;
+}
+
+/*
  * workers auto's words, then clients.<id>.wait_share (0..1 over the
  * controller's window, "-" while it is too new to judge) and
  * clients.<id>.bound (input, compute or -) for every attached client.
@@ -283,6 +313,10 @@ int stats_format(struct daemon *d, char *buf, size_t cap, size_t *len)
         return -1;
     lines++;
     n = worker_lines(d, buf, cap, len);
+    if (n < 0)
+        return -1;
+    lines += n;
+    n = augment_lines(d, buf, cap, len);
     if (n < 0)
         return -1;
     lines += n;

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "augment.h"
 #include "daemon.h"
 #include "fault.h"
 #include "log.h"
@@ -636,6 +637,75 @@ static int stream_subset(struct stream *st, const struct dataset *ds, const stru
     return 0;
 }
 
+/*
+ * ATTACH augment=: the spec, or the config's recipe it names (@NAME),
+ * parsed into the stream's transform parameters (st->xp.aug, which share
+ * groups compare and WIRE_RING_ADD carries), then checked against the
+ * stream's samples (worker/augment.h: uint8 images, every op in this
+ * build).  Returns 0 or -EINVAL with err saying what to do.
+ */
+static int stream_augment(struct daemon *d, struct stream *st, const struct ctl_attach *a,
+                          struct rf_err *err)
+{
+    const char *text = a->augment;
+    const struct conf_recipe *r = NULL;
+    char names[CONF_RECIPES_MAX * (CONF_RECIPE_NAME_MAX + 1) + 8];
+
+    if (text[0] == '@') {
+        r = conf_find_recipe(&d->cf, text + 1, strlen(text + 1));
+        if (!r) {
+            conf_recipe_names(&d->cf, names, sizeof(names));
+            return rf_err_set(err, -EINVAL, "augment=%s: no such recipe; this daemon's config "
+                              "names: %s", text, names);
+        }
+        text = r->spec;
+    }
+    if (aug_spec_parse(text, strlen(text), &st->xp.aug, err) < 0) {
+        if (r)
+            rf_err_prefix(err, "recipe %s", r->name);
+        return -EINVAL;
+    }
+    if (st->fx.kind_fields) {
+        /* the bound image field is augmented (in the worker's make_fields);
+         * its boxes and masks do not follow a geometric op yet */
+        const struct schema *sc = &dataset_info(d->cat[st->dataset_id].ds)->schema;
+        uint32_t bound = st->xp.field;
+
+        if (bound == WIRE_NO_FIELD) {
+            memset(&st->xp.aug, 0, sizeof(st->xp.aug));
+            return rf_err_set(err, -EINVAL, "augment= with transform raw on dataset %s, whose "
+                              "samples have fields: use transform none, train or eval, which "
+                              "bind its image field (field=)", a->dataset);
+        }
+        for (uint32_t i = 0; i < st->xp.aug.n; i++) {
+            for (uint32_t k = 0; k < sc->n && aug_op_geometric(st->xp.aug.op[i].id); k++) {
+                if ((sc->f[k].role == SCHEMA_ROLE_BOXES || sc->f[k].role == SCHEMA_ROLE_MASK) &&
+                    sc->f[k].of == bound) {
+                    char name[40];
+
+                    snprintf(name, sizeof(name), "%s", aug_op_name(st->xp.aug.op[i].id));
+                    memset(&st->xp.aug, 0, sizeof(st->xp.aug));
+                    return rf_err_set(err, -EINVAL, "augment: %s moves pixels, and field %s "
+                                      "(%s of image %s) would not follow it: not supported "
+                                      "yet; leave %s out, or its geometry to the transform",
+                                      name, sc->f[k].name,
+                                      sc->f[k].role == SCHEMA_ROLE_BOXES ? "boxes" : "a mask",
+                                      sc->f[bound].name, name);
+                }
+            }
+        }
+    }
+    if (augment_check(&st->xp.aug, &st->out, err) < 0) {
+        memset(&st->xp.aug, 0, sizeof(st->xp.aug));
+        if (r)
+            rf_err_prefix(err, "recipe %s", r->name);
+        rf_err_prefix(err, "dataset %s, transform %s", a->dataset,
+                      ctl_transform_name(a->transform));
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, void *conn,
                  struct stream **out, struct rf_err *err)
 {
@@ -749,6 +819,11 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     if (rc < 0)
         goto fail;
     st->geom = st->fx.g;
+    if (a->augment[0]) {
+        rc = stream_augment(d, st, a, err);
+        if (rc < 0)
+            goto fail;
+    }
     /* a ragged column is written by one worker per batch (plan.c), and a
      * job holds at most WIRE_JOB_MAX samples */
     if (st->fx.ragged && a->batch > WIRE_JOB_MAX) {

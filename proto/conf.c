@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "strnum.h"
@@ -28,6 +29,7 @@ enum kind {
     K_WEIGHTS, /* struct conf_weight[CONF_WEIGHTS_MAX] and its unsigned count */
     K_WORKERS, /* uint32_t count in min..max, or "auto" (workers_auto, count 0) */
     K_CAP,     /* struct conf_cap: a size in min..max, or "P%" with P in 1..100 */
+    K_RECIPE,  /* recipe.NAME = SPEC, into recipes[] */
 };
 
 struct keydef {
@@ -71,12 +73,15 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
      CONF_MEMORY_BUDGET_MIN, UINT64_MAX},
     {"memory-per-uid", CONF_MEMORY_PER_UID, K_CAP, FIELD(memory_per_uid), 0,
      CONF_MEMORY_BUDGET_MIN, UINT64_MAX},
+    {"recipe.NAME", CONF_RECIPE, K_RECIPE, FIELD(recipes), 0, 1, AUG_SPEC_MAX},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
 
 #define DATASET_PREFIX "dataset."
 #define DATASET_PREFIX_LEN (sizeof(DATASET_PREFIX) - 1)
+#define RECIPE_PREFIX "recipe."
+#define RECIPE_PREFIX_LEN (sizeof(RECIPE_PREFIX) - 1)
 
 void conf_defaults(struct conf *c)
 {
@@ -115,6 +120,39 @@ const struct conf_dataset *conf_find_dataset(const struct conf *c, const char *n
         if (strcmp(c->datasets[i].name, name) == 0)
             return &c->datasets[i];
     return NULL;
+}
+
+const struct conf_recipe *conf_find_recipe(const struct conf *c, const char *name, size_t len)
+{
+    for (unsigned i = 0; i < c->n_recipes; i++)
+        if (strlen(c->recipes[i].name) == len && memcmp(c->recipes[i].name, name, len) == 0)
+            return &c->recipes[i];
+    return NULL;
+}
+
+void conf_recipe_names(const struct conf *c, char *buf, size_t cap)
+{
+    size_t used = 0;
+
+    if (cap == 0)
+        return;
+    snprintf(buf, cap, "%s", c->n_recipes ? "" : "(none)");
+    for (unsigned i = 0; i < c->n_recipes && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? " " : "",
+                                 c->recipes[i].name);
+}
+
+/* A recipe's name: 1..CONF_RECIPE_NAME_MAX of [A-Za-z0-9_-], first a letter. */
+static bool recipe_name_ok(const char *s, size_t len)
+{
+    if (len == 0 || len > CONF_RECIPE_NAME_MAX ||
+        !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z')))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
 }
 
 int conf_parse_size(const char *s, uint64_t *out)
@@ -160,6 +198,10 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         return;
     case K_DATASET:
         snprintf(buf, cap, "an absolute folder path of at most %llu bytes",
+                 (unsigned long long)k->max);
+        return;
+    case K_RECIPE:
+        snprintf(buf, cap, "an augmentation spec of at most %llu bytes (ATTACH augment=)",
                  (unsigned long long)k->max);
         return;
     case K_UINT:
@@ -379,6 +421,38 @@ static int set_dataset(const struct keydef *k, struct conf *c, const char *key, 
     return 0;
 }
 
+static int set_recipe(struct conf *c, const char *key, const char *v, struct rf_err *err)
+{
+    const char *name = key + RECIPE_PREFIX_LEN;
+    size_t nlen = strlen(name), vlen = strlen(v);
+    struct conf_recipe *r;
+    struct aug_spec *spec;
+    int rc;
+
+    if (!recipe_name_ok(name, nlen))
+        return rf_err_set(err, -EINVAL, "%s: the name after \"recipe.\" must be 1 to %d "
+                          "characters of A-Z a-z 0-9 _ -, first a letter", key,
+                          CONF_RECIPE_NAME_MAX);
+    if (conf_find_recipe(c, name, nlen))
+        return rf_err_set(err, -EEXIST, "%s: given twice", key);
+    if (c->n_recipes == CONF_RECIPES_MAX)
+        return rf_err_set(err, -E2BIG, "%s: more than %d recipes", key, CONF_RECIPES_MAX);
+    spec = malloc(sizeof(*spec));
+    if (!spec)
+        return rf_err_set(err, -ENOMEM, "%s: no memory to check the spec", key);
+    rc = aug_spec_parse(v, vlen, spec, err);
+    free(spec);
+    if (rc < 0) {
+        rf_err_prefix(err, "%s", key);
+        return -EINVAL;
+    }
+    r = &c->recipes[c->n_recipes++];
+    memset(r, 0, sizeof(*r));
+    memcpy(r->name, name, nlen);
+    memcpy(r->spec, v, vlen);
+    return 0;
+}
+
 /* Octal digits only ("660", "0660"), in min..max; -EINVAL otherwise. */
 static int parse_mode(const struct keydef *k, const char *v, uint32_t *out)
 {
@@ -480,6 +554,8 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
         return set_weights(k, c, key, v, err);
     case K_DATASET:
         return set_dataset(k, c, key, v, err);
+    case K_RECIPE:
+        return set_recipe(c, key, v, err);
     case K_MODE:
         if (parse_mode(k, v, (uint32_t *)field) < 0)
             return bad_value(k, key, v, err);
@@ -498,6 +574,8 @@ static const struct keydef *find_key(const char *key)
 {
     if (strncmp(key, DATASET_PREFIX, DATASET_PREFIX_LEN) == 0)
         return &keys[CONF_DATASET];
+    if (strncmp(key, RECIPE_PREFIX, RECIPE_PREFIX_LEN) == 0)
+        return &keys[CONF_RECIPE];
     for (int i = 0; i < CONF_KEY_COUNT; i++)
         if (keys[i].kind != K_DATASET && strcmp(keys[i].name, key) == 0)
             return &keys[i];
@@ -530,7 +608,7 @@ int conf_set(struct conf *c, const char *key, const char *value, struct rf_err *
 
     if (!k)
         return unknown_key(key, err);
-    if (k->kind != K_DATASET && conf_is_set(c, k->key))
+    if (k->kind != K_DATASET && k->kind != K_RECIPE && conf_is_set(c, k->key))
         return rf_err_set(err, -EEXIST, "%s: given twice", key);
     /* the file's rules for a value: trimmed, no control characters */
     while (start < end && is_blank(value[start]))
@@ -571,6 +649,7 @@ static size_t first_bad_byte(const char *s, size_t n)
 struct seen_lines {
     unsigned key[CONF_KEY_COUNT];
     unsigned dataset[CONF_DATASETS_MAX];
+    unsigned recipe[CONF_RECIPES_MAX];
 };
 
 /* Parses one line s[0..n) (no LF, no CR) numbered lineno into c. */
@@ -611,6 +690,11 @@ static int parse_line(struct conf *c, const char *s, size_t n, unsigned lineno,
         if (strncmp(key, DATASET_PREFIX, DATASET_PREFIX_LEN) == 0) {
             d = conf_find_dataset(c, key + DATASET_PREFIX_LEN);
             first = d ? seen->dataset[d - c->datasets] : 0;
+        } else if (strncmp(key, RECIPE_PREFIX, RECIPE_PREFIX_LEN) == 0) {
+            const char *nm = key + RECIPE_PREFIX_LEN;
+            const struct conf_recipe *rc = conf_find_recipe(c, nm, strlen(nm));
+
+            first = rc ? seen->recipe[rc - c->recipes] : 0;
         } else {
             first = seen->key[find_key(key)->key];
         }
@@ -620,6 +704,8 @@ static int parse_line(struct conf *c, const char *s, size_t n, unsigned lineno,
         return rf_err_set(err, -EINVAL, "line %u: %s", lineno, e.msg);
     if (strncmp(key, DATASET_PREFIX, DATASET_PREFIX_LEN) == 0)
         seen->dataset[c->n_datasets - 1] = lineno;
+    else if (strncmp(key, RECIPE_PREFIX, RECIPE_PREFIX_LEN) == 0)
+        seen->recipe[c->n_recipes - 1] = lineno;
     else
         seen->key[find_key(key)->key] = lineno;
     return 0;
@@ -663,6 +749,13 @@ int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
     if (dst->n_datasets + added > CONF_DATASETS_MAX)
         return rf_err_set(err, -E2BIG, "more than %d datasets in the file and flags together",
                           CONF_DATASETS_MAX);
+    added = 0;
+    for (unsigned i = 0; i < src->n_recipes; i++)
+        if (!conf_find_recipe(dst, src->recipes[i].name, strlen(src->recipes[i].name)))
+            added++;
+    if (dst->n_recipes + added > CONF_RECIPES_MAX)
+        return rf_err_set(err, -E2BIG, "more than %d recipes in the file and flags together",
+                          CONF_RECIPES_MAX);
     for (int i = 0; i < CONF_KEY_COUNT; i++) {
         const struct keydef *k = &keys[i];
 
@@ -675,6 +768,16 @@ int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
 
                 if (!d)
                     d = &dst->datasets[dst->n_datasets++];
+                *d = *s;
+            }
+        } else if (k->kind == K_RECIPE) {
+            for (unsigned j = 0; j < src->n_recipes; j++) {
+                const struct conf_recipe *s = &src->recipes[j];
+                struct conf_recipe *d =
+                    (struct conf_recipe *)conf_find_recipe(dst, s->name, strlen(s->name));
+
+                if (!d)
+                    d = &dst->recipes[dst->n_recipes++];
                 *d = *s;
             }
         } else {
@@ -777,6 +880,15 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
             *used += (size_t)n;
         }
         return 0;
+    case K_RECIPE:
+        for (unsigned i = 0; i < c->n_recipes; i++) {
+            n = snprintf(buf + *used, cap - *used, "recipe.%s = %s\n", c->recipes[i].name,
+                         c->recipes[i].spec);
+            if (n < 0 || (size_t)n >= cap - *used)
+                return -ENOSPC;
+            *used += (size_t)n;
+        }
+        return 0;
     }
     n = snprintf(buf + *used, cap - *used, "%s = %s\n", k->name, v);
     if (n < 0 || (size_t)n >= cap - *used)
@@ -816,8 +928,13 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         a->memory_per_client.bytes != b->memory_per_client.bytes ||
         a->memory_per_client.percent != b->memory_per_client.percent ||
         a->memory_per_uid.bytes != b->memory_per_uid.bytes ||
-        a->memory_per_uid.percent != b->memory_per_uid.percent)
+        a->memory_per_uid.percent != b->memory_per_uid.percent ||
+        a->n_recipes != b->n_recipes)
         return false;
+    for (unsigned i = 0; i < a->n_recipes; i++)
+        if (strcmp(a->recipes[i].name, b->recipes[i].name) != 0 ||
+            strcmp(a->recipes[i].spec, b->recipes[i].spec) != 0)
+            return false;
     for (unsigned i = 0; i < a->n_weights; i++)
         if (a->weights[i].by_uid != b->weights[i].by_uid ||
             a->weights[i].uid != b->weights[i].uid ||

@@ -27,6 +27,7 @@
  *     max-weight    = 1
  *     memory-per-client = 25%
  *     memory-per-uid    = 8G
+ *     recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -119,6 +120,13 @@
  *                          given N (not refused; STATS shows weight_asked
  *                          beside weight).  Default 1: clients cannot raise
  *                          their own share unless the operator allows it.
+ *   recipe.NAME = SPEC     an augmentation pipeline (proto/aug_spec.h's
+ *                          grammar, checked here) that a client names as
+ *                          ATTACH augment=@NAME; NAME is 1..32 of
+ *                          [A-Za-z0-9_-], first a letter.  At most
+ *                          CONF_RECIPES_MAX; a NAME given twice is an
+ *                          error.  A reload applies to the next ATTACH
+ *                          (an attached stream keeps the spec it parsed).
  *   memory-per-client = CAP  the largest ring one client may have, and
  *   memory-per-uid = CAP     the most ring memory the clients of one user
  *                          (SO_PEERCRED uid) may hold together: a SIZE as
@@ -147,11 +155,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "aug_spec.h"
 #include "ctl.h"
 #include "err.h"
 
 #define CONF_LINE_MAX 4096         /* a line, CR and LF included */
 #define CONF_DATASETS_MAX 64
+#define CONF_RECIPES_MAX 16
+#define CONF_RECIPE_NAME_MAX 32    /* bytes of [A-Za-z0-9_-], first a letter */
 #define CONF_ALLOW_MAX 64          /* ids in one allow-uid or allow-gid list */
 #define CONF_PATH_MAX 1024         /* a dataset folder, NUL included */
 #define CONF_SOCKET_MAX 107        /* bytes of sun_path before its NUL */
@@ -192,6 +203,7 @@ enum conf_key {
     CONF_MAX_WEIGHT,
     CONF_MEMORY_PER_CLIENT,
     CONF_MEMORY_PER_UID,
+    CONF_RECIPE, /* set once any recipe.NAME is */
     CONF_KEY_COUNT
 };
 
@@ -206,6 +218,13 @@ enum conf_log_level {
 struct conf_dataset {
     char name[CTL_DATASET_NAME_MAX + 1];
     char dir[CONF_PATH_MAX];
+};
+
+/* recipe.NAME = SPEC: an augmentation pipeline clients name as
+ * augment=@NAME; spec is the line's text, checked by aug_spec_parse. */
+struct conf_recipe {
+    char name[CONF_RECIPE_NAME_MAX + 1];
+    char spec[AUG_SPEC_MAX + 1];
 };
 
 /* One rule of the weight list: clients named name, or of user uid, get
@@ -253,6 +272,8 @@ struct conf {
     uint32_t max_weight;             /* the most a client no rule covers may ask for */
     struct conf_cap memory_per_client;
     struct conf_cap memory_per_uid;
+    unsigned n_recipes;
+    struct conf_recipe recipes[CONF_RECIPES_MAX];
 };
 
 /* The cap in bytes under a memory budget of budget bytes. */
@@ -266,6 +287,11 @@ uint32_t conf_weight_for(const struct conf *c, const char *name, uint32_t uid);
  * else the larger of its weight and max-weight; with no rule, max-weight.
  * An ATTACH weight= above it is lowered to it (stream.c and fairq.c, WEIGHTS). */
 uint32_t conf_weight_max(const struct conf *c, const char *name, uint32_t uid);
+
+/* The recipe called name[0..len), or NULL. */
+const struct conf_recipe *conf_find_recipe(const struct conf *c, const char *name, size_t len);
+/* The recipes' names, space separated, into buf ("(none)" without any). */
+void conf_recipe_names(const struct conf *c, char *buf, size_t cap);
 
 /* Fills c with the defaults above, nothing set. */
 void conf_defaults(struct conf *c);

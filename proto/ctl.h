@@ -120,9 +120,18 @@
  *                       sampler shuffles and shards positions 0..n-1 of
  *                       the subset (daemon/stream.c, proto/subset.h); the
  *                       indices delivered are the dataset's
+ *     augment=SPEC|@RECIPE  augmentation ops run on each sample after its
+ *                       transform, in order (proto/aug_spec.h: the grammar
+ *                       and the table of ops, e.g.
+ *                       RandomCrop:size=32:padding=4,RandomHorizontalFlip),
+ *                       or a recipe the daemon's config names
+ *                       (recipe.NAME, ringfeedd.conf(5)); the parser
+ *                       checks a spec whole, the daemon that the stream's
+ *                       samples are uint8 images and that every op is in
+ *                       its build.  Not given: none
  *     share=0|1         default 1: a client whose stream is the same as
  *                       another's (dataset, subset, seed, transform and its
- *                       parameters, batch, rank, world, shuffle, drop_last,
+ *                       parameters, augment, batch, rank, world, shuffle, drop_last,
  *                       drop_last_batch) at the same point shares its
  *                       producer (each batch decoded once, written into
  *                       both rings); 0 always decodes its own
@@ -173,7 +182,8 @@
 #define CTL_WORKERS_MAX 256
 #define CTL_DATASET_NAME_MAX 64   /* bytes of [A-Za-z0-9._-] */
 #define CTL_LABEL_MAX 64          /* bytes of [A-Za-z0-9._:@/+-] */
-#define CTL_ATTACH_KEYS 24        /* rows in the ATTACH key table */
+#define CTL_ATTACH_KEYS 25        /* rows in the ATTACH key table */
+#define CTL_AUGMENT_MAX 1024      /* ATTACH augment=: bytes of its value (AUG_SPEC_MAX) */
 #define CTL_SUBSET_NAME_MAX 32    /* ATTACH subset=: a set's name (proto/subset.h) */
 #define CTL_FIELD_MAX 31          /* ATTACH field=: a schema field name (schema.h) */
 #define CTL_ATTACH_BATCH_MAX 65536
@@ -284,6 +294,8 @@ struct ctl_attach {
                                                bound to; "" when not given (the
                                                daemon picks: stream.c) */
     struct ctl_subset subset;               /* the samples drawn from */
+    char augment[CTL_AUGMENT_MAX + 1];      /* an augmentation spec (aug_spec.h)
+                                               or "@RECIPE"; "" when not given */
     uint32_t given;                         /* the keys the request named, one bit
                                                per key (ctl_attach_given): the
                                                daemon refuses a transform

@@ -16,6 +16,7 @@
 #include "ctl_int.h"
 #include "strnum.h"
 #include "subset.h"
+#include "aug_spec.h"
 
 enum kind {
     K_U32,    /* uint32_t in umin..umax */
@@ -28,6 +29,7 @@ enum kind {
     K_LABEL,  /* char[] 1..CTL_LABEL_MAX of [A-Za-z0-9._:@/+-] */
     K_FIELD,  /* char[] a field name (ctl_field_name_ok) */
     K_SUBSET, /* struct ctl_subset: NAME or START:STOP */
+    K_AUGMENT, /* char[] an augmentation spec (aug_spec_parse) or @RECIPE */
 };
 
 struct key {
@@ -76,6 +78,7 @@ static const struct key keys[] = {
     U("share", K_BOOL, share, 0, 1),
     {"field", K_FIELD, F(field), 0, 0, 0, 0, false, true, NULL, 0},
     {"subset", K_SUBSET, F(subset), 0, 0, 0, 0, false, true, NULL, 0},
+    {"augment", K_AUGMENT, F(augment), 0, 0, 0, 0, false, true, NULL, 0},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -195,6 +198,10 @@ static void describe(const struct key *k, char *buf, size_t cap)
         snprintf(buf, cap, "a set's name (ringfeed-pack split) or START:STOP with START < "
                  "STOP");
         return;
+    case K_AUGMENT:
+        snprintf(buf, cap, "an augmentation spec of at most %d bytes or @RECIPE",
+                 CTL_AUGMENT_MAX);
+        return;
     }
     snprintf(buf, cap, "?");
 }
@@ -263,6 +270,30 @@ static bool parse_subset(const char *v, size_t vlen, struct ctl_subset *out)
     return true;
 }
 
+/* augment='s value: "@NAME" (a recipe's name: 1..32 of [A-Za-z0-9_-],
+ * first a letter; the daemon looks it up) or a spec aug_spec_parse
+ * accepts.  Returns 0, or -EINVAL with the parser's message in err. */
+static int check_augment(const char *v, size_t vlen, struct rf_err *err)
+{
+    struct aug_spec spec;
+
+    if (vlen > CTL_AUGMENT_MAX)
+        return rf_err_set(err, -EINVAL, "augment: %zu bytes, at most %d", vlen,
+                          CTL_AUGMENT_MAX);
+    if (vlen > 0 && v[0] == '@') {
+        bool ok = vlen >= 2 && vlen - 1 <= 32 &&
+                  ((v[1] >= 'a' && v[1] <= 'z') || (v[1] >= 'A' && v[1] <= 'Z'));
+
+        for (size_t i = 1; ok && i < vlen; i++)
+            ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+                 (v[i] >= '0' && v[i] <= '9') || v[i] == '_' || v[i] == '-';
+        return ok ? 0 : rf_err_set(err, -EINVAL, "augment: @NAME names a recipe of the "
+                                   "daemon's config: 1 to 32 of A-Z a-z 0-9 _ -, first a "
+                                   "letter");
+    }
+    return aug_spec_parse(v, vlen, &spec, err) < 0 ? -EINVAL : 0;
+}
+
 /* Parses v[0..vlen) for key k into the field of a; false when it is bad. */
 static bool parse_value(const struct key *k, const char *v, size_t vlen, struct ctl_attach *a)
 {
@@ -319,6 +350,12 @@ static bool parse_value(const struct key *k, const char *v, size_t vlen, struct 
         return true;
     case K_SUBSET:
         return parse_subset(v, vlen, (struct ctl_subset *)field);
+    case K_AUGMENT:
+        if (check_augment(v, vlen, NULL) < 0)
+            return false;
+        memcpy(field, v, vlen);
+        field[vlen] = '\0';
+        return true;
     }
     return false;
 }
@@ -391,6 +428,8 @@ int ctl_attach_parse(const char *line, const struct ctl_span *args, unsigned nar
         if (seen & (1u << (k - keys)))
             return fail(msg, cap, "ATTACH: %s given twice", k->name);
         seen |= 1u << (k - keys);
+        if (k->kind == K_AUGMENT && check_augment(eq + 1, len - klen - 1, &e) < 0)
+            return fail(msg, cap, "ATTACH: %s", e.msg);
         if (!parse_value(k, eq + 1, len - klen - 1, a))
             return fail_value(k, eq + 1, len - klen - 1, msg, cap);
     }
@@ -446,6 +485,9 @@ static bool field_ok(const struct key *k, const struct ctl_attach *a)
             return n == 0 && sb->start < sb->stop;
         return n == 0 || subset_name_ok(sb->name, n);
     }
+    case K_AUGMENT:
+        n = strnlen(field, CTL_AUGMENT_MAX + 1);
+        return n == 0 || (n <= CTL_AUGMENT_MAX && check_augment(field, n, NULL) == 0);
     }
     return false;
 }
@@ -532,6 +574,12 @@ static int format_key(const struct key *k, const struct ctl_attach *a, char *buf
     case K_SUBSET:
         ctl_subset_format((const struct ctl_subset *)field, v, sizeof(v));
         break;
+    case K_AUGMENT: /* longer than v: written whole here */
+        n = snprintf(buf + *used, cap - *used, " %s=%s", k->name, field);
+        if (n < 0 || (size_t)n >= cap - *used)
+            return -ENOSPC;
+        *used += (size_t)n;
+        return 0;
     }
     n = snprintf(buf + *used, cap - *used, " %s=%s", k->name, v);
     if (n < 0 || (size_t)n >= cap - *used)
@@ -562,6 +610,7 @@ static bool same_field(const struct key *k, const struct ctl_attach *a,
     case K_NAME:
     case K_LABEL:
     case K_FIELD:
+    case K_AUGMENT:
         return strcmp(fa, fb) == 0;
     case K_SUBSET:
         return ctl_subset_same((const struct ctl_subset *)fa, (const struct ctl_subset *)fb);

@@ -26,6 +26,8 @@
 
 #include <stdint.h>
 
+#include "aug_spec.h"
+
 #define WIRE_FD 3              /* the worker's end of its socketpair */
 #define WIRE_JOB_MAX 1024      /* samples in one job, at most */
 #define WIRE_BAD_KINDS 8
@@ -65,6 +67,8 @@ struct wire_xform {
                              WIRE_NO_FIELD for raw */
     double scale_lo, scale_hi, ratio_lo, ratio_hi, flip, crop;
     uint64_t pixel_cap;   /* not from ATTACH: the config's pixel-cap, 0 none */
+    struct aug_spec aug;  /* ATTACH augment=, parsed (a recipe resolved): the
+                             ops run after the transform; n 0: none */
 };
 
 /* The samples a stream draws from (ATTACH subset=): the worker maps the
@@ -150,6 +154,8 @@ struct wire_counters {
     uint64_t bad[WIRE_BAD_KINDS];
     uint64_t substituted;
     uint64_t boxes_dropped; /* boxes fields: boxes whose centre left the crop */
+    uint64_t aug_ns[AUG_OP_COUNT];     /* per augmentation op (aug_spec.h): time */
+    uint64_t aug_images[AUG_OP_COUNT]; /* and images it ran on (drawn to apply or not) */
 };
 
 enum wire_status {

@@ -112,9 +112,14 @@ static void test_example(void)
         "weight        = name:trainer=3, uid:1000=2/8\n"
         "max-weight    = 1\n"
         "memory-per-client = 25%\n"
-        "memory-per-uid    = 8G\n";
+        "memory-per-uid    = 8G\n"
+        "recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip\n";
 
     expect_ok(example, "the example in conf.h parses");
+    TAP_OK(c.n_recipes == 1 && conf_find_recipe(&c, "cifar", 5) &&
+           strcmp(conf_find_recipe(&c, "cifar", 5)->spec,
+                  "RandomCrop:size=32:padding=4,RandomHorizontalFlip") == 0,
+           "recipe.cifar: its spec as written");
     TAP_IS_INT(c.n_weights, 2, "two weight rules");
     TAP_IS_INT(conf_weight_for(&c, "trainer", 1000), 3, "  a name rule before a uid rule");
     TAP_IS_INT(conf_weight_for(&c, "other", 1000), 2, "  the uid rule for another name");
@@ -411,6 +416,17 @@ static void test_syntax(void)
                "given twice", "first on line 1", NULL);
     expect_bad("dataset.a = /x\ndataset.b = /y\n\ndataset.a = /z\n", "duplicate dataset",
                "line 4", "dataset.a", "first on line 1", NULL);
+    expect_bad("recipe.a = RandomInvert\nrecipe.b = RandomVerticalFlip\nrecipe.a = RandomInvert\n",
+               "duplicate recipe", "line 3", "recipe.a", "given twice", "first on line 1", NULL);
+    expect_bad("recipe.a = RandomInvert:p=2\n", "a recipe whose spec is bad", "line 1",
+               "recipe.a", "RandomInvert", "for p", NULL);
+    expect_bad("recipe.1a = RandomInvert\n", "a recipe's name", "line 1",
+               "after \"recipe.\"", NULL);
+    expect_bad("recipe.a = \n", "an empty recipe", "line 1", "empty spec", NULL);
+    expect_ok("recipe.a = RandomInvert\nrecipe.B-2 = RandomVerticalFlip:p=1 \n", "two recipes");
+    TAP_OK(c.n_recipes == 2 && strcmp(c.recipes[1].spec, "RandomVerticalFlip:p=1") == 0 &&
+           conf_find_recipe(&c, "B-2", 3) && !conf_find_recipe(&c, "b-2", 3),
+           "recipes by their exact name, the value trimmed");
     {
         static const char nul[] = "workers = 4\nlog-level = in\0fo\n";
         TAP_IS_INT(conf_parse(nul, sizeof(nul) - 1, &c, &e), -EINVAL, "NUL byte refused");
@@ -574,7 +590,8 @@ static void test_format(void)
               "memory-budget = 1536M\nlog-level = error\nallow-uid = 5, 6\n"
               "allow-gid = 0\nwatchdog-sec = 0\nmax-bad-samples = 18446744073709551615\n"
               "pixel-cap = 4294967296\nsocket-mode = 0606\nsocket-group = wheel\n"
-              "weight = name:a=2, uid:7=3/9\nmax-weight = 4\n",
+              "weight = name:a=2, uid:7=3/9\nmax-weight = 4\n"
+              "recipe.r = ColorJitter:brightness=0.4,RandomErasing\n",
               "a full config");
     n = conf_format(&c, buf, sizeof(buf));
     TAP_OK(n > 0 && conf_parse(buf, (size_t)n, &c2, &e) == 0 && conf_equal(&c, &c2),
@@ -584,6 +601,8 @@ static void test_format(void)
     TAP_OK(strstr(buf, "socket-mode = 0606\n") != NULL, "modes written in octal");
     TAP_OK(strstr(buf, "weight = name:a=2, uid:7=3/9\n") != NULL,
            "weight rules written with their /MAX when given");
+    TAP_OK(strstr(buf, "recipe.r = ColorJitter:brightness=0.4,RandomErasing\n") != NULL,
+           "recipes written as given");
 
     expect_ok("workers = auto\ncpu-budget = 6\n", "auto with a budget");
     n = conf_format(&c, buf, sizeof(buf));

@@ -568,16 +568,30 @@ static void test_attach_bounds(void)
     expect_ok("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
               "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
               "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0 "
-              "field=img_2 subset=val\n",
-              CTL_VERB_ATTACH, "all 24 keys at once");
+              "field=img_2 subset=val augment=RandomInvert:p=1,RandomVerticalFlip\n",
+              CTL_VERB_ATTACH, "all 25 keys at once");
+    TAP_IS_STR(req.attach.augment, "RandomInvert:p=1,RandomVerticalFlip", "augment= kept as given");
     TAP_IS_STR(req.attach.field, "img_2", "field=img_2 parsed");
     TAP_OK(req.attach.weight == 7 && !req.attach.share, "weight=7 share=0 parsed");
     TAP_OK(req.attach.drop_last && req.attach.drop_last_batch, "drop_last_batch=1 parsed");
     expect_err("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
                "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
                "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0 "
-               "field=a subset=v name=y\n",
-               CTL_E_BAD_ARG, "25 arguments", "takes 1 to 24", NULL);
+               "field=a subset=v augment=RandomInvert name=y\n",
+               CTL_E_BAD_ARG, "26 arguments", "takes 1 to 25", NULL);
+    /* augment=: a spec, checked whole, or @RECIPE (the daemon looks it up) */
+    expect_ok("ATTACH dataset=d augment=@cifar-1\n", CTL_VERB_ATTACH, "augment=@cifar-1");
+    TAP_IS_STR(req.attach.augment, "@cifar-1", "augment=@cifar-1 kept");
+    expect_err("ATTACH dataset=d augment=Blur\n", CTL_E_BAD_ARG, "augment: unknown op",
+               "ATTACH: augment: unknown op \"Blur\"", NULL);
+    expect_err("ATTACH dataset=d augment=RandomInvert:p=3\n", CTL_E_BAD_ARG,
+               "augment: out of range", "RandomInvert: bad value \"3\" for p", NULL);
+    expect_err("ATTACH dataset=d augment=RandomErasing,RandomInvert\n", CTL_E_BAD_ARG,
+               "augment: erasing not last", "RandomErasing must be the last op", NULL);
+    expect_err("ATTACH dataset=d augment=@9x\n", CTL_E_BAD_ARG, "augment: a bad recipe name",
+               "names a recipe", NULL);
+    expect_err("ATTACH dataset=d augment=\n", CTL_E_BAD_ARG, "augment: empty", "empty spec",
+               NULL);
     /* subset=: a set's name, or START:STOP with either bound left out */
     expect_ok("ATTACH dataset=d subset=val\n", CTL_VERB_ATTACH, "subset=val");
     TAP_OK(!req.attach.subset.range && strcmp(req.attach.subset.name, "val") == 0,

@@ -6,8 +6,8 @@
  * sample's index, so a stream is the same for any worker count).
  *
  * Every op comes as two pure functions, in the file of its family
- * (aug_color.c photometric, aug_geom.c geometric, aug_simple.c the exact
- * ones, aug_policy.c the policies and erasing):
+ * (aug_color.c photometric, aug_geom.c geometric, aug_policy.c the
+ * policies and erasing):
  *   - aug_draw_NAME(rng, args..., out): the op's random parameters, drawn
  *     as torchvision's get_params / forward draws them (same
  *     distributions, same order of decisions);
@@ -15,7 +15,7 @@
  *     matching torchvision's functional op on a uint8 tensor within the
  *     bound its test states (exact where torchvision is exact).
  * The pipeline (augment.c) parses nothing: it gets parsed arguments from
- * proto/augment.h's table and calls draw then apply per op.
+ * proto/aug_spec.h's table and calls draw then apply per op.
  */
 #ifndef RINGFEED_DAEMON_WORKER_AUG_H
 #define RINGFEED_DAEMON_WORKER_AUG_H

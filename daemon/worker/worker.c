@@ -68,6 +68,7 @@
 #include "schema.h"
 #include "subset.h"
 #include "targets.h"
+#include "augment.h"
 #include "transform.h"
 #include "wire.h"
 #include "worker.h"
@@ -176,6 +177,12 @@ struct wstate {
      * ring (sized at RING_ADD), and the chunk's per-sample records */
     uint8_t *sample;
     size_t sample_cap;
+    /* ATTACH augment=: the transform's output is made here, the ops run
+     * on it in place (never in a slot, which its client can write), then
+     * it is copied to its destination; scratch is lent to the ops */
+    uint8_t *aug;
+    size_t aug_cap;
+    struct aug_scratch aug_scratch;
     struct ring_sample meta[WIRE_JOB_MAX];
     /* kind fields (FIELDS below): the last sample's record parts (in
      * decoded), its boxes after the crop, and per job each RAGGED field's
@@ -532,6 +539,28 @@ static void take_stage_times(struct wstate *ws)
 }
 
 /*
+ * ATTACH augment=: runs the stream's ops on the sample at px (the worker's
+ * own memory, r->out's image) with rng, the sample's stream after the
+ * transform's draws.  Returns 0, or a negative errno with *why and err
+ * (an op out of scratch memory: a bad sample).
+ */
+static int augment_sample(struct wstate *ws, struct wring *r, uint8_t *px,
+                          struct rng_stream *rng, enum wire_bad *why, struct rf_err *err)
+{
+    struct aug_img im;
+    int rc = augment_image(&r->out, &im, err);
+
+    if (rc == 0) {
+        im.px = px;
+        rc = augment_run(&r->p.xform.aug, &im, rng, &ws->aug_scratch, ws->c.aug_ns,
+                         ws->c.aug_images, err);
+    }
+    if (rc < 0)
+        *why = rc == -ENOMEM ? BAD_TOO_LARGE : BAD_SHAPE;
+    return rc;
+}
+
+/*
  * FIELDS: a sample of a kind-fields dataset (proto/schema.h), made in the
  * worker's own memory.  The record is checked and decoded into
  * ws->decoded, split into its fields' parts (schema_record_split), the
@@ -575,6 +604,8 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
         rc = xf->apply(ds, &r->p.xform, ws->decoded + ws->parts[bound].off,
                        ws->parts[bound].len, &rng, &ws->xc, dst, &r->out, why, err);
         take_stage_times(ws);
+        if (rc == 0 && r->p.xform.aug.n > 0) /* dst is the worker's own (sample) */
+            rc = augment_sample(ws, r, dst, &rng, why, err);
         if (rc < 0) {
             rf_err_prefix(err, "field %s", sc->f[bound].name);
             goto where;
@@ -691,6 +722,8 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
 {
     struct dataset *ds = ws->ds[r->p.dataset_id];
     const struct xform_def *xf = xform_get(r->p.xform.id);
+    bool augment = r->p.xform.aug.n > 0;
+    uint8_t *out = dst;
     struct rng_stream rng;
     uint64_t t0, t1, t2;
     int n;
@@ -733,9 +766,28 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
             *why = strstr(err->msg, "checksum") ? BAD_CHECKSUM : BAD_DECODE;
             return n;
         }
+        if (augment) {
+            rng_stream_init(&rng, r->p.seed, (uint32_t)epoch, idx);
+            n = augment_sample(ws, r, ws->decoded, &rng, why, err);
+            if (n < 0) {
+                rf_err_prefix(err, "%s: record %llu at byte %llu", loc->shard_path,
+                              (unsigned long long)loc->record, (unsigned long long)loc->offset);
+                return n;
+            }
+        }
         memcpy(dst, ws->decoded, r->out.sample_bytes);
         *label = (int32_t)loc->label;
         return 0;
+    }
+    if (augment) {
+        if (!buf_grow(&ws->aug, &ws->aug_cap, r->out.sample_bytes)) {
+            *why = BAD_TOO_LARGE;
+            return rf_err_set(err, -ENOMEM, "%s: record %llu at byte %llu: no memory for a "
+                              "%llu-byte sample to augment", loc->shard_path,
+                              (unsigned long long)loc->record, (unsigned long long)loc->offset,
+                              (unsigned long long)r->out.sample_bytes);
+        }
+        out = ws->aug;
     }
     t0 = clock_mono_ns();
     n = dataset_decode(ds, loc, stored, ws->decoded, ws->decoded_cap, ws->dctx, err);
@@ -746,11 +798,20 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
         return n;
     }
     rng_stream_init(&rng, r->p.seed, (uint32_t)epoch, idx);
-    n = xf->apply(ds, &r->p.xform, ws->decoded, (size_t)n, &rng, &ws->xc, dst, &r->out, why,
+    n = xf->apply(ds, &r->p.xform, ws->decoded, (size_t)n, &rng, &ws->xc, out, &r->out, why,
                   err);
     t2 = clock_mono_ns();
     ws->c.transform_ns += t2 - t1;
     take_stage_times(ws);
+    if (n >= 0 && augment) {
+        /* after the transform's draws, on the worker's copy (augment.h) */
+        n = augment_sample(ws, r, out, &rng, why, err);
+        if (n == 0) {
+            t1 = clock_mono_ns();
+            memcpy(dst, out, r->out.sample_bytes);
+            ws->c.write_ns += clock_mono_ns() - t1;
+        }
+    }
     if (n < 0) {
         /* the transform's message says what, not where */
         rf_err_prefix(err, "%s: record %llu at byte %llu", loc->shard_path,

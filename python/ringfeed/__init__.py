@@ -34,10 +34,11 @@ ringfeed.Error, an OSError carrying libringfeed's full message.
 from ._ringfeed import Error, SAMPLE_PADDING, SAMPLE_SUBSTITUTED, __version__
 from .loader import BatchInfo, Loader
 from .mix import cutmix, mixup
+from . import transforms
 from .ragged import RaggedBatch
 from .writer import Bytes, Image, Ragged, SampleError, Scalar, Tensor, Writer, pack, split
 
 __all__ = ["__version__", "Loader", "BatchInfo", "RaggedBatch", "Error", "SAMPLE_PADDING",
            "SAMPLE_SUBSTITUTED",
            "Writer", "pack", "split", "Image", "Tensor", "Scalar", "Bytes", "Ragged",
-           "SampleError", "mixup", "cutmix"]
+           "SampleError", "mixup", "cutmix", "transforms"]

@@ -71,6 +71,7 @@ import weakref
 
 from . import _ringfeed
 from ._ringfeed import Error
+from . import transforms as _transforms
 from .ragged import RaggedBatch
 
 _RECORD_DTYPE = None  # numpy dtype of libringfeed's struct rf_sample, made on first use
@@ -329,13 +330,26 @@ class Loader:
       The daemon shuffles, shards and pads within it as it would a whole
       dataset; ``loader.last.indices`` stay dataset indices.  None (the
       default): the whole dataset.
+    augment: augmentations the daemon's workers run on each sample after
+      the transform, in order: a list of ringfeed.transforms ops
+      (torchvision's names and arguments: ``[T.ColorJitter(brightness=0.4),
+      T.RandomErasing(p=0.25)]``), a spec string
+      (``"RandomCrop:size=32:padding=4,RandomHorizontalFlip"``), or
+      ``"@NAME"``, a recipe of the daemon's config (recipe.NAME).  For uint8
+      images (train, eval, none, or a uint8 tensor dataset shaped CxHxW,
+      HxW or HxWxC).  Each op draws from the sample's own random stream
+      after the transform's draws: the same batches for any worker count
+      and after a resume, and a train crop the same with or without
+      augment.  The daemon refuses an unknown op, argument or value,
+      RandomErasing anywhere but last, and an op its build lacks
+      (ringfeed.Error, EINVAL).
     """
 
     def __init__(self, dataset, batch_size=256, *, transform="raw", size=None, seed=0,
                  shuffle=True, drop_last=False, rank=None, world_size=None, socket=None,
                  depth=None, params=None, name=None, output=None, copy=False, device=None,
                  layout=None, timeout=None, reconnect_timeout=30.0, dtype=None,
-                 normalize=None, subset=None):
+                 normalize=None, subset=None, augment=None):
         self._client = None
         self._pid = os.getpid()
         self._torch = None
@@ -369,7 +383,8 @@ class Loader:
             raise _bad(f"reconnect_timeout={reconnect_timeout!r}: use seconds >= 0")
         reconnect_ms = _millis("reconnect_timeout", reconnect_timeout)
         self.subset, subset_key = self._subset_param(subset)
-        self._params = self._join_params(params, layout, drop_last, subset_key)
+        self.augment = _transforms.render(augment)
+        self._params = self._join_params(params, layout, drop_last, subset_key, self.augment)
         self._opts = dict(
             dataset=os.fspath(dataset), batch=batch_size, rank=-1 if rank is None else rank,
             world=-1 if world_size is None else world_size, seed=seed, transform=transform,
@@ -513,10 +528,12 @@ class Loader:
         return (start, stop), f"{start}:{'' if stop is None else stop}"
 
     @staticmethod
-    def _join_params(params, layout, drop_last, subset=None):
+    def _join_params(params, layout, drop_last, subset=None, augment=None):
         parts = []
         if subset is not None:
             parts.append(f"subset={subset}")
+        if augment is not None:
+            parts.append(f"augment={augment}")
         if layout is not None:
             if layout not in ("chw", "hwc"):
                 raise _bad(f'layout={layout!r}: use "chw" or "hwc"')
@@ -655,7 +672,7 @@ class Loader:
                 "rank": self.rank, "world_size": self.world_size,
                 "transform": self.transform, "size": self.size, "shuffle": self.shuffle,
                 "drop_last": self.drop_last, "params": self._params,
-                "subset": self.subset}
+                "subset": self.subset, "augment": self.augment}
 
     # ---- metadata: what the dataset is (CLASSES and SOURCES, from the daemon)
     @property
