@@ -255,6 +255,52 @@ static bool params_ok(float angle, float tx, float ty, float scale, float shx, f
            isfinite(shx) && isfinite(shy) && scale > 0.0f;
 }
 
+/*
+ * A translation by whole pixels alone: F.affine's grid then samples every
+ * output pixel at a source pixel's centre (to within float32 rounding,
+ * which neither nearest nor bilinear, with its mask, turns into a byte),
+ * so the result is the image shifted, the uncovered pixels filled: rows
+ * moved with memmove, in place.  tests/integration/test_aug_geom.py holds
+ * it to torchvision's F.affine for both interpolations (the policies'
+ * TranslateX/Y, two of their fourteen ops, come this way).
+ */
+static void shift(struct aug_img *im, int64_t tx, int64_t ty, const uint8_t *fill)
+{
+    int64_t w = im->w, h = im->h;
+    uint32_t planes = im->layout == AUG_CHW ? im->c : 1;
+    size_t px = im->layout == AUG_CHW ? 1 : im->c; /* bytes per pixel in a plane's row */
+    size_t row = (size_t)w * px;
+    /* the columns kept: source x0..x0+n-1 to destination x0+tx.. */
+    int64_t n = w - (tx < 0 ? -tx : tx);
+    int64_t sx = tx < 0 ? -tx : 0, dx = tx < 0 ? 0 : tx;
+
+    if (n < 0)
+        n = 0; /* shifted wholly out: every row is fill */
+
+    for (uint32_t pl = 0; pl < planes; pl++) {
+        uint8_t *base = im->px + (size_t)pl * h * row;
+        /* rows in the order that never overwrites a row still to be read */
+        for (int64_t k = 0; k < h; k++) {
+            int64_t y = ty > 0 ? h - 1 - k : k, sy = y - ty;
+            uint8_t *d = base + (size_t)y * row;
+
+            if (sy < 0 || sy >= h || n == 0) {
+                for (int64_t x = 0; x < w; x++)
+                    for (size_t ch = 0; ch < px; ch++)
+                        d[x * px + ch] = fill[im->layout == AUG_CHW ? pl : ch];
+                continue;
+            }
+            memmove(d + dx * px, base + (size_t)sy * row + sx * px, (size_t)n * px);
+            for (int64_t x = 0; x < w; x++) {
+                if (x >= dx && x < dx + n)
+                    continue;
+                for (size_t ch = 0; ch < px; ch++)
+                    d[x * px + ch] = fill[im->layout == AUG_CHW ? pl : ch];
+            }
+        }
+    }
+}
+
 int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float scale,
                float shear_x_deg, float shear_y_deg, enum aug_interp interp,
                const uint8_t *fill, struct aug_scratch *s)
@@ -271,6 +317,11 @@ int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float sc
         return -EINVAL;
     if (!im->w || !im->h)
         return 0;
+    if (angle_deg == 0 && scale == 1 && shear_x_deg == 0 && shear_y_deg == 0 &&
+        tx == nearbyintf(tx) && ty == nearbyintf(ty)) {
+        shift(im, (int64_t)tx, (int64_t)ty, fill ? fill : zeros);
+        return 0;
+    }
     src = aug_scratch_get(s, img_bytes(im));
     if (!src)
         return -ENOMEM;

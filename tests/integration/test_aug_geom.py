@@ -86,9 +86,19 @@ def random_cases(seed, n, interp):
         yield w, h, c, layout, img, a, fill
 
 
-def compare_affine(interp, rotate):
+def translation_cases(seed, n):
+    """Whole-pixel translations alone (aug_affine's shift), some past the
+    image."""
+    for w, h, c, layout, img, a, fill in random_cases(seed, n, None):
+        a.update(angle=0.0, scale=1.0, shx=0.0, shy=0.0)
+        if len(img) and w % 7 == 0:
+            a.update(tx=int(w + 3) * (1 if h % 2 else -1))
+        yield w, h, c, layout, img, a, fill
+
+
+def compare_affine(interp, rotate, cases=None):
     mode = InterpolationMode.NEAREST if interp == 'nearest' else InterpolationMode.BILINEAR
-    cases = list(random_cases(7 if rotate else 3, 160, interp))
+    cases = list(cases or random_cases(7 if rotate else 3, 160, interp))
     jobs = []
     for w, h, c, layout, img, a, fill in cases:
         if rotate:
@@ -119,6 +129,12 @@ def compare_affine(interp, rotate):
         worst = max(worst, int(d.max()))
     assert at == len(out)
     return diff_px, total_px, abs_sum / (total_px * 1.0), worst
+
+
+@pytest.mark.parametrize('interp', ['nearest', 'bilinear'])
+def test_translations_are_exact_shifts(interp):
+    diff_px, total_px, _, worst = compare_affine(interp, False, translation_cases(11, 120))
+    assert diff_px == 0, (diff_px, total_px, worst)
 
 
 @pytest.mark.parametrize('rotate', [False, True], ids=['affine', 'rotate'])
