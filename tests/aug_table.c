@@ -37,16 +37,15 @@ int main(void)
         printf("%s*%s* (%s)\n", id ? "\n" : "", aug_op_name(id),
                aug_op_geometric(id) ? "moves pixels: boxes and masks follow"
                                     : "photometric: boxes and masks stay");
-        while (aug_op_key_doc(id, k, &name, def, sizeof(def), valid, sizeof(valid)) == 0) {
-            printf("\t*");
+        /* one indented paragraph a key, a blank line between */
+        for (; aug_op_key_doc(id, k, &name, def, sizeof(def), valid, sizeof(valid)) == 0; k++) {
+            printf("%s\t*", k ? "\n" : "");
             put_escaped(name);
             printf("* = ");
             put_escaped(def);
             printf(": ");
             put_escaped(valid);
-            k++;
-            printf("%s\n", aug_op_key_doc(id, k, &name, def, sizeof(def), valid,
-                                          sizeof(valid)) == 0 ? "++" : "");
+            printf("\n");
         }
     }
     return 0;
