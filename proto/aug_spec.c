@@ -49,7 +49,7 @@ struct key_def {
 struct op_def {
     const char *name;       /* torchvision's class name */
     const char *stat;       /* STATS: augment.<stat>_ns */
-    bool geometric;         /* moves pixels (boxes and masks would have to follow) */
+    bool geometric;         /* may move pixels (its boxes and masks follow: aug_run.h) */
     unsigned nkeys;
     struct key_def keys[AUG_PARAMS_MAX];
 };
