@@ -665,35 +665,13 @@ static int stream_augment(struct daemon *d, struct stream *st, const struct ctl_
             rf_err_prefix(err, "recipe %s", r->name);
         return -EINVAL;
     }
-    if (st->fx.kind_fields) {
-        /* the bound image field is augmented (in the worker's make_fields);
-         * its boxes and masks do not follow a geometric op yet */
-        const struct schema *sc = &dataset_info(d->cat[st->dataset_id].ds)->schema;
-        uint32_t bound = st->xp.field;
-
-        if (bound == WIRE_NO_FIELD) {
-            memset(&st->xp.aug, 0, sizeof(st->xp.aug));
-            return rf_err_set(err, -EINVAL, "augment= with transform raw on dataset %s, whose "
-                              "samples have fields: use transform none, train or eval, which "
-                              "bind its image field (field=)", a->dataset);
-        }
-        for (uint32_t i = 0; i < st->xp.aug.n; i++) {
-            for (uint32_t k = 0; k < sc->n && aug_op_geometric(st->xp.aug.op[i].id); k++) {
-                if ((sc->f[k].role == SCHEMA_ROLE_BOXES || sc->f[k].role == SCHEMA_ROLE_MASK) &&
-                    sc->f[k].of == bound) {
-                    char name[40];
-
-                    snprintf(name, sizeof(name), "%s", aug_op_name(st->xp.aug.op[i].id));
-                    memset(&st->xp.aug, 0, sizeof(st->xp.aug));
-                    return rf_err_set(err, -EINVAL, "augment: %s moves pixels, and field %s "
-                                      "(%s of image %s) would not follow it: not supported "
-                                      "yet; leave %s out, or its geometry to the transform",
-                                      name, sc->f[k].name,
-                                      sc->f[k].role == SCHEMA_ROLE_BOXES ? "boxes" : "a mask",
-                                      sc->f[bound].name, name);
-                }
-            }
-        }
+    if (st->fx.kind_fields && st->xp.field == WIRE_NO_FIELD) {
+        /* the bound image field is augmented (in the worker's make_fields),
+         * its boxes and masks following the geometric ops (aug_run.h) */
+        memset(&st->xp.aug, 0, sizeof(st->xp.aug));
+        return rf_err_set(err, -EINVAL, "augment= with transform raw on dataset %s, whose "
+                          "samples have fields: use transform none, train or eval, which "
+                          "bind its image field (field=)", a->dataset);
     }
     if (augment_check(&st->xp.aug, &st->out, err) < 0) {
         memset(&st->xp.aug, 0, sizeof(st->xp.aug));

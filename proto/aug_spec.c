@@ -49,7 +49,7 @@ struct key_def {
 struct op_def {
     const char *name;       /* torchvision's class name */
     const char *stat;       /* STATS: augment.<stat>_ns */
-    bool geometric;         /* moves pixels (boxes and masks would have to follow) */
+    bool geometric;         /* may move pixels (its boxes and masks follow: aug_run.h) */
     unsigned nkeys;
     struct key_def keys[AUG_PARAMS_MAX];
 };
@@ -202,6 +202,43 @@ static void describe(const struct key_def *k, char *buf, size_t cap)
         return;
     }
     snprintf(buf, cap, "?");
+}
+
+int aug_op_key_doc(uint32_t id, unsigned k, const char **name, char *def, size_t def_cap,
+                   char *valid, size_t valid_cap)
+{
+    const struct key_def *d;
+    bool same = true;
+    size_t used = 0;
+
+    if (id >= AUG_OP_COUNT || k >= aug_ops[id].nkeys)
+        return -ENOENT;
+    d = &aug_ops[id].keys[k];
+    *name = d->name;
+    describe(d, valid, valid_cap);
+    for (uint32_t i = 1; i < d->ndef; i++)
+        same = same && d->def[i] == d->def[0];
+    if (d->required) {
+        snprintf(def, def_cap, "required");
+    } else if (d->defword >= 0 && (unsigned)d->defword < d->nwords) {
+        snprintf(def, def_cap, "%s", d->words[d->defword]);
+    } else if (d->ndef == 0) {
+        snprintf(def, def_cap, "none");
+    } else {
+        uint32_t n = (d->kind == AK_FILL || d->kind == AK_EVALUE) && same ? 1 : d->ndef;
+
+        def[0] = '\0';
+        for (uint32_t i = 0; i < n && used < def_cap; i++) {
+            char b[32];
+            int w = snprintf(def + used, def_cap - used, "%s%s", i ? "/" : "",
+                             num(d->def[i], b, sizeof(b)));
+
+            if (w < 0)
+                break;
+            used += (size_t)w;
+        }
+    }
+    return 0;
 }
 
 static bool in_range(const struct key_def *k, double v)

@@ -211,6 +211,17 @@ const char *aug_op_stat_name(uint32_t id);
 /* Whether the op moves pixels (geometric or a policy that may). */
 bool aug_op_geometric(uint32_t id);
 
+/*
+ * Key k of op id, for documentation (ringfeed(7)'s list is checked against
+ * it): its name, its default as text into def (the canonical numbers
+ * joined by '/', a fill of one value repeated written once; the word;
+ * "none" for torchvision's None or a jitter of none; "required"), and the
+ * values it takes, in words, into valid.  Returns 0, or -ENOENT past the
+ * op's keys or the ops.
+ */
+int aug_op_key_doc(uint32_t id, unsigned k, const char **name, char *def, size_t def_cap,
+                   char *valid, size_t valid_cap);
+
 /* Checks the table (names unique, defaults valid); 0 or -EINVAL with err. */
 int aug_table_check(struct rf_err *err);
 

@@ -14,6 +14,7 @@ against the built library.
 With no pages (scdoc was not found, -Dman=auto) the plan is a skip.
 """
 import argparse
+import difflib
 import os
 import re
 import shutil
@@ -127,6 +128,7 @@ def main():
     ap.add_argument("--header", required=True)
     ap.add_argument("--scd-dir", required=True)
     ap.add_argument("--lib", required=True)
+    ap.add_argument("--aug-table", required=True)
     ap.add_argument("--pages", nargs="*", default=[])
     ap.add_argument("--tools", nargs="*", default=[])
     a = ap.parse_args()
@@ -172,6 +174,23 @@ def main():
                    f"missing: {missing}")
             if sub:
                 ok(has_word(texts[page], sub), f"{page}: names the {sub} command")
+
+    # ringfeed(7): the augmentation ops, each key with its default and range,
+    # exactly as proto/aug_spec.h's table gives them (tests/aug_table)
+    if "ringfeed.7" in texts:
+        r = subprocess.run([a.aug_table], capture_output=True, text=True)
+        scd = open(os.path.join(a.scd_dir, "ringfeed.7.scd")).read()
+        ops = re.findall(r"^\*(\w+)\* \(", r.stdout, re.M)
+        ok(r.returncode == 0 and len(ops) > 10, f"aug_table: the table's {len(ops)} ops",
+           r.stdout + r.stderr)
+        ok(r.stdout in scd, "ringfeed.7: the augmentation ops as proto/aug_spec.h's table "
+           "gives them (paste tests/aug_table's output after a change to the table)",
+           "\n".join(difflib.unified_diff(
+               scd.split("\n\n*ColorJitter*")[-1].splitlines(),
+               ("*ColorJitter*" + r.stdout.split("*ColorJitter*", 1)[-1]).splitlines(),
+               "page", "table", lineterm=""))[:3000])
+        missing = [o for o in ops if not has_word(texts["ringfeed.7"], o)]
+        ok(not missing, "ringfeed.7: every op in the rendered page", f"missing: {missing}")
 
     # ringfeedd.conf(5): every key, each with its default and its reload rule
     conf = texts.get("ringfeedd.conf.5")

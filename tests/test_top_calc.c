@@ -4,7 +4,8 @@
  * row caps) and STATUS's version, then frames from two snapshots: rates
  * over the daemon's own interval, busy and stage shares, wait shares and
  * the verdict, rows new in the interval, a restarted daemon, a STATS
- * without uptime_seconds.
+ * without uptime_seconds; the augmentation's time per image per op over
+ * the interval, shown only for ops that ran in it.
  */
 #include <errno.h>
 #include <math.h>
@@ -294,6 +295,60 @@ static void test_autoscale(struct top_snap *a, struct top_frame *f)
            "auto: the frame carries mode, budget, source, state, changes and reason");
 }
 
+/* augment.<op>_ns / _images: each op's us per image over the interval,
+ * only the ops that ran in it; none without an interval or after a restart */
+static void test_augment(struct top_snap *a, struct top_snap *b, struct top_frame *f)
+{
+    static const char first[] =
+        "uptime_seconds 10\n"
+        "total.samples 100\n"
+        "augment.hflip_ns 80000\n"
+        "augment.hflip_images 10\n"
+        "augment.hflip_ns_per_image 8000.0\n"
+        "augment.affine_ns 4000000\n"
+        "augment.affine_images 10\n"
+        "augment.invert_ns 0\n"
+        "augment.invert_images 0\n";
+    static const char later[] =
+        "uptime_seconds 12\n"
+        "total.samples 200\n"
+        "augment.hflip_ns 880000\n"
+        "augment.hflip_images 110\n"
+        "augment.hflip_ns_per_image 8000.0\n"
+        "augment.affine_ns 44000000\n"
+        "augment.affine_images 110\n"
+        "augment.invert_ns 0\n"
+        "augment.invert_images 0\n"
+        "augment.trivialaugment_ns 5000000\n" /* new in the interval: from zero */
+        "augment.trivialaugment_images 50\n"
+        "augment.a_name_far_too_long_for_a_row_of_top_ns 1\n"
+        "augment.bad_ns x\n";
+
+    top_snap_init(a);
+    top_snap_init(b);
+    TAP_IS_INT(top_snap_parse_stats(a, first, sizeof(first) - 1), 8,
+               "augment: _ns and _images used, _ns_per_image left");
+    TAP_IS_INT(a->naug, 3, "augment: three ops");
+    TAP_IS_STR(a->aug[1].name, "affine", "augment: in STATS order");
+    top_snap_parse_stats(b, later, sizeof(later) - 1);
+    TAP_IS_INT(b->naug, 5, "augment: a new op and a bad value's row; the long name skipped");
+    TAP_IS_INT(b->bad_lines, 1, "augment: a value that is no number is a bad line");
+    top_compute(NULL, a, 0, f);
+    TAP_IS_INT(f->naug, 0, "augment: nothing without an interval");
+    TAP_OK(isnan(f->aug_us_per_image), "augment: no total without an interval");
+    top_compute(a, b, 0, f);
+    TAP_IS_INT(f->naug, 3, "augment: the ops that ran in the interval (invert did not)");
+    TAP_IS_STR(f->aug[0].name, "hflip", "augment: hflip first");
+    NEAR(f->aug[0].us_per_image, 8, "augment: hflip 800000 ns over 100 images");
+    TAP_IS_STR(f->aug[1].name, "affine", "augment: then affine");
+    NEAR(f->aug[1].us_per_image, 400, "augment: affine 40 ms over 100 images");
+    TAP_IS_STR(f->aug[2].name, "trivialaugment", "augment: a new op from zero");
+    NEAR(f->aug[2].us_per_image, 100, "augment: trivialaugment 5 ms over 50 images");
+    NEAR(f->aug_us_per_image, 508, "augment: the sum per image");
+    top_compute(b, a, 0, f); /* uptime went back: a restart */
+    TAP_IS_INT(f->naug, 0, "augment: nothing after a restart");
+}
+
 int main(void)
 {
     struct top_snap *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
@@ -305,6 +360,7 @@ int main(void)
     test_caps(a);
     test_compute(a, b, f);
     test_autoscale(a, f);
+    test_augment(a, b, f);
     free(a);
     free(b);
     free(f);

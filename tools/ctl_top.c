@@ -389,6 +389,24 @@ static void header(struct out *o, const struct view *v, const struct top_frame *
              fmt_pct(i, sizeof(i), f->io_pct), fmt_pct(j, sizeof(j), f->decode_pct),
              fmt_pct(k, sizeof(k), f->transform_pct));
     }
+    if (f->naug > 0) {
+        /* the augmentation, only while a stream's ops run: each op's time
+         * per image over the interval, then the line is cut to the width */
+        char ops[LINE_CAP], h[32];
+        size_t used = 0;
+
+        ops[0] = '\0';
+        for (uint32_t n = 0; n < f->naug && used < sizeof(ops); n++) {
+            int w = snprintf(ops + used, sizeof(ops) - used, "  %s %s", f->aug[n].name,
+                             fmt_rate(h, sizeof(h), f->aug[n].us_per_image));
+
+            if (w < 0)
+                break;
+            used += (size_t)w;
+        }
+        line(o, v, false, false, "augment us/image %s:%s",
+             fmt_rate(a, sizeof(a), f->aug_us_per_image), ops);
+    }
     if (f->workers_mode[0]) {
         /* workers auto (daemon/autoscale.c): mode, budget, state, the last change */
         char h[32];

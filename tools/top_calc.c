@@ -213,6 +213,45 @@ static bool client_line(struct top_snap *s, const char *k, size_t kn, const char
     return true;
 }
 
+/* "augment.<name>_ns" or "augment.<name>_images": the op's row, added
+ * when new (skipped past TOP_AUG_MAX or for a name too long). */
+static bool aug_line(struct top_snap *s, const char *k, size_t kn, const char *v, size_t vn)
+{
+    static const char pre[] = "augment.";
+    static const struct {
+        const char *suffix;
+        size_t off;
+    } fields[] = {
+        {"_ns", offsetof(struct top_aug_snap, ns)},
+        {"_images", offsetof(struct top_aug_snap, images)},
+    };
+    size_t pn = sizeof(pre) - 1;
+
+    if (kn <= pn || memcmp(k, pre, pn) != 0)
+        return false;
+    for (size_t i = 0; i < COUNT(fields); i++) {
+        size_t sn = strlen(fields[i].suffix), nn = kn - pn - sn;
+        struct top_aug_snap *a = NULL;
+
+        if (kn <= pn + sn || memcmp(k + kn - sn, fields[i].suffix, sn) != 0)
+            continue;
+        if (nn >= TOP_AUG_NAME_MAX)
+            return false;
+        for (uint32_t j = 0; j < s->naug && !a; j++)
+            if (span_is(k + pn, nn, s->aug[j].name))
+                a = &s->aug[j];
+        if (!a) {
+            if (s->naug >= TOP_AUG_MAX)
+                return false;
+            a = &s->aug[s->naug++];
+            copy_word(a->name, sizeof(a->name), k + pn, nn);
+            a->ns = a->images = NAN;
+        }
+        return number(s, v, vn, (double *)((char *)a + fields[i].off));
+    }
+    return false; /* augment.<name>_ns_per_image: computed here instead */
+}
+
 /* One "key value" line; true when it was used. */
 static bool stats_line(struct top_snap *s, const char *l, size_t n)
 {
@@ -255,12 +294,13 @@ static bool stats_line(struct top_snap *s, const char *l, size_t n)
     for (size_t i = 0; i < COUNT(scalar_keys); i++)
         if (span_is(l, kn, scalar_keys[i].key))
             return number(s, l + v, n - v, (double *)((char *)s + scalar_keys[i].off));
-    return worker_line(s, l, kn, l + v, n - v) || client_line(s, l, kn, l + v, n - v);
+    return worker_line(s, l, kn, l + v, n - v) || client_line(s, l, kn, l + v, n - v) ||
+           aug_line(s, l, kn, l + v, n - v);
 }
 
 void top_snap_init(struct top_snap *s)
 {
-    s->nworkers = s->nclients = s->dropped = s->bad_lines = 0;
+    s->nworkers = s->nclients = s->naug = s->dropped = s->bad_lines = 0;
     s->io_backend[0] = s->version[0] = '\0';
     s->workers_mode[0] = s->auto_state[0] = s->budget_source[0] = s->auto_reason[0] = '\0';
     s->stopping = false;
@@ -435,6 +475,29 @@ static void client_rows(const struct top_snap *a, const struct top_snap *b, doub
     }
 }
 
+/* The ops that ran on images between a and b (none without a). */
+static void aug_rows(const struct top_snap *a, const struct top_snap *b, struct top_frame *f)
+{
+    f->naug = 0;
+    f->aug_us_per_image = NAN;
+    for (uint32_t i = 0; a && i < b->naug; i++) {
+        const struct top_aug_snap *cb = &b->aug[i];
+        double ns, images, pa_ns = NAN, pa_images = NAN;
+
+        for (uint32_t j = 0; j < a->naug; j++)
+            if (strcmp(a->aug[j].name, cb->name) == 0)
+                pa_ns = a->aug[j].ns, pa_images = a->aug[j].images;
+        ns = delta(pa_ns, cb->ns);
+        images = delta(pa_images, cb->images);
+        if (isnan(ns) || !(images > 0))
+            continue;
+        memcpy(f->aug[f->naug].name, cb->name, sizeof(cb->name));
+        f->aug[f->naug].us_per_image = ns / images / 1e3;
+        f->aug_us_per_image = (f->naug ? f->aug_us_per_image : 0) + ns / images / 1e3;
+        f->naug++;
+    }
+}
+
 void top_compute(const struct top_snap *prev, const struct top_snap *cur, double wall_s,
                  struct top_frame *f)
 {
@@ -489,4 +552,5 @@ void top_compute(const struct top_snap *prev, const struct top_snap *cur, double
     }
     worker_rows(prev, cur, dt, f);
     client_rows(prev, cur, dt, f);
+    aug_rows(prev, cur, f);
 }

@@ -30,6 +30,8 @@
 #define TOP_STATE_MAX 16                /* a worker's state word, NUL included */
 #define TOP_WORD_MAX 48                 /* io.backend, the version, workers auto's words */
 #define TOP_REASON_MAX 192              /* workers.auto_reason, NUL included */
+#define TOP_AUG_MAX 32                  /* augmentation ops kept; more are skipped */
+#define TOP_AUG_NAME_MAX 32             /* an op's STATS name, NUL included */
 
 /* A client waiting on the daemon for more than this share of the interval
  * (in %) is "input-bound": the loader, not its compute, holds it back. */
@@ -55,6 +57,14 @@ struct top_client_snap {
         ring_bytes, locked, failed;
 };
 
+/* One augmentation op's counters: STATS augment.<name>_ns and
+ * augment.<name>_images (the workers' time in it and the images it ran
+ * on), NAN when absent. */
+struct top_aug_snap {
+    char name[TOP_AUG_NAME_MAX];
+    double ns, images;
+};
+
 /* One STATS reply (and, when given, STATUS's line). */
 struct top_snap {
     /* daemon-wide figures, NAN when absent */
@@ -69,11 +79,12 @@ struct top_snap {
     char workers_mode[TOP_WORD_MAX], auto_state[TOP_WORD_MAX], budget_source[TOP_WORD_MAX];
     char auto_reason[TOP_REASON_MAX];
     bool stopping;                 /* STATUS said so */
-    uint32_t nworkers, nclients;
+    uint32_t nworkers, nclients, naug;
     uint32_t dropped;              /* worker and client rows past the caps */
     uint32_t bad_lines;            /* lines with no value, or a known key whose value is no number */
     struct top_worker_snap w[TOP_WORKERS_MAX];
     struct top_client_snap c[TOP_CLIENTS_MAX];
+    struct top_aug_snap aug[TOP_AUG_MAX]; /* in STATS order (the daemon's table) */
 };
 
 enum top_verdict {
@@ -106,6 +117,13 @@ struct top_client_row {
     enum top_verdict verdict;
 };
 
+/* An augmentation op that ran within the interval: its workers' time per
+ * image it ran on (drawn to apply or not), in microseconds. */
+struct top_aug_row {
+    char name[TOP_AUG_NAME_MAX];
+    double us_per_image;
+};
+
 /* What one refresh shows. */
 struct top_frame {
     double interval_s;   /* the interval the rates are over; NAN without one */
@@ -126,6 +144,14 @@ struct top_frame {
     uint32_t nworkers, nclients, dropped;
     struct top_worker_row w[TOP_WORKERS_MAX];
     struct top_client_row c[TOP_CLIENTS_MAX];
+    /* the augmentation ops whose image count grew within the interval, in
+     * STATS order (none without an interval: a stream augments only while
+     * its ops run), and the sum of their times per image (NAN when none):
+     * what the whole augmentation costs an image when every stream runs
+     * every op shown */
+    uint32_t naug;
+    struct top_aug_row aug[TOP_AUG_MAX];
+    double aug_us_per_image;
 };
 
 /* Empties s: every figure NAN, no rows, no words. */

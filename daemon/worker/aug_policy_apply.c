@@ -17,36 +17,63 @@ static float atan_deg(float m)
 }
 
 /*
- * One op.  The shears are about the top-left corner (_apply_op passes
- * center=[0, 0]); aug_affine turns about the image's centre, so the corner
- * becomes a translation: the inverse map x' = x + tan(s) y about the corner
- * is, about the centre, that map followed by -tan(s) * h / 2 (ShearX; ShearY
- * -tan(s) * w / 2).  Rotate turns by m counter-clockwise, F.rotate's
- * convention: affine's angle is its negation.
+ * A policy op's affine, when it is geometric.  The shears are about the
+ * top-left corner (_apply_op passes center=[0, 0]); aug_affine turns about
+ * the image's centre, so the corner becomes a translation: the inverse map
+ * x' = x + tan(s) y about the corner is, about the centre, that map
+ * followed by -tan(s) * h / 2 (ShearX; ShearY -tan(s) * w / 2).  Rotate
+ * turns by m counter-clockwise, F.rotate's convention: affine's angle is
+ * its negation.  Translate takes int(magnitude): toward zero.
  */
+bool aug_policy_step_affine(const struct aug_policy_step *st, uint32_t w, uint32_t h,
+                            struct aug_affine_params *p)
+{
+    float m = st->magnitude;
+    double t = tan(atan((double)m));
+
+    *p = (struct aug_affine_params){ .scale = 1.0f };
+    switch ((enum aug_pop)st->op) {
+    case AUG_POP_SHEAR_X:
+        p->tx = (float)(-t * h / 2.0);
+        p->shear_x = atan_deg(m);
+        return true;
+    case AUG_POP_SHEAR_Y:
+        p->ty = (float)(-t * w / 2.0);
+        p->shear_y = atan_deg(m);
+        return true;
+    case AUG_POP_TRANSLATE_X:
+        p->tx = truncf(m);
+        return true;
+    case AUG_POP_TRANSLATE_Y:
+        p->ty = truncf(m);
+        return true;
+    case AUG_POP_ROTATE:
+        p->angle = -m;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* One op: its affine (aug_policy_step_affine), or its photometric op. */
 static int apply_one(struct aug_img *im, const struct aug_policy_step *st, enum aug_interp interp,
                      const uint8_t *fill, struct aug_scratch *s)
 {
     float m = st->magnitude;
-    double t;
+    struct aug_affine_params a;
 
+    if (aug_policy_step_affine(st, im->w, im->h, &a))
+        return aug_affine(im, a.angle, a.tx, a.ty, a.scale, a.shear_x, a.shear_y, interp, fill,
+                          s);
     switch ((enum aug_pop)st->op) {
     case AUG_POP_IDENTITY:
         return 0;
     case AUG_POP_SHEAR_X:
-        t = tan(atan((double)m));
-        return aug_affine(im, 0.0f, (float)(-t * im->h / 2.0), 0.0f, 1.0f, atan_deg(m), 0.0f,
-                          interp, fill, s);
     case AUG_POP_SHEAR_Y:
-        t = tan(atan((double)m));
-        return aug_affine(im, 0.0f, 0.0f, (float)(-t * im->w / 2.0), 1.0f, 0.0f, atan_deg(m),
-                          interp, fill, s);
-    case AUG_POP_TRANSLATE_X: /* int(magnitude): toward zero */
-        return aug_affine(im, 0.0f, truncf(m), 0.0f, 1.0f, 0.0f, 0.0f, interp, fill, s);
+    case AUG_POP_TRANSLATE_X:
     case AUG_POP_TRANSLATE_Y:
-        return aug_affine(im, 0.0f, 0.0f, truncf(m), 1.0f, 0.0f, 0.0f, interp, fill, s);
     case AUG_POP_ROTATE:
-        return aug_affine(im, -m, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, interp, fill, s);
+        break; /* geometric: above */
     case AUG_POP_BRIGHTNESS:
         aug_brightness(im, (float)(1.0 + m));
         return 0;

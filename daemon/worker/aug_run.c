@@ -8,6 +8,7 @@
 #include "aug_color.h"
 #include "aug_geom.h"
 #include "aug_policy.h"
+#include "aug_policy_ops.h"
 #include "aug_run.h"
 
 /* The p of a one-probability op, and its draw (torch.rand(1) < p). */
@@ -27,13 +28,41 @@ static const uint8_t *fill_of(const struct aug_param *p, uint8_t out[3])
     return out;
 }
 
+/* The next step of tr (NULL when tr is NULL), its kind set; -EOVERFLOW
+ * when full, which AUG_TRACE_MAX's bound rules out. */
+static int trace_add(struct aug_trace *tr, uint32_t kind, struct aug_step **out)
+{
+    *out = NULL;
+    if (!tr)
+        return 0;
+    if (tr->n >= AUG_TRACE_MAX)
+        return -EOVERFLOW;
+    *out = &tr->step[tr->n++];
+    **out = (struct aug_step){ .kind = kind };
+    return 0;
+}
+
+/* Traces an affine of im's size (aug_map_affine's forward map). */
+static int trace_affine(struct aug_trace *tr, const struct aug_img *im,
+                        const struct aug_affine_params *p)
+{
+    struct aug_step *st;
+    int rc = trace_add(tr, AUG_STEP_AFFINE, &st);
+
+    if (st) {
+        st->affine = *p;
+        aug_map_affine(im->w, im->h, p, &st->map);
+    }
+    return rc;
+}
+
 static enum aug_interp interp_of(const struct aug_param *p)
 {
     return p->word == AUG_W_BILINEAR ? AUG_BILINEAR : AUG_NEAREST;
 }
 
 int aug_run_color_jitter(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                         struct aug_scratch *s)
+                         struct aug_scratch *s, struct aug_trace *tr)
 {
     /* the family's adjustment k is read from the spec's key keys[k] */
     static const uint32_t keys[AUG_CJ_N] = {
@@ -42,6 +71,7 @@ int aug_run_color_jitter(struct aug_img *im, const struct aug_op *op, struct rng
     struct aug_colorjitter_ranges r = {0};
     struct aug_colorjitter j;
 
+    (void)tr;
     (void)s;
     for (uint32_t k = 0; k < AUG_CJ_N; k++) {
         const struct aug_param *p = &op->a[keys[k]];
@@ -57,8 +87,9 @@ int aug_run_color_jitter(struct aug_img *im, const struct aug_op *op, struct rng
 }
 
 int aug_run_grayscale(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                      struct aug_scratch *s)
+                      struct aug_scratch *s, struct aug_trace *tr)
 {
+    (void)tr;
     (void)s;
     if (coin(op, AUG_P, rng))
         aug_grayscale(im);
@@ -66,17 +97,19 @@ int aug_run_grayscale(struct aug_img *im, const struct aug_op *op, struct rng_st
 }
 
 int aug_run_gaussian_blur(struct aug_img *im, const struct aug_op *op,
-                          struct rng_stream *rng, struct aug_scratch *s)
+                          struct rng_stream *rng, struct aug_scratch *s, struct aug_trace *tr)
 {
     const struct aug_param *k = &op->a[AUG_BLUR_KERNEL], *sg = &op->a[AUG_BLUR_SIGMA];
     float sigma = aug_draw_gaussian_blur(rng, (float)sg->v[0], (float)sg->v[1]);
 
+    (void)tr;
     return aug_gaussian_blur(im, (uint32_t)k->v[0], (uint32_t)k->v[1], sigma, sigma, s);
 }
 
 int aug_run_posterize(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                      struct aug_scratch *s)
+                      struct aug_scratch *s, struct aug_trace *tr)
 {
+    (void)tr;
     (void)s;
     if (coin(op, AUG_POST_P, rng))
         aug_posterize(im, (uint32_t)op->a[AUG_POST_BITS].v[0]);
@@ -84,8 +117,9 @@ int aug_run_posterize(struct aug_img *im, const struct aug_op *op, struct rng_st
 }
 
 int aug_run_solarize(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                     struct aug_scratch *s)
+                     struct aug_scratch *s, struct aug_trace *tr)
 {
+    (void)tr;
     (void)s;
     if (coin(op, AUG_SOL_P, rng))
         aug_solarize(im, (float)op->a[AUG_SOL_THRESHOLD].v[0]);
@@ -93,16 +127,18 @@ int aug_run_solarize(struct aug_img *im, const struct aug_op *op, struct rng_str
 }
 
 int aug_run_sharpness(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                      struct aug_scratch *s)
+                      struct aug_scratch *s, struct aug_trace *tr)
 {
+    (void)tr;
     if (coin(op, AUG_SHARP_P, rng))
         return aug_sharpness(im, (float)op->a[AUG_SHARP_FACTOR].v[0], s);
     return 0;
 }
 
 int aug_run_autocontrast(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                         struct aug_scratch *s)
+                         struct aug_scratch *s, struct aug_trace *tr)
 {
+    (void)tr;
     (void)s;
     if (coin(op, AUG_P, rng))
         aug_autocontrast(im);
@@ -110,8 +146,9 @@ int aug_run_autocontrast(struct aug_img *im, const struct aug_op *op, struct rng
 }
 
 int aug_run_equalize(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                     struct aug_scratch *s)
+                     struct aug_scratch *s, struct aug_trace *tr)
 {
+    (void)tr;
     (void)s;
     if (coin(op, AUG_P, rng))
         aug_equalize(im);
@@ -119,8 +156,9 @@ int aug_run_equalize(struct aug_img *im, const struct aug_op *op, struct rng_str
 }
 
 int aug_run_invert(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                   struct aug_scratch *s)
+                   struct aug_scratch *s, struct aug_trace *tr)
 {
+    (void)tr;
     (void)s;
     if (coin(op, AUG_P, rng))
         aug_invert(im);
@@ -128,9 +166,9 @@ int aug_run_invert(struct aug_img *im, const struct aug_op *op, struct rng_strea
 }
 
 int aug_run_affine(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                   struct aug_scratch *s)
+                   struct aug_scratch *s, struct aug_trace *tr)
 {
-    const struct aug_param *tr = &op->a[AUG_AFF_TRANSLATE], *sc = &op->a[AUG_AFF_SCALE];
+    const struct aug_param *tl = &op->a[AUG_AFF_TRANSLATE], *sc = &op->a[AUG_AFF_SCALE];
     const struct aug_param *sh = &op->a[AUG_AFF_SHEAR];
     struct aug_affine_params p;
     uint8_t fill[3];
@@ -138,51 +176,72 @@ int aug_run_affine(struct aug_img *im, const struct aug_op *op, struct rng_strea
      * canonical form cannot tell a/b from a/b/0/0, which mean the same) */
     uint32_t n_shear = sh->n == 0 ? 0 : (sh->v[2] == 0 && sh->v[3] == 0) ? 2 : 4;
 
-    aug_draw_affine(rng, op->a[AUG_AFF_DEGREES].v, tr->n ? tr->v : NULL,
+    int rc;
+
+    aug_draw_affine(rng, op->a[AUG_AFF_DEGREES].v, tl->n ? tl->v : NULL,
                     sc->n ? sc->v : NULL, n_shear ? sh->v : NULL, n_shear, im->w, im->h, &p);
-    return aug_affine(im, p.angle, p.tx, p.ty, p.scale, p.shear_x, p.shear_y,
-                      interp_of(&op->a[AUG_AFF_INTERP]), fill_of(&op->a[AUG_AFF_FILL], fill),
-                      s);
+    rc = aug_affine(im, p.angle, p.tx, p.ty, p.scale, p.shear_x, p.shear_y,
+                    interp_of(&op->a[AUG_AFF_INTERP]), fill_of(&op->a[AUG_AFF_FILL], fill), s);
+    return rc < 0 ? rc : trace_affine(tr, im, &p);
 }
 
 int aug_run_rotation(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                     struct aug_scratch *s)
+                     struct aug_scratch *s, struct aug_trace *tr)
 {
     uint8_t fill[3];
     float angle = aug_draw_rotate(rng, op->a[AUG_ROT_DEGREES].v);
+    /* aug_rotate is this affine, bit for bit (aug_geom.h) */
+    struct aug_affine_params p = { .angle = -angle, .scale = 1.0f };
+    int rc = aug_rotate(im, angle, interp_of(&op->a[AUG_ROT_INTERP]),
+                        fill_of(&op->a[AUG_ROT_FILL], fill), s);
 
-    return aug_rotate(im, angle, interp_of(&op->a[AUG_ROT_INTERP]),
-                      fill_of(&op->a[AUG_ROT_FILL], fill), s);
+    return rc < 0 ? rc : trace_affine(tr, im, &p);
 }
 
 int aug_run_hflip(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                  struct aug_scratch *s)
+                  struct aug_scratch *s, struct aug_trace *tr)
 {
+    struct aug_step *st;
+    int rc;
+
     (void)s;
-    if (aug_draw_flip(rng, op->a[AUG_P].v[0]))
-        aug_hflip(im);
-    return 0;
+    if (!aug_draw_flip(rng, op->a[AUG_P].v[0]))
+        return 0;
+    aug_hflip(im);
+    rc = trace_add(tr, AUG_STEP_HFLIP, &st);
+    if (st)
+        aug_map_hflip(im->w, im->h, &st->map);
+    return rc;
 }
 
 int aug_run_vflip(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                  struct aug_scratch *s)
+                  struct aug_scratch *s, struct aug_trace *tr)
 {
+    struct aug_step *st;
+    int rc;
+
     (void)s;
-    if (aug_draw_flip(rng, op->a[AUG_P].v[0]))
-        aug_vflip(im);
-    return 0;
+    if (!aug_draw_flip(rng, op->a[AUG_P].v[0]))
+        return 0;
+    aug_vflip(im);
+    rc = trace_add(tr, AUG_STEP_VFLIP, &st);
+    if (st)
+        aug_map_vflip(im->w, im->h, &st->map);
+    return rc;
 }
 
 int aug_run_crop(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                 struct aug_scratch *s)
+                 struct aug_scratch *s, struct aug_trace *tr)
 {
     static const enum aug_pad modes[] = {
         [AUG_W_PAD_CONSTANT] = AUG_PAD_CONSTANT, [AUG_W_PAD_EDGE] = AUG_PAD_EDGE,
         [AUG_W_PAD_REFLECT] = AUG_PAD_REFLECT, [AUG_W_PAD_SYMMETRIC] = AUG_PAD_SYMMETRIC};
     const struct aug_param *pad = &op->a[AUG_CROP_PADDING];
     int32_t w = op->a[AUG_CROP_MODE].word;
+    enum aug_pad mode = w >= 0 && w <= AUG_W_PAD_SYMMETRIC ? modes[w] : AUG_PAD_CONSTANT;
     uint32_t padding[4];
     struct aug_crop_params cp;
+    struct aug_step *st;
     uint8_t fill[3];
     int rc;
 
@@ -193,47 +252,61 @@ int aug_run_crop(struct aug_img *im, const struct aug_op *op, struct rng_stream 
                            op->a[AUG_CROP_PAD_IF_NEEDED].v[0] != 0, im->w, im->h, &cp);
     if (rc < 0)
         return rc;
-    return aug_pad_crop(im, im, &cp, w >= 0 && w <= AUG_W_PAD_SYMMETRIC ? modes[w]
-                                                                         : AUG_PAD_CONSTANT,
-                        fill_of(&op->a[AUG_CROP_FILL], fill), s);
+    rc = aug_pad_crop(im, im, &cp, mode, fill_of(&op->a[AUG_CROP_FILL], fill), s);
+    if (rc < 0)
+        return rc;
+    rc = trace_add(tr, AUG_STEP_PAD_CROP, &st);
+    if (st) {
+        st->crop = cp;
+        st->pad = mode;
+        aug_map_pad_crop(&cp, im->w, im->h, &st->map);
+    }
+    return rc;
 }
 
+/* Applies a policy's draw, then traces its geometric ops, in order (the
+ * photometric ones between them do not move the targets). */
 static int policy(struct aug_img *im, const struct aug_policy_draw *d,
                   const struct aug_param *interp, const struct aug_param *fill,
-                  struct aug_scratch *s)
+                  struct aug_scratch *s, struct aug_trace *tr)
 {
+    struct aug_affine_params p;
     uint8_t f[3];
+    int rc = aug_policy_apply_interp(im, d, interp_of(interp), fill_of(fill, f), s);
 
-    return aug_policy_apply_interp(im, d, interp_of(interp), fill_of(fill, f), s);
+    for (uint32_t k = 0; rc == 0 && k < d->n && k < AUG_POLICY_MAX_OPS; k++)
+        if (aug_policy_step_affine(&d->step[k], im->w, im->h, &p))
+            rc = trace_affine(tr, im, &p);
+    return rc;
 }
 
 int aug_run_trivialaugment(struct aug_img *im, const struct aug_op *op,
-                           struct rng_stream *rng, struct aug_scratch *s)
+                           struct rng_stream *rng, struct aug_scratch *s, struct aug_trace *tr)
 {
     struct aug_policy_draw d;
 
     aug_draw_trivialaugment_bins(rng, (uint32_t)op->a[AUG_TA_BINS].v[0], im->w, im->h, &d);
-    return policy(im, &d, &op->a[AUG_TA_INTERP], &op->a[AUG_TA_FILL], s);
+    return policy(im, &d, &op->a[AUG_TA_INTERP], &op->a[AUG_TA_FILL], s, tr);
 }
 
 int aug_run_randaugment(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                        struct aug_scratch *s)
+                        struct aug_scratch *s, struct aug_trace *tr)
 {
     struct aug_policy_draw d;
 
     aug_draw_randaugment(rng, (uint32_t)op->a[AUG_RA_NUM_OPS].v[0],
                          (uint32_t)op->a[AUG_RA_MAGNITUDE].v[0],
                          (uint32_t)op->a[AUG_RA_BINS].v[0], im->w, im->h, &d);
-    return policy(im, &d, &op->a[AUG_RA_INTERP], &op->a[AUG_RA_FILL], s);
+    return policy(im, &d, &op->a[AUG_RA_INTERP], &op->a[AUG_RA_FILL], s, tr);
 }
 
 int aug_run_autoaugment(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                        struct aug_scratch *s)
+                        struct aug_scratch *s, struct aug_trace *tr)
 {
     struct aug_policy_draw d;
 
     aug_draw_autoaugment_imagenet(rng, im->w, im->h, &d);
-    return policy(im, &d, &op->a[AUG_AA_INTERP], &op->a[AUG_AA_FILL], s);
+    return policy(im, &d, &op->a[AUG_AA_INTERP], &op->a[AUG_AA_FILL], s, tr);
 }
 
 static void erasing_args(const struct aug_op *op, struct aug_erasing_args *a)
@@ -251,10 +324,11 @@ static void erasing_args(const struct aug_op *op, struct aug_erasing_args *a)
 }
 
 int aug_run_erasing(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                    struct aug_scratch *s)
+                    struct aug_scratch *s, struct aug_trace *tr)
 {
     struct aug_erasing_args a;
 
+    (void)tr;
     erasing_args(op, &a);
     return aug_random_erasing(im, rng, &a, s);
 }
@@ -290,4 +364,55 @@ int aug_run_check(const struct aug_op *op, struct rf_err *err)
     if (why)
         return rf_err_set(err, -EINVAL, "augment: %s: %s", aug_op_name(op->id), why);
     return 0;
+}
+
+int aug_trace_mask(const struct aug_trace *t, struct aug_img *mask, struct aug_scratch *s)
+{
+    for (uint32_t i = 0; i < t->n && i < AUG_TRACE_MAX; i++) {
+        const struct aug_step *st = &t->step[i];
+        const struct aug_affine_params *a = &st->affine;
+        int rc = 0;
+
+        if (st->map.out_w != mask->w || st->map.out_h != mask->h)
+            return -EINVAL;
+        switch (st->kind) {
+        case AUG_STEP_AFFINE:
+            rc = aug_affine(mask, a->angle, a->tx, a->ty, a->scale, a->shear_x, a->shear_y,
+                            AUG_NEAREST, NULL, s);
+            break;
+        case AUG_STEP_HFLIP:
+            aug_hflip(mask);
+            break;
+        case AUG_STEP_VFLIP:
+            aug_vflip(mask);
+            break;
+        case AUG_STEP_PAD_CROP:
+            rc = aug_pad_crop(mask, mask, &st->crop, (enum aug_pad)st->pad, NULL, s);
+            break;
+        default:
+            rc = -EINVAL;
+            break;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int aug_trace_boxes(const struct aug_trace *t, float *boxes, uint32_t n, uint8_t *keep,
+                    uint64_t n_rows, uint8_t *tmp, struct rf_err *err)
+{
+    for (uint32_t i = 0; i < t->n && i < AUG_TRACE_MAX && n > 0; i++) {
+        int kept = aug_boxes(&t->step[i].map, boxes, n, boxes, tmp, err);
+        uint32_t j = 0;
+
+        if (kept < 0)
+            return kept;
+        /* the rows that reached this step, in order, are tmp's */
+        for (uint64_t r = 0; r < n_rows && j < n; r++)
+            if (keep[r])
+                keep[r] = tmp[j++];
+        n = (uint32_t)kept;
+    }
+    return (int)n;
 }

@@ -87,10 +87,12 @@ int augment_check(const struct aug_spec *s, const struct xform_out *out, struct 
 
 int augment_run(const struct aug_spec *s, struct aug_img *im, struct rng_stream *rng,
                 struct aug_scratch *scratch, uint64_t ns[AUG_OP_COUNT],
-                uint64_t images[AUG_OP_COUNT], struct rf_err *err)
+                uint64_t images[AUG_OP_COUNT], struct aug_trace *tr, struct rf_err *err)
 {
     uint64_t t0 = clock_mono_ns();
 
+    if (tr)
+        tr->n = 0;
     for (uint32_t i = 0; i < s->n && i < AUG_OPS_MAX; i++) {
         const struct aug_op *o = &s->op[i];
         uint64_t t1;
@@ -98,14 +100,16 @@ int augment_run(const struct aug_spec *s, struct aug_img *im, struct rng_stream 
 
         if (!augment_available(o->id)) /* augment_check refused it: a bug */
             return rf_err_set(err, -EINVAL, "augment: op %u is not in this build", o->id);
-        rc = runs[o->id](im, o, rng, scratch);
+        rc = runs[o->id](im, o, rng, scratch, tr);
         t1 = clock_mono_ns();
         ns[o->id] += t1 - t0;
         images[o->id]++;
         t0 = t1;
         if (rc < 0)
             return rf_err_set(err, rc, "augment: %s failed: %s", aug_op_name(o->id),
-                              rc == -ENOMEM ? "no memory for its scratch" : "error");
+                              rc == -ENOMEM      ? "no memory for its scratch"
+                              : rc == -EOVERFLOW ? "too many geometric steps to trace"
+                                                 : "error");
     }
     return 0;
 }

@@ -26,16 +26,18 @@
 #include <stdint.h>
 
 #include "aug.h"
+#include "aug_run.h"
 #include "aug_spec.h"
 #include "err.h"
 #include "rng.h"
 #include "transform.h"
 
-/* One op of a pipeline on one image: draws, then applies.  Returns 0, or a
- * negative errno (-ENOMEM: the scratch could not grow), which makes the
+/* One op of a pipeline on one image: draws, then applies, then appends
+ * the geometric steps it applied to tr unless NULL (aug_run.h's trace).
+ * Returns 0, or a negative errno (-ENOMEM: the scratch could not grow), which makes the
  * sample bad. */
 typedef int aug_run_fn(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                       struct aug_scratch *s);
+                       struct aug_scratch *s, struct aug_trace *tr);
 
 /* Whether op id is linked into this build. */
 bool augment_available(uint32_t id);
@@ -60,11 +62,13 @@ int augment_check(const struct aug_spec *s, const struct xform_out *out, struct 
 /*
  * Runs the spec's ops on im in order with the sample's stream rng (already
  * past the transform's draws), adding each op's nanoseconds to ns[id] and
- * one to images[id] (the worker's counters, wire.h).  Returns 0, or the
- * first failing op's negative errno with err naming it.
+ * one to images[id] (the worker's counters, wire.h).  tr, unless NULL,
+ * gets the geometric steps applied, in order (emptied first), for the
+ * sample's boxes and masks (aug_trace_boxes, aug_trace_mask).  Returns 0,
+ * or the first failing op's negative errno with err naming it.
  */
 int augment_run(const struct aug_spec *s, struct aug_img *im, struct rng_stream *rng,
                 struct aug_scratch *scratch, uint64_t ns[AUG_OP_COUNT],
-                uint64_t images[AUG_OP_COUNT], struct rf_err *err);
+                uint64_t images[AUG_OP_COUNT], struct aug_trace *tr, struct rf_err *err);
 
 #endif

@@ -183,6 +183,12 @@ struct wstate {
     uint8_t *aug;
     size_t aug_cap;
     struct aug_scratch aug_scratch;
+    /* the geometric steps the ops applied to a fields sample's bound
+     * image, which its boxes and masks follow (aug_run.h), and a box
+     * step's keep bytes */
+    struct aug_trace aug_trace;
+    uint8_t *step_keep;
+    size_t step_keep_cap;
     struct ring_sample meta[WIRE_JOB_MAX];
     /* kind fields (FIELDS below): the last sample's record parts (in
      * decoded), its boxes after the crop, and per job each RAGGED field's
@@ -541,11 +547,13 @@ static void take_stage_times(struct wstate *ws)
 /*
  * ATTACH augment=: runs the stream's ops on the sample at px (the worker's
  * own memory, r->out's image) with rng, the sample's stream after the
- * transform's draws.  Returns 0, or a negative errno with *why and err
+ * transform's draws; tr (or NULL) gets the geometric steps applied.
+ * Returns 0, or a negative errno with *why and err
  * (an op out of scratch memory: a bad sample).
  */
 static int augment_sample(struct wstate *ws, struct wring *r, uint8_t *px,
-                          struct rng_stream *rng, enum wire_bad *why, struct rf_err *err)
+                          struct rng_stream *rng, struct aug_trace *tr, enum wire_bad *why,
+                          struct rf_err *err)
 {
     struct aug_img im;
     int rc = augment_image(&r->out, &im, err);
@@ -553,11 +561,37 @@ static int augment_sample(struct wstate *ws, struct wring *r, uint8_t *px,
     if (rc == 0) {
         im.px = px;
         rc = augment_run(&r->p.xform.aug, &im, rng, &ws->aug_scratch, ws->c.aug_ns,
-                         ws->c.aug_images, err);
+                         ws->c.aug_images, tr, err);
     }
     if (rc < 0)
         *why = rc == -ENOMEM ? BAD_TOO_LARGE : BAD_SHAPE;
     return rc;
+}
+
+/*
+ * A mask of the bound image (dst, the image's size, value_bytes 1 or 2,
+ * in the image's layout) through the augmentation's geometric steps
+ * (ws->aug_trace).  Returns 0, or a negative errno with *why and err.
+ */
+static int augment_mask(struct wstate *ws, const struct wring *r, uint8_t *dst,
+                        uint32_t value_bytes, enum wire_bad *why, struct rf_err *err)
+{
+    struct aug_img m;
+    int rc = augment_image(&r->out, &m, err);
+
+    if (rc < 0 || ws->aug_trace.n == 0)
+        return rc;
+    /* one channel: CHW and HWC are the same bytes; a u16 value moves as
+     * two byte channels through the index-only ops */
+    m = (struct aug_img){ .px = dst, .w = m.w, .h = m.h, .c = value_bytes,
+                          .layout = value_bytes == 1 ? m.layout : AUG_HWC };
+    rc = aug_trace_mask(&ws->aug_trace, &m, &ws->aug_scratch);
+    if (rc < 0) {
+        *why = rc == -ENOMEM ? BAD_TOO_LARGE : BAD_SHAPE;
+        return rf_err_set(err, rc, "augment: the mask could not follow the image's "
+                          "geometric ops: %s", rc == -ENOMEM ? "no memory" : "bad size");
+    }
+    return 0;
 }
 
 /*
@@ -596,6 +630,7 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
         goto where;
     }
     ws->part_dropped = 0;
+    ws->aug_trace.n = 0;
     /* the bound image first: its view places its mask and boxes */
     if (bound != WIRE_NO_FIELD) {
         uint8_t *dst = ws->sample + r->fixed_at[bound];
@@ -605,7 +640,7 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
                        ws->parts[bound].len, &rng, &ws->xc, dst, &r->out, why, err);
         take_stage_times(ws);
         if (rc == 0 && r->p.xform.aug.n > 0) /* dst is the worker's own (sample) */
-            rc = augment_sample(ws, r, dst, &rng, why, err);
+            rc = augment_sample(ws, r, dst, &rng, &ws->aug_trace, why, err);
         if (rc < 0) {
             rf_err_prefix(err, "field %s", sc->f[bound].name);
             goto where;
@@ -624,6 +659,8 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
             /* a mask of the bound image (xform_bind_field allows no other) */
             rc = tgt_mask(&ws->xc.view, part, len, (uint32_t)dataset_dtype_size(f->dtype), dst,
                           why, err);
+            if (rc == 0) /* then the augmentation's geometric ops, as the image */
+                rc = augment_mask(ws, r, dst, (uint32_t)dataset_dtype_size(f->dtype), why, err);
             if (rc < 0) {
                 rf_err_prefix(err, "field %s", f->name);
                 goto where;
@@ -654,6 +691,17 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
                 if (nb)
                     memcpy(in, part, nb * 16);
                 rc = tgt_boxes(&ws->xc.view, in, (uint32_t)nb, in, ws->keep[k], err);
+                if (rc > 0 && ws->aug_trace.n > 0) {
+                    /* then the augmentation's geometric ops, as the image */
+                    if (!buf_grow(&ws->step_keep, &ws->step_keep_cap, (size_t)rc)) {
+                        *why = BAD_TOO_LARGE;
+                        rc = rf_err_set(err, -ENOMEM, "field %s: no memory for %llu boxes",
+                                        f->name, (unsigned long long)nb);
+                        goto where;
+                    }
+                    rc = aug_trace_boxes(&ws->aug_trace, in, (uint32_t)rc, ws->keep[k], nb,
+                                         ws->step_keep, err);
+                }
                 if (rc < 0) {
                     *why = BAD_SHAPE;
                     rf_err_prefix(err, "field %s", f->name);
@@ -768,7 +816,7 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
         }
         if (augment) {
             rng_stream_init(&rng, r->p.seed, (uint32_t)epoch, idx);
-            n = augment_sample(ws, r, ws->decoded, &rng, why, err);
+            n = augment_sample(ws, r, ws->decoded, &rng, NULL, why, err);
             if (n < 0) {
                 rf_err_prefix(err, "%s: record %llu at byte %llu", loc->shard_path,
                               (unsigned long long)loc->record, (unsigned long long)loc->offset);
@@ -805,7 +853,7 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
     take_stage_times(ws);
     if (n >= 0 && augment) {
         /* after the transform's draws, on the worker's copy (augment.h) */
-        n = augment_sample(ws, r, out, &rng, why, err);
+        n = augment_sample(ws, r, out, &rng, NULL, why, err);
         if (n == 0) {
             t1 = clock_mono_ns();
             memcpy(dst, out, r->out.sample_bytes);

@@ -43,8 +43,8 @@ Choices a DataLoader user should know (docs/pytorch.md says the same):
   whose fields are just an image (or tensor) and its "label" still gives
   (images, labels), as every older dataset does.  ``loader.fields``
   describes the fields (None from a daemon older than fields), and
-  ``loader.last.dropped`` counts the boxes the crop dropped in the last
-  batch.
+  ``loader.last.dropped`` counts the boxes the crop and the geometric
+  augmentations dropped in the last batch (they follow both).
 * What the dataset is: ``loader.classes`` and ``loader.class_to_idx``
   (ImageFolder's), ``loader.num_samples`` (the whole dataset's, not one
   rank's), ``loader.fields`` and ``loader.source(i)`` (the file sample
@@ -193,8 +193,9 @@ class BatchInfo:
     samples replaced bad ones), and per sample ``indices`` (dataset index),
     ``labels`` and ``flags`` (ringfeed.SAMPLE_PADDING,
     ringfeed.SAMPLE_SUBSTITUTED) with the masks ``padding`` and
-    ``substitutes``; ``dropped``, the boxes the crop dropped in this batch
-    (their centre left it; 0 for a dataset without boxes).  Arrays come as
+    ``substitutes``; ``dropped``, the boxes the crop or a geometric
+    augmentation dropped in this batch (their centre left the image; 0 for
+    a dataset without boxes).  Arrays come as
     the loader's output type (array.array for output="buffer").
     """
 

@@ -3,7 +3,8 @@
  * (tools/top_calc.h).  Any bytes as a STATS body and as a STATUS line
  * parse without reading past them; the input split in two is parsed as
  * two snapshots, and computing a frame from them keeps every row count
- * within the caps.
+ * within the caps (the augmentation ops' too, each name terminated and
+ * its time per image a number not below 0).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,8 +30,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     top_snap_parse_stats(&b, copy + half, size - half);
     (void)top_snap_parse_status(&b, copy, size);
     top_compute(&a, &b, 0.5, &f);
-    if (f.nworkers > TOP_WORKERS_MAX || f.nclients > TOP_CLIENTS_MAX)
+    if (f.nworkers > TOP_WORKERS_MAX || f.nclients > TOP_CLIENTS_MAX || f.naug > TOP_AUG_MAX ||
+        f.naug > b.naug)
         abort();
+    for (uint32_t i = 0; i < f.naug; i++)
+        if (!memchr(f.aug[i].name, '\0', sizeof(f.aug[i].name)) || !(f.aug[i].us_per_image >= 0))
+            abort();
     top_compute(NULL, &a, 0.0, &f);
     free(copy);
     return 0;

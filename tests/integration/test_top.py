@@ -7,7 +7,10 @@ reading in the background:
      is drawn and refreshed, W raises the daemon's worker target and w
      lowers it (checked in STATS), q quits with exit 0 and the terminal's
      modes restored (stty -a run after it in the same pane);
-  3. the daemon stopped under the live view: a message and exit 1.
+  3. the daemon stopped under the live view: a message and exit 1;
+  4. the augmentation's line (time per image per op) only while a stream
+     augments: absent for the plain reader, present with the ops of an
+     augmenting one.
 
 Nothing asserts a duration: every wait polls with a generous bound.
 """
@@ -23,14 +26,13 @@ from conftest import ctl_tool, read_tool, wait_for
 WAIT = 60.0
 
 
-@pytest.fixture
-def served(daemon_factory, packed_fmnist):
+def serve(daemon_factory, packed_fmnist, params="name=top-test"):
     """A daemon with two workers and a client reading many epochs (rank 1
-    of 2, named), attached and moving."""
+    of 2, with ATTACH params), attached and moving."""
     d = daemon_factory({"fmnist": packed_fmnist["train"]}, workers=2)
     reader = subprocess.Popen([read_tool(), "--socket", d.sock, "--dataset", "fmnist",
                                "--batch", "64", "--epochs", "100000", "--rank", "1",
-                               "--world", "2", "--params", "name=top-test"],
+                               "--world", "2", "--params", params],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: any(k.endswith(".batches") and k.startswith("clients.") and int(v) > 0
@@ -39,6 +41,11 @@ def served(daemon_factory, packed_fmnist):
     finally:
         reader.kill()
         reader.wait(10)
+
+
+@pytest.fixture
+def served(daemon_factory, packed_fmnist):
+    yield from serve(daemon_factory, packed_fmnist)
 
 
 def test_once_over_a_pipe(served):
@@ -65,6 +72,31 @@ def test_once_over_a_pipe(served):
     assert float(samples.rstrip("kMG")) * mult > 0, out
     assert c[9] in ("input-bound", "compute-bound"), out
     assert re.search(r"samples/s [0-9.]+[kMG]? ", out), out
+    assert "augment" not in out, "no stream augments: no augmentation line\n" + out
+
+
+def test_once_shows_the_augmentation_per_op(daemon_factory, packed_fmnist):
+    gen = serve(daemon_factory, packed_fmnist,
+                "name=aug-test augment=RandomHorizontalFlip:p=0.5,RandomInvert:p=1")
+    d = next(gen)
+    try:
+        r = subprocess.run([ctl_tool(), "--socket", d.sock, "top", "--once"],
+                           capture_output=True, text=True, timeout=60)
+        st = d.stats()
+        assert int(st["augment.invert_images"]) > 0 and int(st["augment.hflip_images"]) > 0
+    finally:
+        gen.close()
+    assert r.returncode == 0, r.stderr
+    aug = [l for l in r.stdout.splitlines() if l.startswith("augment ")]
+    assert len(aug) == 1, r.stdout
+    # the ops in STATS order (proto/aug_spec.h's table), each rounded to 0.1
+    m = re.fullmatch(r"augment us/image ([0-9.]+[kMG]?):  invert ([0-9.]+[kMG]?)  "
+                     r"hflip ([0-9.]+[kMG]?)", aug[0])
+    assert m, aug[0]
+    num = [float(v.rstrip("kMG")) * {"k": 1e3, "M": 1e6, "G": 1e9}.get(v[-1], 1)
+           for v in m.groups()]
+    assert abs(num[0] - num[1] - num[2]) <= 0.15 + 0.01 * num[0], \
+        aug[0]
 
 
 class Tmux:
