@@ -695,7 +695,7 @@ static int stream_augment(struct daemon *d, struct stream *st, const struct ctl_
             }
         }
     }
-    if (augment_check(&st->xp.aug, &st->out, err) < 0) {
+    if (augment_check(&st->xp.aug, &st->out, &d->plugins, err) < 0) {
         memset(&st->xp.aug, 0, sizeof(st->xp.aug));
         if (r)
             rf_err_prefix(err, "recipe %s", r->name);
