@@ -536,6 +536,33 @@ static int parse_op(const char *text, size_t len, unsigned index, struct aug_op 
     return 0;
 }
 
+/* Lays s's text values out again in op and key order, so a spec's text
+ * does not depend on the order its keys were written in (memcmp equal). */
+static void text_canonical(struct aug_spec *s)
+{
+    char old[AUG_TEXT_MAX];
+    uint32_t used = 0;
+
+    memcpy(old, s->text, sizeof(old));
+    memset(s->text, 0, sizeof(s->text));
+    for (uint32_t i = 0; i < s->n; i++) {
+        const struct op_def *d = &aug_ops[s->op[i].id];
+
+        for (unsigned k = 0; k < d->nkeys; k++) {
+            struct aug_param *p = &s->op[i].a[k];
+            size_t off, len;
+
+            if ((d->keys[k].kind != AK_NAME && d->keys[k].kind != AK_TEXT) || p->n == 0)
+                continue;
+            off = (size_t)p->v[0], len = (size_t)p->v[1];
+            memcpy(s->text + used, old + off, len);
+            p->v[0] = used;
+            used += (uint32_t)len + 1;
+        }
+    }
+    s->ntext = used;
+}
+
 int aug_spec_parse(const char *text, size_t len, struct aug_spec *out, struct rf_err *err)
 {
     size_t at = 0;
@@ -573,6 +600,7 @@ int aug_spec_parse(const char *text, size_t len, struct aug_spec *out, struct rf
                               "op %u of %u): it erases the finished image", i + 1, out->n);
         }
     }
+    text_canonical(out);
     return 0;
 }
 

@@ -28,6 +28,7 @@
  *     memory-per-client = 25%
  *     memory-per-uid    = 8G
  *     recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip
+ *     plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
