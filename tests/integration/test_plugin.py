@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import ringfeed
+from ringfeed import transforms as T
 from conftest import BUILD, Daemon, ringfeedd
 
 N = 40
@@ -94,6 +95,10 @@ def sepia(x, strength):
 def test_sepia_equals_numpy(served):
     _, _, xs, (d, _) = served
     got = batches(d.sock, "Plugin:name=sepia:params=strength=60;p=1")
+    objs = batches(d.sock, [T.Plugin("sepia", {"strength": 60, "p": 1})])
+    assert str(T.Plugin("sepia", {"strength": 60, "p": 1})) == \
+        "Plugin:name=sepia:params=strength=60;p=1"
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(got, objs))
     n = 0
     for x, y in got:
         for xi, yi in zip(x.numpy(), y.numpy()):
