@@ -12,6 +12,7 @@ a file that does not load, or has another ABI, stops the daemon at start
 naming the file.
 """
 import os
+import signal
 import subprocess
 
 import numpy as np
@@ -20,7 +21,7 @@ import torch
 
 import ringfeed
 from ringfeed import transforms as T
-from conftest import BUILD, Daemon, ringfeedd
+from conftest import BUILD, Daemon, ringfeedd, wait_for
 
 N = 40
 CRASH_AT = 13          # its first bytes are AB CD: the crash plugin aborts on it
@@ -207,3 +208,39 @@ def test_bad_config_refused_at_start(tmp_path, line, words):
     assert p.returncode != 0
     for w in words:
         assert w in p.stderr + p.stdout, (w, p.stderr)
+
+
+def test_reload_checks_plugins(served):
+    """A reload naming a bad file is refused naming it (the running plugins
+    stay); one adding a plugin restarts the workers, which then run it."""
+    root, _, xs, _ = served
+    conf = root / "reload.conf"
+    conf.write_text(conf_text(["sepia"]))
+    d = Daemon({"cifar": str(root / "cifar")}, workers=1,
+               extra=["--config", str(conf)]).start()
+    try:
+        def reload():
+            n = int(d.stats()["reloads"])
+            d.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: int(d.stats()["reloads"]) > n, "the reload")
+            return d.stats()
+
+        conf.write_text(conf_text(["sepia"]) + f"plugin.wrongabi = {so('wrongabi')}\n")
+        st = reload()
+        assert st["reloads.failed"] == "1", st
+        log = d.read_log()
+        assert "reload refused" in log and "rfplugin_wrongabi.so" in log, log[-2000:]
+        got = batches(d.sock, "Plugin:name=sepia:params=strength=100")
+        assert np.array_equal(got[0][0][0].numpy(), sepia(xs[0], 100))
+        with pytest.raises(ringfeed.Error, match="its plugins: sepia "):
+            ringfeed.Loader("cifar", batch_size=8, socket=d.sock,
+                            augment="Plugin:name=failapply")
+        conf.write_text(conf_text(["sepia", "failapply"]))
+        st = reload()
+        assert st["reloads.failed"] == "1", st
+        assert "reload done: plugins" in d.read_log()
+        wait_for(lambda: int(d.stats().get("workers.alive", 0)) >= 1, "the new worker")
+        labels = [int(v) for _, y in batches(d.sock, "Plugin:name=failapply") for v in y]
+        assert len(labels) == N and not set(FAIL_AT) & set(labels)
+    finally:
+        d.cleanup()
