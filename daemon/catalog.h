@@ -12,6 +12,7 @@
 
 struct daemon;
 struct dataset;
+struct plugin_set;
 struct conf;
 struct rf_err;
 
@@ -55,7 +56,6 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
  * descriptor, this ABI and its NAME).  Returns 0, or a negative errno
  * with err naming the line's key and the file; *out is empty then.
  */
-struct plugin_set;
 int catalog_load_plugins(const struct conf *cf, struct plugin_set *out, struct rf_err *err);
 /* Places the open dataset ds in a free slot as name (dir its folder) and
  * logs it with how (e.g. "added by the reload").  Ownership of ds passes to

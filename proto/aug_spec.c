@@ -128,7 +128,8 @@ const char *aug_param_text(const struct aug_spec *s, const struct aug_param *p)
     if (p->n == 0)
         return "";
     if (p->n != 2 || !(off >= 0) || !(len >= 0) || off + len >= AUG_TEXT_MAX ||
-        off + len >= s->ntext + 0.5 || s->text[(size_t)(off + len)] != '\0')
+        off + len >= s->ntext || off != (double)(size_t)off || len != (double)(size_t)len ||
+        s->text[(size_t)(off + len)] != '\0')
         return NULL;
     return s->text + (size_t)off;
 }
