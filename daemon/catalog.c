@@ -374,3 +374,16 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
     catalog_sweep(d);
     return 0;
 }
+
+int catalog_load_plugins(const struct conf *cf, struct plugin_set *out, struct rf_err *err)
+{
+    for (unsigned i = 0; i < cf->n_plugins; i++) {
+        int rc = plugin_set_add(out, cf->plugins[i].name, cf->plugins[i].path, err);
+
+        if (rc < 0) {
+            plugin_set_free(out);
+            return rc;
+        }
+    }
+    return 0;
+}

@@ -12,6 +12,7 @@
 
 struct daemon;
 struct dataset;
+struct plugin_set;
 struct conf;
 struct rf_err;
 
@@ -48,6 +49,14 @@ uint32_t catalog_offered(const struct daemon *d);
 /* Applies a reloaded config's datasets (see catalog.c); *added says the
  * workers must restart to learn new ones.  On error nothing changed. */
 int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err);
+
+/*
+ * The config's plugins (plugin.NAME = PATH) loaded into *out, which must
+ * be empty (daemon/worker/plugin.h checks each file: it loads, has the
+ * descriptor, this ABI and its NAME).  Returns 0, or a negative errno
+ * with err naming the line's key and the file; *out is empty then.
+ */
+int catalog_load_plugins(const struct conf *cf, struct plugin_set *out, struct rf_err *err);
 /* Places the open dataset ds in a free slot as name (dir its folder) and
  * logs it with how (e.g. "added by the reload").  Ownership of ds passes to
  * the catalogue.  Returns the slot, or -ENOSPC when every slot holds a

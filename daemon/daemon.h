@@ -39,6 +39,7 @@
 #include "conf.h"
 #include "ctl.h"
 #include "dataset.h"
+#include "plugin.h"
 #include "pool.h"
 #include "reload.h"
 #include "sampler.h"
@@ -55,6 +56,8 @@ struct daemon {
     struct conf cf;
     char exe[4096];
     struct catalog_entry *cat; /* catalog.c's */
+    struct plugin_set plugins; /* the config's plugin.NAME lines, loaded
+                                  (catalog_load_plugins; main.c, reload.c) */
     uint32_t ncat;
 
     struct pool pool;          /* pool.c's */

@@ -375,6 +375,14 @@ int main(int argc, char **argv)
         log_error("cannot install the SIGBUS guard: %s", strerror(errno));
         return 1;
     }
+    {
+        struct rf_err perr;
+
+        if (catalog_load_plugins(&d.cf, &d.plugins, &perr) < 0) {
+            log_error("%s", perr.msg);
+            return 1;
+        }
+    }
     if (catalog_open(&d) < 0)
         return 1;
     uv_loop_init(&loop);

@@ -570,8 +570,9 @@ static void worker_reap(struct daemon *d, struct worker *w)
 static void worker_spawn(struct daemon *d, struct worker *w)
 {
     char parent[32], loglevel[16];
-    char *args[10 + 2 * 64 + 1];
+    char *args[10 + 2 * 64 + 2 * PLUGIN_MAX + 1];
     char dsargs[64][4200], databytes[32];
+    static char plargs[PLUGIN_MAX][AUG_NAME_MAX + 1 + PLUGIN_PATH_MAX];
     uv_stdio_container_t stdio[4];
     uv_process_options_t opt;
     int sv[2], argc = 0, rc;
@@ -594,6 +595,13 @@ static void worker_spawn(struct daemon *d, struct worker *w)
         snprintf(dsargs[i], sizeof(dsargs[i]), "%s=%s", d->cat[i].name, d->cat[i].dir);
         args[argc++] = "--dataset";
         args[argc++] = dsargs[i];
+    }
+    /* the plugins the main process loaded and checked (catalog_load_plugins) */
+    for (unsigned i = 0; i < d->plugins.n; i++) {
+        snprintf(plargs[i], sizeof(plargs[i]), "%s=%s", d->plugins.p[i].name,
+                 d->plugins.p[i].path);
+        args[argc++] = "--plugin";
+        args[argc++] = plargs[i];
     }
     args[argc] = NULL;
 

@@ -29,6 +29,10 @@
  *   watchdog-sec      the job watchdog at once
  *   allow-uid/-gid    the next connection
  *   recipe.*          the next ATTACH (an attached stream keeps its spec)
+ *   plugin.*          each file loaded and checked first (one that fails
+ *                     refuses the reload); a change restarts the workers
+ *                     (an attached stream's Plugin ops then run the new
+ *                     file) and applies to the next ATTACH's check
  *
  * New datasets, log-level, max-bad-samples and pixel-cap restart the
  * workers gracefully (pool_roll): each old worker finishes the jobs it
@@ -152,6 +156,7 @@ static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, s
 static void reload_run(struct daemon *d)
 {
     struct conf *nc = malloc(sizeof(*nc));
+    struct plugin_set *np = calloc(1, sizeof(*np));
     char changes[512] = "";
     struct rf_err err;
     bool added = false;
@@ -161,18 +166,30 @@ static void reload_run(struct daemon *d)
     d->reloads++;
     log_info("SIGHUP: reloading %s", daemon_config_path() ? daemon_config_path()
                                                            : "(no --config file: flags only)");
-    if (!nc) {
+    if (!nc || !np) {
         rc = rf_err_set(&err, -ENOMEM, "out of memory");
         goto refused;
     }
     rc = daemon_load_config(nc, &err);
+    if (rc == 0)
+        rc = catalog_load_plugins(nc, np, &err);
     if (rc == 0)
         rc = catalog_reload(d, nc, &added, &err);
     if (rc < 0)
         goto refused;
     if (datasets_changed(&d->cf, nc))
         note(changes, sizeof(changes), "datasets");
+    if (!plugin_set_same(&d->plugins, np)) {
+        /* the new files for the next ATTACH, and new workers load them */
+        note(changes, sizeof(changes), "plugins");
+        plugin_set_free(&d->plugins);
+        d->plugins = *np;
+        memset(np, 0, sizeof(*np));
+        added = true;
+    }
     apply(d, nc, added, changes, sizeof(changes));
+    plugin_set_free(np);
+    free(np);
     free(nc);
     log_info("reload done: %s; %u dataset(s) offered, %u worker(s)%s",
              changes[0] ? changes : "nothing changed", catalog_offered(d), d->pool.target,
@@ -181,6 +198,9 @@ static void reload_run(struct daemon *d)
     return;
 
 refused:
+    if (np)
+        plugin_set_free(np);
+    free(np);
     free(nc);
     d->reload_failures++;
     log_error("reload refused, the running config stays: %s", err.msg);

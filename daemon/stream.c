@@ -673,7 +673,23 @@ static int stream_augment(struct daemon *d, struct stream *st, const struct ctl_
                           "samples have fields: use transform none, train or eval, which "
                           "bind its image field (field=)", a->dataset);
     }
-    if (augment_check(&st->xp.aug, &st->out, err) < 0) {
+    if (st->fx.kind_fields) {
+        /* a plugin's geometry is its own: boxes and masks cannot follow it */
+        const struct schema *sc = &dataset_info(d->cat[st->dataset_id].ds)->schema;
+
+        for (uint32_t i = 0; i < st->xp.aug.n; i++)
+            for (uint32_t k = 0; k < sc->n && st->xp.aug.op[i].id == AUG_PLUGIN; k++)
+                if ((sc->f[k].role == SCHEMA_ROLE_BOXES || sc->f[k].role == SCHEMA_ROLE_MASK) &&
+                    sc->f[k].of == st->xp.field) {
+                    memset(&st->xp.aug, 0, sizeof(st->xp.aug));
+                    return rf_err_set(err, -EINVAL, "augment: a Plugin op may move pixels, and "
+                                      "field %s (%s of image %s) could not follow it; leave the "
+                                      "plugin out on this dataset", sc->f[k].name,
+                                      sc->f[k].role == SCHEMA_ROLE_BOXES ? "boxes" : "a mask",
+                                      sc->f[st->xp.field].name);
+                }
+    }
+    if (augment_check(&st->xp.aug, &st->out, &d->plugins, err) < 0) {
         memset(&st->xp.aug, 0, sizeof(st->xp.aug));
         if (r)
             rf_err_prefix(err, "recipe %s", r->name);

@@ -31,6 +31,8 @@ enum kind {
     AK_FILL,   /* v -> [v, v, v], or r/g/b; each in lo..hi */
     AK_SHEAR,  /* x -> [-x, x, 0, 0], a/b -> [a, b, 0, 0], or a/b/c/d */
     AK_EVALUE, /* random (word 0), or as AK_FILL */
+    AK_NAME,   /* 1..hi of [A-Za-z0-9_-], first a letter: into aug_spec.text */
+    AK_TEXT,   /* 0..hi printable bytes, no blank: into aug_spec.text */
 };
 
 struct key_def {
@@ -113,7 +115,41 @@ static const struct op_def aug_ops[AUG_OP_COUNT] = {
         {"scale", AK_RANGE, 0, 1, true, false, 2, {0.02, 0.33}, -1, NULL, 0},
         {"ratio", AK_RANGE, 0, 100, true, false, 2, {0.3, 3.3}, -1, NULL, 0},
         {"value", AK_EVALUE, 0, 255, false, false, 3, {0, 0, 0}, -1, NW(random_word)}}},
+    /* a plugin may move pixels: geometric, so boxes and masks refuse it */
+    [AUG_PLUGIN] = {"Plugin", "plugin", true, 2, {
+        {"name", AK_NAME, 1, AUG_NAME_MAX, false, true, 0, {0}, -1, NULL, 0},
+        {"params", AK_TEXT, 0, AUG_PARAM_TEXT_MAX, false, false, 0, {0}, -1, NULL, 0}}},
 };
+
+const char *aug_param_text(const struct aug_spec *s, const struct aug_param *p)
+{
+    double off = p->v[0], len = p->v[1];
+
+    if (p->n == 0)
+        return "";
+    if (p->n != 2 || !(off >= 0) || !(len >= 0) || off + len >= AUG_TEXT_MAX ||
+        off + len >= s->ntext || off != (double)(size_t)off || len != (double)(size_t)len ||
+        s->text[(size_t)(off + len)] != '\0')
+        return NULL;
+    return s->text + (size_t)off;
+}
+
+/* Whether s[0..len) is a text value of kind k (AK_NAME or AK_TEXT). */
+static bool text_ok(const struct key_def *k, const char *s, size_t len)
+{
+    if (len < (size_t)k->lo || len > (size_t)k->hi)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9');
+
+        if (k->kind == AK_NAME ? !(alnum || ch == '_' || ch == '-') || (i == 0 && !(alnum && ch > '9'))
+                               : ch <= ' ' || ch > '~' || ch == ',' || ch == ':')
+            return false;
+    }
+    return true;
+}
 
 const char *aug_op_name(uint32_t id)
 {
@@ -199,6 +235,13 @@ static void describe(const struct key_def *k, char *buf, size_t cap)
         return;
     case AK_EVALUE:
         snprintf(buf, cap, "random, v or r/g/b, each in %s..%s", l, h);
+        return;
+    case AK_NAME:
+        snprintf(buf, cap, "a name of %s to %s characters of A-Z a-z 0-9 _ -, first a letter",
+                 l, h);
+        return;
+    case AK_TEXT:
+        snprintf(buf, cap, "at most %s bytes of printable ASCII without blanks, ',' or ':'", h);
         return;
     }
     snprintf(buf, cap, "?");
@@ -300,6 +343,8 @@ static bool parse_value(const struct key_def *k, const char *value, size_t len,
         out->n = 1;
         return true;
     case AK_WORD:
+    case AK_NAME:
+    case AK_TEXT:
         return false;
     case AK_JITTER:
         if (n == 1) {
@@ -442,7 +487,7 @@ static const char *quote(const char *s, size_t len, char *buf, size_t cap)
 
 /* Parses one op's text op[0..len) (NAME:key=value...) into *o. */
 static int parse_op(const char *text, size_t len, unsigned index, struct aug_op *o,
-                    struct rf_err *err)
+                    struct aug_spec *spec, struct rf_err *err)
 {
     const char *colon = memchr(text, ':', len);
     size_t nlen = colon ? (size_t)(colon - text) : len, at;
@@ -489,6 +534,25 @@ static int parse_op(const char *text, size_t len, unsigned index, struct aug_op 
             return rf_err_set(err, -EINVAL, "augment: %s: %s given twice", d->name,
                               d->keys[k].name);
         given |= 1u << k;
+        if (d->keys[k].kind == AK_NAME || d->keys[k].kind == AK_TEXT) {
+            size_t vlen = plen - klen - 1;
+
+            if (!text_ok(&d->keys[k], eq + 1, vlen)) {
+                describe(&d->keys[k], what, sizeof(what));
+                return rf_err_set(err, -EINVAL, "augment: %s: bad value %s for %s: %s takes "
+                                  "%s", d->name, quote(eq + 1, vlen, q, sizeof(q)),
+                                  d->keys[k].name, d->keys[k].name, what);
+            }
+            if (vlen == 0) /* "" is none: one canonical form */
+                continue;
+            if (spec->ntext + vlen + 1 > AUG_TEXT_MAX) /* cannot happen from AUG_SPEC_MAX */
+                return rf_err_set(err, -E2BIG, "augment: more than %d bytes of text values",
+                                  AUG_TEXT_MAX);
+            memcpy(spec->text + spec->ntext, eq + 1, vlen);
+            o->a[k] = (struct aug_param){{spec->ntext, (double)vlen, 0, 0}, 2, -1};
+            spec->ntext += (uint32_t)vlen + 1;
+            continue;
+        }
         if (!parse_value(&d->keys[k], eq + 1, plen - klen - 1, &o->a[k])) {
             describe(&d->keys[k], what, sizeof(what));
             return rf_err_set(err, -EINVAL, "augment: %s: bad value %s for %s: %s takes %s",
@@ -508,6 +572,33 @@ static int parse_op(const char *text, size_t len, unsigned index, struct aug_op 
                           "num_magnitude_bins=%g", o->a[AUG_RA_MAGNITUDE].v[0],
                           o->a[AUG_RA_BINS].v[0]);
     return 0;
+}
+
+/* Lays s's text values out again in op and key order, so a spec's text
+ * does not depend on the order its keys were written in (memcmp equal). */
+static void text_canonical(struct aug_spec *s)
+{
+    char old[AUG_TEXT_MAX];
+    uint32_t used = 0;
+
+    memcpy(old, s->text, sizeof(old));
+    memset(s->text, 0, sizeof(s->text));
+    for (uint32_t i = 0; i < s->n; i++) {
+        const struct op_def *d = &aug_ops[s->op[i].id];
+
+        for (unsigned k = 0; k < d->nkeys; k++) {
+            struct aug_param *p = &s->op[i].a[k];
+            size_t off, len;
+
+            if ((d->keys[k].kind != AK_NAME && d->keys[k].kind != AK_TEXT) || p->n == 0)
+                continue;
+            off = (size_t)p->v[0], len = (size_t)p->v[1];
+            memcpy(s->text + used, old + off, len);
+            p->v[0] = used;
+            used += (uint32_t)len + 1;
+        }
+    }
+    s->ntext = used;
 }
 
 int aug_spec_parse(const char *text, size_t len, struct aug_spec *out, struct rf_err *err)
@@ -530,7 +621,7 @@ int aug_spec_parse(const char *text, size_t len, struct aug_spec *out, struct rf
             memset(out, 0, sizeof(*out));
             return rf_err_set(err, -E2BIG, "augment: more than %d ops", AUG_OPS_MAX);
         }
-        r = parse_op(text + at, end - at, out->n, &out->op[out->n], err);
+        r = parse_op(text + at, end - at, out->n, &out->op[out->n], out, err);
         if (r < 0) {
             memset(out, 0, sizeof(*out));
             return r;
@@ -547,6 +638,7 @@ int aug_spec_parse(const char *text, size_t len, struct aug_spec *out, struct rf
                               "op %u of %u): it erases the finished image", i + 1, out->n);
         }
     }
+    text_canonical(out);
     return 0;
 }
 
@@ -588,6 +680,17 @@ int aug_spec_format(const struct aug_spec *s, char *buf, size_t cap)
             if (n < 0 || (size_t)n >= cap - used)
                 return -ENOSPC;
             used += (size_t)n;
+            if (d->keys[k].kind == AK_NAME || d->keys[k].kind == AK_TEXT) {
+                const char *t = aug_param_text(s, p);
+
+                if (!t)
+                    return -EINVAL;
+                n = snprintf(buf + used, cap - used, "%s", t);
+                if (n < 0 || (size_t)n >= cap - used)
+                    return -ENOSPC;
+                used += (size_t)n;
+                continue;
+            }
             if (p->word >= 0) {
                 if (!d->keys[k].words || (unsigned)p->word >= d->keys[k].nwords)
                     return -EINVAL;

@@ -87,6 +87,16 @@
  *    policy             word     imagenet       imagenet
  *    interpolation      word     nearest
  *    fill               fill     none (0)
+ *  Plugin (an operator's own op: a plugin.NAME line of the daemon's
+ *  config, daemon/plugin/ringfeed_transform.h)
+ *    name               name     required       1..32 of [A-Za-z0-9_-], first a letter
+ *    params             text     "" (none)      0..AUG_PARAM_TEXT_MAX bytes of printable
+ *                                               ASCII but ',' and ':' (the spec's own
+ *                                               separators) and blanks; the plugin's
+ *                                               init parses it ('=', ';' and '/' are
+ *                                               free to use: params=strength=40;p=1)
+ *                       (text values live in aug_spec.text: v[0] their offset,
+ *                        v[1] their length; names match exactly, case kept)
  *  RandomErasing (last in a spec, or alone)
  *    p                  prob     0.5
  *    scale              range    0.02/0.33      0<lo<=hi<=1
@@ -116,6 +126,9 @@
 #define AUG_OPS_MAX 16      /* ops in one spec */
 #define AUG_PARAMS_MAX 8    /* keys of one op */
 #define AUG_SPEC_MAX 1024   /* bytes of spec text, NUL excluded */
+#define AUG_NAME_MAX 32     /* bytes of a Plugin's name= */
+#define AUG_PARAM_TEXT_MAX 256 /* bytes of a Plugin's params= */
+#define AUG_TEXT_MAX 1024   /* bytes of every text value of a spec together */
 
 /* The ops, in the table's order; never reordered (the worker's table and
  * the STATS names index by it). */
@@ -138,6 +151,7 @@ enum aug_op_id {
     AUG_RANDAUGMENT,
     AUG_AUTOAUGMENT,
     AUG_ERASING,
+    AUG_PLUGIN,
     AUG_OP_COUNT
 };
 
@@ -158,6 +172,7 @@ enum { AUG_TA_BINS, AUG_TA_INTERP, AUG_TA_FILL };
 enum { AUG_RA_NUM_OPS, AUG_RA_MAGNITUDE, AUG_RA_BINS, AUG_RA_INTERP, AUG_RA_FILL };
 enum { AUG_AA_POLICY, AUG_AA_INTERP, AUG_AA_FILL };
 enum { AUG_ER_P, AUG_ER_SCALE, AUG_ER_RATIO, AUG_ER_VALUE };
+enum { AUG_PLUGIN_NAME, AUG_PLUGIN_PARAMS };
 
 /* Words' indices (aug_param.word) */
 enum { AUG_W_NEAREST, AUG_W_BILINEAR };
@@ -182,8 +197,10 @@ struct aug_op {
 
 struct aug_spec {
     uint32_t n;       /* ops, in order; 0: no augmentation */
-    uint32_t pad;
+    uint32_t ntext;   /* bytes of text used */
     struct aug_op op[AUG_OPS_MAX];
+    char text[AUG_TEXT_MAX]; /* the text values, each NUL-terminated, in
+                                the order parsed; the rest zero */
 };
 
 /*
@@ -221,6 +238,10 @@ bool aug_op_geometric(uint32_t id);
  */
 int aug_op_key_doc(uint32_t id, unsigned k, const char **name, char *def, size_t def_cap,
                    char *valid, size_t valid_cap);
+
+/* The text of a text key (a Plugin's name or params): NUL-terminated, ""
+ * for none; NULL when p's offset and length do not lie in s->text. */
+const char *aug_param_text(const struct aug_spec *s, const struct aug_param *p);
 
 /* Checks the table (names unique, defaults valid); 0 or -EINVAL with err. */
 int aug_table_check(struct rf_err *err);

@@ -30,6 +30,7 @@ enum kind {
     K_WORKERS, /* uint32_t count in min..max, or "auto" (workers_auto, count 0) */
     K_CAP,     /* struct conf_cap: a size in min..max, or "P%" with P in 1..100 */
     K_RECIPE,  /* recipe.NAME = SPEC, into recipes[] */
+    K_PLUGIN,  /* plugin.NAME = PATH, into plugins[] */
 };
 
 struct keydef {
@@ -74,12 +75,15 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"memory-per-uid", CONF_MEMORY_PER_UID, K_CAP, FIELD(memory_per_uid), 0,
      CONF_MEMORY_BUDGET_MIN, UINT64_MAX},
     {"recipe.NAME", CONF_RECIPE, K_RECIPE, FIELD(recipes), 0, 1, AUG_SPEC_MAX},
+    {"plugin.NAME", CONF_PLUGIN, K_PLUGIN, FIELD(plugins), 0, 1, CONF_PATH_MAX - 1},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
 
 #define DATASET_PREFIX "dataset."
 #define DATASET_PREFIX_LEN (sizeof(DATASET_PREFIX) - 1)
+#define PLUGIN_PREFIX "plugin."
+#define PLUGIN_PREFIX_LEN (sizeof(PLUGIN_PREFIX) - 1)
 #define RECIPE_PREFIX "recipe."
 #define RECIPE_PREFIX_LEN (sizeof(RECIPE_PREFIX) - 1)
 
@@ -142,6 +146,14 @@ void conf_recipe_names(const struct conf *c, char *buf, size_t cap)
                                  c->recipes[i].name);
 }
 
+const struct conf_plugin *conf_find_plugin(const struct conf *c, const char *name, size_t len)
+{
+    for (unsigned i = 0; i < c->n_plugins; i++)
+        if (strlen(c->plugins[i].name) == len && memcmp(c->plugins[i].name, name, len) == 0)
+            return &c->plugins[i];
+    return NULL;
+}
+
 /* A recipe's name: 1..CONF_RECIPE_NAME_MAX of [A-Za-z0-9_-], first a letter. */
 static bool recipe_name_ok(const char *s, size_t len)
 {
@@ -198,6 +210,10 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         return;
     case K_DATASET:
         snprintf(buf, cap, "an absolute folder path of at most %llu bytes",
+                 (unsigned long long)k->max);
+        return;
+    case K_PLUGIN:
+        snprintf(buf, cap, "an absolute path of a plugin's shared object of at most %llu bytes",
                  (unsigned long long)k->max);
         return;
     case K_RECIPE:
@@ -453,6 +469,30 @@ static int set_recipe(struct conf *c, const char *key, const char *v, struct rf_
     return 0;
 }
 
+static int set_plugin(const struct keydef *k, struct conf *c, const char *key, const char *v,
+                      struct rf_err *err)
+{
+    const char *name = key + PLUGIN_PREFIX_LEN;
+    size_t nlen = strlen(name), vlen = strlen(v);
+    struct conf_plugin *p;
+
+    if (!recipe_name_ok(name, nlen) || nlen > CONF_PLUGIN_NAME_MAX)
+        return rf_err_set(err, -EINVAL, "%s: the name after \"plugin.\" must be 1 to %d "
+                          "characters of A-Z a-z 0-9 _ -, first a letter", key,
+                          CONF_PLUGIN_NAME_MAX);
+    if (conf_find_plugin(c, name, nlen))
+        return rf_err_set(err, -EEXIST, "%s: given twice", key);
+    if (c->n_plugins == CONF_PLUGINS_MAX)
+        return rf_err_set(err, -E2BIG, "%s: more than %d plugins", key, CONF_PLUGINS_MAX);
+    if (v[0] != '/' || vlen > k->max)
+        return bad_value(k, key, v, err);
+    p = &c->plugins[c->n_plugins++];
+    memset(p, 0, sizeof(*p));
+    memcpy(p->name, name, nlen);
+    memcpy(p->path, v, vlen);
+    return 0;
+}
+
 /* Octal digits only ("660", "0660"), in min..max; -EINVAL otherwise. */
 static int parse_mode(const struct keydef *k, const char *v, uint32_t *out)
 {
@@ -556,6 +596,8 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
         return set_dataset(k, c, key, v, err);
     case K_RECIPE:
         return set_recipe(c, key, v, err);
+    case K_PLUGIN:
+        return set_plugin(k, c, key, v, err);
     case K_MODE:
         if (parse_mode(k, v, (uint32_t *)field) < 0)
             return bad_value(k, key, v, err);
@@ -576,6 +618,8 @@ static const struct keydef *find_key(const char *key)
         return &keys[CONF_DATASET];
     if (strncmp(key, RECIPE_PREFIX, RECIPE_PREFIX_LEN) == 0)
         return &keys[CONF_RECIPE];
+    if (strncmp(key, PLUGIN_PREFIX, PLUGIN_PREFIX_LEN) == 0)
+        return &keys[CONF_PLUGIN];
     for (int i = 0; i < CONF_KEY_COUNT; i++)
         if (keys[i].kind != K_DATASET && strcmp(keys[i].name, key) == 0)
             return &keys[i];
@@ -608,7 +652,8 @@ int conf_set(struct conf *c, const char *key, const char *value, struct rf_err *
 
     if (!k)
         return unknown_key(key, err);
-    if (k->kind != K_DATASET && k->kind != K_RECIPE && conf_is_set(c, k->key))
+    if (k->kind != K_DATASET && k->kind != K_RECIPE && k->kind != K_PLUGIN &&
+        conf_is_set(c, k->key))
         return rf_err_set(err, -EEXIST, "%s: given twice", key);
     /* the file's rules for a value: trimmed, no control characters */
     while (start < end && is_blank(value[start]))
@@ -650,6 +695,7 @@ struct seen_lines {
     unsigned key[CONF_KEY_COUNT];
     unsigned dataset[CONF_DATASETS_MAX];
     unsigned recipe[CONF_RECIPES_MAX];
+    unsigned plugin[CONF_PLUGINS_MAX];
 };
 
 /* Parses one line s[0..n) (no LF, no CR) numbered lineno into c. */
@@ -695,6 +741,11 @@ static int parse_line(struct conf *c, const char *s, size_t n, unsigned lineno,
             const struct conf_recipe *rc = conf_find_recipe(c, nm, strlen(nm));
 
             first = rc ? seen->recipe[rc - c->recipes] : 0;
+        } else if (strncmp(key, PLUGIN_PREFIX, PLUGIN_PREFIX_LEN) == 0) {
+            const char *nm = key + PLUGIN_PREFIX_LEN;
+            const struct conf_plugin *pl = conf_find_plugin(c, nm, strlen(nm));
+
+            first = pl ? seen->plugin[pl - c->plugins] : 0;
         } else {
             first = seen->key[find_key(key)->key];
         }
@@ -706,6 +757,8 @@ static int parse_line(struct conf *c, const char *s, size_t n, unsigned lineno,
         seen->dataset[c->n_datasets - 1] = lineno;
     else if (strncmp(key, RECIPE_PREFIX, RECIPE_PREFIX_LEN) == 0)
         seen->recipe[c->n_recipes - 1] = lineno;
+    else if (strncmp(key, PLUGIN_PREFIX, PLUGIN_PREFIX_LEN) == 0)
+        seen->plugin[c->n_plugins - 1] = lineno;
     else
         seen->key[find_key(key)->key] = lineno;
     return 0;
@@ -756,6 +809,13 @@ int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
     if (dst->n_recipes + added > CONF_RECIPES_MAX)
         return rf_err_set(err, -E2BIG, "more than %d recipes in the file and flags together",
                           CONF_RECIPES_MAX);
+    added = 0;
+    for (unsigned i = 0; i < src->n_plugins; i++)
+        if (!conf_find_plugin(dst, src->plugins[i].name, strlen(src->plugins[i].name)))
+            added++;
+    if (dst->n_plugins + added > CONF_PLUGINS_MAX)
+        return rf_err_set(err, -E2BIG, "more than %d plugins in the file and flags together",
+                          CONF_PLUGINS_MAX);
     for (int i = 0; i < CONF_KEY_COUNT; i++) {
         const struct keydef *k = &keys[i];
 
@@ -768,6 +828,16 @@ int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
 
                 if (!d)
                     d = &dst->datasets[dst->n_datasets++];
+                *d = *s;
+            }
+        } else if (k->kind == K_PLUGIN) {
+            for (unsigned j = 0; j < src->n_plugins; j++) {
+                const struct conf_plugin *s = &src->plugins[j];
+                struct conf_plugin *d =
+                    (struct conf_plugin *)conf_find_plugin(dst, s->name, strlen(s->name));
+
+                if (!d)
+                    d = &dst->plugins[dst->n_plugins++];
                 *d = *s;
             }
         } else if (k->kind == K_RECIPE) {
@@ -880,6 +950,15 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
             *used += (size_t)n;
         }
         return 0;
+    case K_PLUGIN:
+        for (unsigned i = 0; i < c->n_plugins; i++) {
+            n = snprintf(buf + *used, cap - *used, "plugin.%s = %s\n", c->plugins[i].name,
+                         c->plugins[i].path);
+            if (n < 0 || (size_t)n >= cap - *used)
+                return -ENOSPC;
+            *used += (size_t)n;
+        }
+        return 0;
     case K_RECIPE:
         for (unsigned i = 0; i < c->n_recipes; i++) {
             n = snprintf(buf + *used, cap - *used, "recipe.%s = %s\n", c->recipes[i].name,
@@ -929,8 +1008,12 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         a->memory_per_client.percent != b->memory_per_client.percent ||
         a->memory_per_uid.bytes != b->memory_per_uid.bytes ||
         a->memory_per_uid.percent != b->memory_per_uid.percent ||
-        a->n_recipes != b->n_recipes)
+        a->n_recipes != b->n_recipes || a->n_plugins != b->n_plugins)
         return false;
+    for (unsigned i = 0; i < a->n_plugins; i++)
+        if (strcmp(a->plugins[i].name, b->plugins[i].name) != 0 ||
+            strcmp(a->plugins[i].path, b->plugins[i].path) != 0)
+            return false;
     for (unsigned i = 0; i < a->n_recipes; i++)
         if (strcmp(a->recipes[i].name, b->recipes[i].name) != 0 ||
             strcmp(a->recipes[i].spec, b->recipes[i].spec) != 0)

@@ -28,6 +28,7 @@
  *     memory-per-client = 25%
  *     memory-per-uid    = 8G
  *     recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip
+ *     plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -127,6 +128,16 @@
  *                          CONF_RECIPES_MAX; a NAME given twice is an
  *                          error.  A reload applies to the next ATTACH
  *                          (an attached stream keeps the spec it parsed).
+ *   plugin.NAME = PATH     a plugin: the shared object at the absolute
+ *                          PATH (at most CONF_PATH_MAX - 1 bytes) whose
+ *                          descriptor is named NAME (1..32 of
+ *                          [A-Za-z0-9_-], first a letter), an op a spec
+ *                          names as Plugin:name=NAME.  At most
+ *                          CONF_PLUGINS_MAX; a NAME given twice is an
+ *                          error.  The daemon loads each at start and
+ *                          reload and refuses a file that does not load
+ *                          or has another ABI or name (daemon/worker/
+ *                          plugin.h); a change restarts the workers.
  *   memory-per-client = CAP  the largest ring one client may have, and
  *   memory-per-uid = CAP     the most ring memory the clients of one user
  *                          (SO_PEERCRED uid) may hold together: a SIZE as
@@ -163,6 +174,8 @@
 #define CONF_DATASETS_MAX 64
 #define CONF_RECIPES_MAX 16
 #define CONF_RECIPE_NAME_MAX 32    /* bytes of [A-Za-z0-9_-], first a letter */
+#define CONF_PLUGINS_MAX 16
+#define CONF_PLUGIN_NAME_MAX 32    /* = AUG_NAME_MAX */
 #define CONF_ALLOW_MAX 64          /* ids in one allow-uid or allow-gid list */
 #define CONF_PATH_MAX 1024         /* a dataset folder, NUL included */
 #define CONF_SOCKET_MAX 107        /* bytes of sun_path before its NUL */
@@ -204,6 +217,7 @@ enum conf_key {
     CONF_MEMORY_PER_CLIENT,
     CONF_MEMORY_PER_UID,
     CONF_RECIPE, /* set once any recipe.NAME is */
+    CONF_PLUGIN, /* set once any plugin.NAME is */
     CONF_KEY_COUNT
 };
 
@@ -225,6 +239,14 @@ struct conf_dataset {
 struct conf_recipe {
     char name[CONF_RECIPE_NAME_MAX + 1];
     char spec[AUG_SPEC_MAX + 1];
+};
+
+/* plugin.NAME = PATH: a shared object of the operator's own op
+ * (daemon/plugin/ringfeed_transform.h), named in a spec as
+ * Plugin:name=NAME; the daemon loads and checks the file. */
+struct conf_plugin {
+    char name[CONF_PLUGIN_NAME_MAX + 1];
+    char path[CONF_PATH_MAX];
 };
 
 /* One rule of the weight list: clients named name, or of user uid, get
@@ -274,6 +296,8 @@ struct conf {
     struct conf_cap memory_per_uid;
     unsigned n_recipes;
     struct conf_recipe recipes[CONF_RECIPES_MAX];
+    unsigned n_plugins;
+    struct conf_plugin plugins[CONF_PLUGINS_MAX];
 };
 
 /* The cap in bytes under a memory budget of budget bytes. */
@@ -292,6 +316,8 @@ uint32_t conf_weight_max(const struct conf *c, const char *name, uint32_t uid);
 const struct conf_recipe *conf_find_recipe(const struct conf *c, const char *name, size_t len);
 /* The recipes' names, space separated, into buf ("(none)" without any). */
 void conf_recipe_names(const struct conf *c, char *buf, size_t cap);
+/* The plugin called name[0..len), or NULL. */
+const struct conf_plugin *conf_find_plugin(const struct conf *c, const char *name, size_t len);
 
 /* Fills c with the defaults above, nothing set. */
 void conf_defaults(struct conf *c);

@@ -134,6 +134,39 @@ int main(void)
     refused("RandomInvert:p=1/1", "p", NULL);
     refused("RandomAffine:degrees=5:shear=3/2", "shear", NULL);
 
+    /* Plugin: text values in the spec's text, kept as written */
+    tap_ok(parse("RandomInvert,plugin:name=sepia:params=strength=60;p=0.5", &s, &err) == 0 &&
+           s.n == 2 && s.op[1].id == AUG_PLUGIN &&
+           strcmp(aug_param_text(&s, &s.op[1].a[AUG_PLUGIN_NAME]), "sepia") == 0 &&
+           strcmp(aug_param_text(&s, &s.op[1].a[AUG_PLUGIN_PARAMS]), "strength=60;p=0.5") == 0,
+           "Plugin: name and params as text");
+    tap_ok(parse("Plugin:name=Sepia-2", &s, &err) == 0 &&
+           strcmp(aug_param_text(&s, &s.op[0].a[AUG_PLUGIN_PARAMS]), "") == 0 &&
+           s.op[0].a[AUG_PLUGIN_PARAMS].n == 0, "Plugin: params left out is \"\"");
+    tap_ok(aug_op_geometric(AUG_PLUGIN), "a plugin counts as geometric");
+    canon("Plugin:name=a:params=x=1/2;y=+3,Plugin:name=b:params=", "Plugin:name=a:params=x=1/2;y=+3,Plugin:name=b");
+    canon("PLUGIN:params=k=v:name=ab", "Plugin:name=ab:params=k=v");
+    refused("Plugin", "Plugin needs name=", NULL);
+    refused("Plugin:name=1x", "bad value \"1x\" for name", "first a letter", NULL);
+    refused("Plugin:name=/tmp/x.so", "for name", NULL);
+    refused("Plugin:name=x:params=a\tb", "for params", "without blanks", NULL);
+    refused("Plugin:name=abcdefghijabcdefghijabcdefghijabc", "for name", NULL);
+    memset(big, 0, sizeof(big));
+    strcpy(big, "Plugin:name=x:params=");
+    memset(big + strlen(big), 'p', AUG_PARAM_TEXT_MAX + 1);
+    refused(big, "for params", "at most 256 bytes", NULL);
+    refused("Plugin:name=x:name=y", "name given twice", NULL);
+    {
+        struct aug_spec bad;
+        char buf[2 * AUG_SPEC_MAX];
+
+        parse("Plugin:name=sepia", &bad, &err);
+        bad.op[0].a[AUG_PLUGIN_NAME].v[0] = AUG_TEXT_MAX; /* out of the text */
+        tap_ok(aug_param_text(&bad, &bad.op[0].a[AUG_PLUGIN_NAME]) == NULL &&
+               aug_spec_format(&bad, buf, sizeof(buf)) == -EINVAL,
+               "a text value out of the spec's text is refused, not read");
+    }
+
     memset(big, 0, sizeof(big));
     for (int i = 0; i < 17; i++)
         strcat(big, i ? ",RandomInvert" : "RandomInvert");

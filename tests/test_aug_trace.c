@@ -40,7 +40,7 @@ static int run(const char *spec, uint64_t idx, uint8_t *px, struct aug_trace *tr
     if (aug_spec_parse(spec, strlen(spec), &sp, &err) < 0)
         tap_bail("%s: %s", spec, err.msg);
     rng_stream_init(&rng, 7, 0, idx);
-    return augment_run(&sp, &im, &rng, s, ns, images, tr, &err);
+    return augment_run(&sp, &im, &rng, NULL, s, ns, images, tr, &err);
 }
 
 /* The image and a mask of its pixels through spec: the mask follows. */

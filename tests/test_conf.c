@@ -113,7 +113,8 @@ static void test_example(void)
         "max-weight    = 1\n"
         "memory-per-client = 25%\n"
         "memory-per-uid    = 8G\n"
-        "recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip\n";
+        "recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip\n"
+        "plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_OK(c.n_recipes == 1 && conf_find_recipe(&c, "cifar", 5) &&
@@ -423,6 +424,16 @@ static void test_syntax(void)
     expect_bad("recipe.1a = RandomInvert\n", "a recipe's name", "line 1",
                "after \"recipe.\"", NULL);
     expect_bad("recipe.a = \n", "an empty recipe", "line 1", "empty spec", NULL);
+    expect_ok("plugin.sepia = /usr/lib/ringfeed/plugins/sepia.so\nplugin.b = /x y/b.so\n",
+              "two plugins");
+    TAP_OK(c.n_plugins == 2 && conf_find_plugin(&c, "sepia", 5) &&
+           strcmp(conf_find_plugin(&c, "b", 1)->path, "/x y/b.so") == 0 &&
+           !conf_find_plugin(&c, "Sepia", 5), "plugins by their exact name, paths as written");
+    expect_bad("plugin.a = /a.so\nplugin.a = /b.so\n", "duplicate plugin", "line 2",
+               "plugin.a", "given twice", "first on line 1", NULL);
+    expect_bad("plugin.a = a.so\n", "a relative plugin path", "line 1", "plugin.a",
+               "absolute path", NULL);
+    expect_bad("plugin.9 = /a.so\n", "a plugin's name", "line 1", "after \"plugin.\"", NULL);
     expect_ok("recipe.a = RandomInvert\nrecipe.B-2 = RandomVerticalFlip:p=1 \n", "two recipes");
     TAP_OK(c.n_recipes == 2 && strcmp(c.recipes[1].spec, "RandomVerticalFlip:p=1") == 0 &&
            conf_find_recipe(&c, "B-2", 3) && !conf_find_recipe(&c, "b-2", 3),

@@ -33,7 +33,7 @@ static aug_run_fn *const runs[AUG_OP_COUNT] = {
 
 bool augment_available(uint32_t id)
 {
-    return id < AUG_OP_COUNT && runs[id] != NULL;
+    return id == AUG_PLUGIN || (id < AUG_OP_COUNT && runs[id] != NULL);
 }
 
 int augment_image(const struct xform_out *out, struct aug_img *im, struct rf_err *err)
@@ -59,7 +59,8 @@ int augment_image(const struct xform_out *out, struct aug_img *im, struct rf_err
     return 0;
 }
 
-int augment_check(const struct aug_spec *s, const struct xform_out *out, struct rf_err *err)
+int augment_check(const struct aug_spec *s, const struct xform_out *out,
+                  const struct plugin_set *plugins, struct rf_err *err)
 {
     struct aug_img im;
     int rc = augment_image(out, &im, err);
@@ -82,12 +83,13 @@ int augment_check(const struct aug_spec *s, const struct xform_out *out, struct 
                               "padding= and crop back to the same size",
                               o->a[AUG_CROP_SIZE].v[0], o->a[AUG_CROP_SIZE].v[1], im.h, im.w);
     }
-    return 0;
+    return plugin_check_spec(plugins, s, err);
 }
 
 int augment_run(const struct aug_spec *s, struct aug_img *im, struct rng_stream *rng,
-                struct aug_scratch *scratch, uint64_t ns[AUG_OP_COUNT],
-                uint64_t images[AUG_OP_COUNT], struct aug_trace *tr, struct rf_err *err)
+                struct plugin_set *plugins, struct aug_scratch *scratch,
+                uint64_t ns[AUG_OP_COUNT], uint64_t images[AUG_OP_COUNT], struct aug_trace *tr,
+                struct rf_err *err)
 {
     uint64_t t0 = clock_mono_ns();
 
@@ -100,11 +102,16 @@ int augment_run(const struct aug_spec *s, struct aug_img *im, struct rng_stream 
 
         if (!augment_available(o->id)) /* augment_check refused it: a bug */
             return rf_err_set(err, -EINVAL, "augment: op %u is not in this build", o->id);
-        rc = runs[o->id](im, o, rng, scratch, tr);
+        if (o->id == AUG_PLUGIN)
+            rc = plugin_run(plugins, s, o, im, rng, err);
+        else
+            rc = runs[o->id](im, o, rng, scratch, tr);
         t1 = clock_mono_ns();
         ns[o->id] += t1 - t0;
         images[o->id]++;
         t0 = t1;
+        if (rc < 0 && o->id == AUG_PLUGIN) /* err says which and why */
+            return rc;
         if (rc < 0)
             return rf_err_set(err, rc, "augment: %s failed: %s", aug_op_name(o->id),
                               rc == -ENOMEM      ? "no memory for its scratch"

@@ -15,6 +15,10 @@
  * row is "not available in this build": ATTACH refuses a spec naming it
  * (augment_check), it is never skipped.
  *
+ * The operator's own ops (Plugin:name=NAME, plugin.h) have no row: the
+ * run hands them to the worker's plugin set, and the check to the main
+ * process's.
+ *
  * Where it runs.  Always in the worker's own memory (the transform's
  * output is made there, then copied into the ring): a ring slot is
  * client-writable and an op reads what it writes.
@@ -29,6 +33,7 @@
 #include "aug_run.h"
 #include "aug_spec.h"
 #include "err.h"
+#include "plugin.h"
 #include "rng.h"
 #include "transform.h"
 
@@ -54,21 +59,25 @@ int augment_image(const struct xform_out *out, struct aug_img *im, struct rf_err
 /*
  * The main process's check of a parsed spec against a stream's output
  * (ATTACH): an image (augment_image), every op available in this build,
- * RandomCrop's size the image's.  Returns 0 or -EINVAL with err naming
- * the op and what to do.
+ * RandomCrop's size the image's, every Plugin op's name one of plugins
+ * and its params accepted (plugin_check_spec).  Returns 0 or -EINVAL with
+ * err naming the op and what to do.
  */
-int augment_check(const struct aug_spec *s, const struct xform_out *out, struct rf_err *err);
+int augment_check(const struct aug_spec *s, const struct xform_out *out,
+                  const struct plugin_set *plugins, struct rf_err *err);
 
 /*
  * Runs the spec's ops on im in order with the sample's stream rng (already
- * past the transform's draws), adding each op's nanoseconds to ns[id] and
- * one to images[id] (the worker's counters, wire.h).  tr, unless NULL,
- * gets the geometric steps applied, in order (emptied first), for the
- * sample's boxes and masks (aug_trace_boxes, aug_trace_mask).  Returns 0,
- * or the first failing op's negative errno with err naming it.
+ * past the transform's draws), Plugin ops through plugins (the worker's:
+ * states are kept there), adding each op's nanoseconds to ns[id] and one
+ * to images[id] (the worker's counters, wire.h).  tr, unless NULL, gets
+ * the geometric steps applied, in order (emptied first), for the sample's
+ * boxes and masks (aug_trace_boxes, aug_trace_mask).  Returns 0, or the
+ * first failing op's negative errno with err naming it.
  */
 int augment_run(const struct aug_spec *s, struct aug_img *im, struct rng_stream *rng,
-                struct aug_scratch *scratch, uint64_t ns[AUG_OP_COUNT],
-                uint64_t images[AUG_OP_COUNT], struct aug_trace *tr, struct rf_err *err);
+                struct plugin_set *plugins, struct aug_scratch *scratch,
+                uint64_t ns[AUG_OP_COUNT], uint64_t images[AUG_OP_COUNT], struct aug_trace *tr,
+                struct rf_err *err);
 
 #endif

@@ -5,6 +5,7 @@
  *
  * A worker is ringfeedd started as
  *     ringfeedd --worker PARENT_PID [--log-level L] [--data-bytes N] [--dataset NAME=DIR]...
+ *               [--plugin NAME=PATH]...
  * with its socket to the main process on fd 3 (wire.h).  It is a plain
  * blocking loop: receive a message, act, answer.  It holds no state that a
  * crash could lose: rings are mapped again by whoever runs the job next, and
@@ -189,6 +190,9 @@ struct wstate {
     struct aug_trace aug_trace;
     uint8_t *step_keep;
     size_t step_keep_cap;
+    /* the operator's plugins (--plugin NAME=PATH, plugin.h), loaded at
+     * start; the main process checked each file before it started us */
+    struct plugin_set plugins;
     struct ring_sample meta[WIRE_JOB_MAX];
     /* kind fields (FIELDS below): the last sample's record parts (in
      * decoded), its boxes after the crop, and per job each RAGGED field's
@@ -318,6 +322,7 @@ static void bad_sample(struct wstate *ws, uint32_t ds, uint64_t idx, enum wire_b
 __attribute__((noreturn)) static void worker_exit(struct wstate *ws, int status)
 {
     badlog_flush_all(ws, true);
+    plugin_set_free(&ws->plugins); /* their fini */
     _exit(status);
 }
 
@@ -560,10 +565,10 @@ static int augment_sample(struct wstate *ws, struct wring *r, uint8_t *px,
 
     if (rc == 0) {
         im.px = px;
-        rc = augment_run(&r->p.xform.aug, &im, rng, &ws->aug_scratch, ws->c.aug_ns,
-                         ws->c.aug_images, tr, err);
+        rc = augment_run(&r->p.xform.aug, &im, rng, &ws->plugins, &ws->aug_scratch,
+                         ws->c.aug_ns, ws->c.aug_images, tr, err);
     }
-    if (rc < 0)
+    if (rc < 0) /* a plugin's refusal too: errors.bad.shape */
         *why = rc == -ENOMEM ? BAD_TOO_LARGE : BAD_SHAPE;
     return rc;
 }
@@ -1384,6 +1389,17 @@ static int parse_args(struct wstate *ws, int argc, char **argv, pid_t *parent)
             /* "-=" is an empty catalogue slot (catalog.c): ds_dir stays "" */
             snprintf(ws->ds_dir[ws->nds], sizeof(ws->ds_dir[ws->nds]), "%s", eq + 1);
             ws->nds++;
+        } else if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc) {
+            char *eq = strchr(argv[++i], '=');
+            struct rf_err e;
+
+            if (!eq)
+                return -EINVAL;
+            *eq = '\0';
+            if (plugin_set_add(&ws->plugins, argv[i], eq + 1, &e) < 0) {
+                log_error("worker: %s", e.msg);
+                return -EINVAL;
+            }
         } else if (strcmp(argv[i], "--data-bytes") == 0 && i + 1 < argc) {
             ws->data_bytes = strtoull(argv[++i], NULL, 10);
         } else {

@@ -20,6 +20,12 @@ or an op this daemon's build lacks is a ringfeed.Error naming it.  The ops
 run in the workers after the transform (crop, resize), in the order given,
 each drawing from the sample's own random stream: the batches are the same
 for any worker count and after a resume.
+
+``T.Plugin(name, params)`` names an op of the operator's own, a plugin the
+daemon's config loads (``plugin.NAME`` in ``ringfeedd.conf(5)``): params is
+its text (no blanks, ',' or ':'), or a dict rendered ``key=value;...``::
+
+    augment=[T.RandomHorizontalFlip(), T.Plugin("sepia", {"strength": 60})]
 """
 
 import numbers
@@ -28,7 +34,7 @@ __all__ = ["ColorJitter", "RandomGrayscale", "GaussianBlur", "RandomPosterize",
            "RandomSolarize", "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize",
            "RandomInvert", "RandomAffine", "RandomRotation", "RandomHorizontalFlip",
            "RandomVerticalFlip", "RandomCrop", "TrivialAugmentWide", "RandAugment",
-           "AutoAugment", "RandomErasing", "render"]
+           "AutoAugment", "RandomErasing", "Plugin", "render"]
 
 # torchvision's arguments of each op, in its order (the daemon's table in
 # proto/aug_spec.h holds their kinds, defaults and ranges).
@@ -52,12 +58,14 @@ _ARGS = {
     "RandAugment": ("num_ops", "magnitude", "num_magnitude_bins", "interpolation", "fill"),
     "AutoAugment": ("policy", "interpolation", "fill"),
     "RandomErasing": ("p", "scale", "ratio", "value"),
+    "Plugin": ("name", "params"),  # not torchvision's: the operator's own op
 }
 # torchvision's required arguments (no default there)
 _REQUIRED = {
     "GaussianBlur": ("kernel_size",), "RandomPosterize": ("bits",),
     "RandomSolarize": ("threshold",), "RandomAdjustSharpness": ("sharpness_factor",),
     "RandomAffine": ("degrees",), "RandomRotation": ("degrees",), "RandomCrop": ("size",),
+    "Plugin": ("name",),
 }
 
 
@@ -71,6 +79,8 @@ def _item(name, v):
         return repr(float(v))
     if isinstance(v, str):
         return v
+    if isinstance(v, dict):  # Plugin's params: key=value;key=value
+        return ";".join(f"{k}={_item(name, x)}" for k, x in v.items())
     value = getattr(v, "value", None)  # an enum: torchvision's InterpolationMode, AutoAugmentPolicy
     if isinstance(value, str):
         return value

@@ -199,7 +199,7 @@ def test_refusals_name_what_they_refuse(served):
     assert have == {"colorjitter", "grayscale", "gaussianblur", "posterize", "solarize",
                     "sharpness", "autocontrast", "equalize", "invert", "affine", "rotation",
                     "hflip", "vflip", "crop", "trivialaugmentwide", "randaugment",
-                    "autoaugment", "erasing"}, sorted(have)
+                    "autoaugment", "erasing", "plugin"}, sorted(have)
     # what the ops cannot honour is refused at ATTACH, not on every sample
     refused(d, "rgb", [T.RandomRotation(10, center=(1, 2))], "center= is not supported", **ev)
     refused(d, "rgb", [T.RandAugment(num_ops=17)], "RandAugment", **ev)
