@@ -35,8 +35,10 @@ int main(void)
         unsigned k = 0;
 
         printf("%s*%s* (%s)\n", id ? "\n" : "", aug_op_name(id),
-               aug_op_geometric(id) ? "moves pixels: boxes and masks follow"
-                                    : "photometric: boxes and masks stay");
+               id == AUG_PLUGIN ? "an op of the daemon's config: refused on an image with "
+                                  "boxes or masks"
+               : aug_op_geometric(id) ? "moves pixels: boxes and masks follow"
+                                      : "photometric: boxes and masks stay");
         /* one indented paragraph a key, a blank line between */
         for (; aug_op_key_doc(id, k, &name, def, sizeof(def), valid, sizeof(valid)) == 0; k++) {
             printf("%s\t*", k ? "\n" : "");
