@@ -620,6 +620,21 @@ static float clip(double v, uint32_t hi)
     return (float)(v < 0.0 ? 0.0 : v > hi ? (double)hi : v);
 }
 
+int aug_box_read(const float *in, uint32_t r, double b[4], struct rf_err *err)
+{
+    for (int k = 0; k < 4; k++) {
+        b[k] = in[4 * (size_t)r + k];
+        if (!isfinite(b[k]))
+            return rf_err_set(err, -EBADMSG, "box %u: coordinate %d is %g, not finite", r, k,
+                              b[k]);
+    }
+    if (b[2] < b[0] || b[3] < b[1])
+        return rf_err_set(err, -EBADMSG,
+                          "box %u: (%g, %g, %g, %g) is not x0 <= x1, y0 <= y1 (xyxy)", r, b[0],
+                          b[1], b[2], b[3]);
+    return 0;
+}
+
 int aug_boxes(const struct aug_map *map, const float *in, uint32_t n, float *out, uint8_t *keep,
               struct rf_err *err)
 {
@@ -633,16 +648,8 @@ int aug_boxes(const struct aug_map *map, const float *in, uint32_t n, float *out
         double cx, cy, ccx, ccy;
         bool ok;
 
-        for (int k = 0; k < 4; k++) {
-            b[k] = in[4 * (size_t)r + k];
-            if (!isfinite(b[k]))
-                return rf_err_set(err, -EBADMSG, "box %u: coordinate %d is %g, not finite",
-                                  r, k, b[k]);
-        }
-        if (b[2] < b[0] || b[3] < b[1])
-            return rf_err_set(err, -EBADMSG,
-                              "box %u: (%g, %g, %g, %g) is not x0 <= x1, y0 <= y1 (xyxy)", r,
-                              b[0], b[1], b[2], b[3]);
+        if (aug_box_read(in, r, b, err) < 0)
+            return -EBADMSG;
         for (int k = 0; k < 4; k++) {
             double x = b[(k & 1) ? 2 : 0], y = b[(k & 2) ? 3 : 1];
             double u = m[0] * x + m[1] * y + m[2], v = m[3] * x + m[4] * y + m[5];

@@ -180,6 +180,13 @@ void aug_map_pad_crop(const struct aug_crop_params *p, uint32_t crop_w, uint32_t
                       struct aug_map *out);
 
 /*
+ * Box r of in (xyxy floats) into b as doubles: 0, or -EBADMSG with err
+ * naming the row when a coordinate is not finite or x1 < x0 or y1 < y0.
+ * The one check of a box that aug_boxes and targets.c's tgt_boxes share.
+ */
+int aug_box_read(const float *in, uint32_t r, double b[4], struct rf_err *err);
+
+/*
  * Maps n boxes (n x 4 floats at in, xyxy) through map into out (room for n
  * x 4; it may be in), keeping their order (the rule in the file's
  * comment).  Returns how many were kept (the first rows of out).  keep,

@@ -17,6 +17,16 @@ static bool coin(const struct aug_op *op, uint32_t key, struct rng_stream *rng)
     return aug_draw_coin(rng, op->a[key].v[0]);
 }
 
+/* The one-probability ops that take nothing but the image: fn when the
+ * coin says so (they move no pixel, so they trace nothing). */
+static int gated(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
+                 void (*fn)(struct aug_img *))
+{
+    if (coin(op, AUG_P, rng))
+        fn(im);
+    return 0;
+}
+
 /* A fill key's bytes (canonical [r, g, b], 0..255), or NULL when none was
  * given and none is the default (torchvision's fill=None: zeros). */
 static const uint8_t *fill_of(const struct aug_param *p, uint8_t out[3])
@@ -89,11 +99,9 @@ int aug_run_color_jitter(struct aug_img *im, const struct aug_op *op, struct rng
 int aug_run_grayscale(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
                       struct aug_scratch *s, struct aug_trace *tr)
 {
-    (void)tr;
     (void)s;
-    if (coin(op, AUG_P, rng))
-        aug_grayscale(im);
-    return 0;
+    (void)tr;
+    return gated(im, op, rng, aug_grayscale);
 }
 
 int aug_run_gaussian_blur(struct aug_img *im, const struct aug_op *op,
@@ -138,31 +146,25 @@ int aug_run_sharpness(struct aug_img *im, const struct aug_op *op, struct rng_st
 int aug_run_autocontrast(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
                          struct aug_scratch *s, struct aug_trace *tr)
 {
-    (void)tr;
     (void)s;
-    if (coin(op, AUG_P, rng))
-        aug_autocontrast(im);
-    return 0;
+    (void)tr;
+    return gated(im, op, rng, aug_autocontrast);
 }
 
 int aug_run_equalize(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
                      struct aug_scratch *s, struct aug_trace *tr)
 {
-    (void)tr;
     (void)s;
-    if (coin(op, AUG_P, rng))
-        aug_equalize(im);
-    return 0;
+    (void)tr;
+    return gated(im, op, rng, aug_equalize);
 }
 
 int aug_run_invert(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
                    struct aug_scratch *s, struct aug_trace *tr)
 {
-    (void)tr;
     (void)s;
-    if (coin(op, AUG_P, rng))
-        aug_invert(im);
-    return 0;
+    (void)tr;
+    return gated(im, op, rng, aug_invert);
 }
 
 int aug_run_affine(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "aug_geom.h" /* aug_box_read */
 #include "pixels.h"
 
 /*
@@ -71,16 +72,8 @@ int tgt_boxes(const struct tgt_view *v, const float *in, uint32_t n, float *out,
     for (uint32_t r = 0; r < n; r++) {
         double b[4], cx, cy, x0, x1, y0, y1;
 
-        for (int k = 0; k < 4; k++) {
-            b[k] = in[4 * (size_t)r + k];
-            if (!isfinite(b[k]))
-                return rf_err_set(err, -EBADMSG, "box %u: coordinate %d is %g, not finite",
-                                  r, k, b[k]);
-        }
-        if (b[2] < b[0] || b[3] < b[1])
-            return rf_err_set(err, -EBADMSG,
-                              "box %u: (%g, %g, %g, %g) is not x0 <= x1, y0 <= y1 (xyxy)", r,
-                              b[0], b[1], b[2], b[3]);
+        if (aug_box_read(in, r, b, err) < 0)
+            return -EBADMSG;
         cx = (b[0] + b[2]) / 2;
         cy = (b[1] + b[3]) / 2;
         if (keep)
