@@ -163,30 +163,51 @@ static inline void grid_at(const struct grid *g, float bx, float by, float *ix, 
     *iy = fmaf(gy + 1.0f, g->sfy, -0.5f);
 }
 
-/* One output row y of the nearest affine from src into dst. */
+/* One output row y of the nearest affine from src into dst, in two
+ * passes: the source pixel of every output pixel (the same float
+ * operations as grid_at, one pixel after another, so the compiler can run
+ * them eight at a time: each lane rounds as the scalar code would), into
+ * idx (w entries; -1 for outside), then the copies. */
 __attribute__((target_clones("fma", "default")))
 static void nearest_row(const struct grid *g, const struct aug_img *dst, const uint8_t *src,
-                        struct strides st, uint32_t y, const uint8_t *fill)
+                        struct strides st, uint32_t y, const uint8_t *fill, int32_t *idx)
 {
     uint32_t w = dst->w, c = dst->c;
-    float by = (float)y - (float)(0.5 * dst->h) + 0.5f;
+    float by = (float)y - (float)(0.5 * dst->h) + 0.5f, half = (float)(0.5 * w);
+
     size_t row = (size_t)y * w;
 
     for (uint32_t x = 0; x < w; x++) {
-        float bx = (float)x - (float)(0.5 * w) + 0.5f, ix, iy, rx, ry;
+        float bx = (float)(int32_t)x - half + 0.5f;
+        float gx = fmaf(by, g->r[1], bx * g->r[0]) + g->r[2];
+        float gy = fmaf(by, g->r[4], bx * g->r[3]) + g->r[5];
+        float rx = rintf(fmaf(gx + 1.0f, g->sfx, -0.5f));
+        float ry = rintf(fmaf(gy + 1.0f, g->sfy, -0.5f));
+        bool in = rx >= 0.0f && rx < g->w && ry >= 0.0f && ry < g->h;
+
+        idx[x] = in ? (int32_t)ry * (int32_t)w + (int32_t)rx : -1;
+    }
+    if (dst->layout == AUG_CHW) { /* plane by plane: one byte a pixel */
+        for (uint32_t ch = 0; ch < c; ch++) {
+            const uint8_t *sp = src + ch * st.cs;
+            uint8_t *dp = dst->px + ch * st.cs + row, f = fill[ch];
+
+            for (uint32_t x = 0; x < w; x++)
+                dp[x] = idx[x] >= 0 ? sp[idx[x]] : f;
+        }
+        return;
+    }
+    for (uint32_t x = 0; x < w; x++) {
         size_t o = (row + x) * st.ps;
 
-        grid_at(g, bx, by, &ix, &iy);
-        rx = rintf(ix);
-        ry = rintf(iy);
-        if (rx >= 0.0f && rx < g->w && ry >= 0.0f && ry < g->h) {
-            size_t i = ((size_t)ry * w + (size_t)rx) * st.ps;
+        if (idx[x] >= 0) {
+            size_t i = (size_t)idx[x] * st.ps;
 
             for (uint32_t ch = 0; ch < c; ch++)
-                dst->px[o + ch * st.cs] = src[i + ch * st.cs];
+                dst->px[o + ch] = src[i + ch];
         } else {
             for (uint32_t ch = 0; ch < c; ch++)
-                dst->px[o + ch * st.cs] = fill[ch];
+                dst->px[o + ch] = fill[ch];
         }
     }
 }
@@ -311,6 +332,7 @@ int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float sc
     struct grid g;
     double m[6];
     uint8_t *src;
+    int32_t *idx;
 
     if (!params_ok(angle_deg, tx, ty, scale, shear_x_deg, shear_y_deg) || im->c < 1 ||
         im->c > 4 || (interp != AUG_NEAREST && interp != AUG_BILINEAR))
@@ -322,9 +344,11 @@ int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float sc
         shift(im, (int64_t)tx, (int64_t)ty, fill ? fill : zeros);
         return 0;
     }
-    src = aug_scratch_get(s, img_bytes(im));
+    /* the image's copy, then (4-byte aligned) nearest_row's indices */
+    src = aug_scratch_get(s, (img_bytes(im) + 3) / 4 * 4 + (size_t)im->w * sizeof(int32_t));
     if (!src)
         return -ENOMEM;
+    idx = (int32_t *)(void *)(src + (img_bytes(im) + 3) / 4 * 4);
     memcpy(src, im->px, img_bytes(im));
     inverse_matrix(&p, m);
     g = grid_of(m, im->w, im->h);
@@ -332,7 +356,7 @@ int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float sc
         fill = zeros;
     for (uint32_t y = 0; y < im->h; y++) {
         if (interp == AUG_NEAREST)
-            nearest_row(&g, im, src, st, y, fill);
+            nearest_row(&g, im, src, st, y, fill, idx);
         else
             bilinear_row(&g, im, src, st, y, fill);
     }
