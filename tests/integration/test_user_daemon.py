@@ -239,3 +239,38 @@ def test_another_user_is_refused(user, pack):
     assert proc_alive(pid)
     read(user.env, pack)  # its owner is still served, by the same daemon
     assert user.pid() == pid
+
+
+def test_an_older_daemon_at_the_socket_sends_folders_to_the_user_daemon(user, pack, tmp_path):
+    """A daemon older than OPEN answers it "ERR bad-verb": libringfeed
+    takes that, as the system daemon's catalogue-only refusal, to the
+    user's own daemon, and the folder is read there."""
+    import threading
+
+    path = str(tmp_path / "old.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(8)
+    seen = []
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                f = c.makefile("rb")
+                for line in f:
+                    seen.append(line.split(b" ", 1)[0].strip())
+                    c.sendall(b"ERR bad-verb unknown verb\n")
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        r = read(dict(user.env, RINGFEED_SOCKET=path), pack)
+        assert f'"samples":{N},' in r.stdout, r.stdout
+        assert b"OPEN" in seen, seen  # asked the old daemon first
+        assert user.pid() and proc_alive(user.pid())
+    finally:
+        srv.close()
