@@ -113,6 +113,8 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
                                                         : (uint32_t)st->d->cf.max_bad_samples;
     m->xform = st->xp;
     m->subset = st->wsub;
+    m->geom = st->geom;
+    m->fields_digest = xform_fields_digest(&st->fx);
 }
 
 

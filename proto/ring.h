@@ -116,8 +116,9 @@
  *      back a share group; `sleeping` only decides whether to wake.  Slot
  *      headers are written from that record, never copied from another
  *      ring (a member joining a share group, share.c).  Slot numbers,
- *      offsets and geometry come from the job messages and the daemon's
- *      own copy of the header, checked when the ring was added.
+ *      offsets and geometry come from the job messages and the main
+ *      process's own figures (WIRE_RING_ADD), never from the header: a
+ *      worker may first map the ring after the client rewrote it.
  *
  * Memory only the daemon writes: its processes' private memory (the
  * workers' staging, decode and sample buffers, the geometry each checked at

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "aug_spec.h"
+#include "ring.h"
 
 #define WIRE_FD 3              /* the worker's end of its socketpair */
 #define WIRE_JOB_MAX 1024      /* samples in one job, at most */
@@ -109,6 +110,14 @@ struct wire_ring_add {
                               version-3 ring from its own schema */
     struct wire_xform xform;
     struct wire_subset subset;
+    /* the ring's layout as the main process made it (its own copy, not the
+     * shared header, which the client can rewrite at any time, also before
+     * a worker started later first maps the ring): the worker builds its
+     * own table from the schema and these parameters and checks it gives
+     * this geometry and this digest (xform_fields_digest) */
+    struct ring_geom geom;
+    uint32_t fields_digest;
+    uint32_t pad;
 };
 
 struct wire_ring_del {

@@ -19,7 +19,7 @@
  *
  * With FIELDS_TOOL_TAMPER set, read swaps fields 1 and 2 of the ring's
  * table right after the attach and says whether ring_check still passes it
- * (a hostile client; the workers must refuse the ring, not trust it).
+ * (a hostile client; the workers must never read it).
  * With FIELDS_TOOL_HOLD set in the environment, read prints "held" after
  * the batches and stays attached until its stdin closes (for STATS).
  *

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "crc32c.h"
+
 /* "a (image), b (ragged), ..." for messages. */
 static const char *field_list(const struct schema *s, char *buf, size_t cap)
 {
@@ -288,26 +290,30 @@ bool xform_fields_equal(const struct xform_fields *a, const struct xform_fields 
            memcmp(a->f, b->f, (size_t)a->n * sizeof(a->f[0])) == 0;
 }
 
-int xform_fields_match(const struct xform_fields *xf, const struct ring_hdr *h,
-                       struct rf_err *err)
+uint32_t xform_fields_digest(const struct xform_fields *xf)
 {
-    if (xf->version >= RING_VERSION_FIELDS) {
-        if (h->version != xf->version || h->nfields != xf->n || h->primary != xf->primary)
-            return rf_err_set(err, -EBADMSG, "ring header has version %u, %u fields, primary "
-                              "%u; the stream needs version %u, %u fields, primary %u",
-                              h->version, h->nfields, h->primary, xf->version, xf->n,
-                              xf->primary);
-        for (uint32_t i = 0; i < xf->n; i++)
-            if (memcmp(&h->fields[i], &xf->f[i], sizeof(xf->f[i])) != 0)
-                return rf_err_set(err, -EBADMSG, "ring field %u (%.*s) is not the one the "
-                                  "stream's schema gives", i, (int)RING_FIELD_NAME,
-                                  xf->f[i].name);
-    }
-    if (h->depth != xf->g.depth || h->batch != xf->g.batch ||
-        h->slot_stride != xf->g.slot_stride || h->meta_size != xf->g.meta_size ||
-        h->sample_bytes != xf->g.sample_bytes || h->total_size != xf->g.total_size)
-        return rf_err_set(err, -EBADMSG, "ring geometry is not the one the stream's schema "
-                          "gives");
+    uint32_t head[3] = { xf->version, xf->n, xf->primary };
+    uint32_t crc = crc32c(0, head, sizeof(head));
+
+    crc = crc32c(crc, &xf->g, sizeof(xf->g));
+    return crc32c(crc, xf->f, (size_t)xf->n * sizeof(xf->f[0]));
+}
+
+int xform_fields_match(const struct xform_fields *xf, const struct ring_geom *g,
+                       uint32_t digest, struct rf_err *err)
+{
+    if (xf->g.depth != g->depth || xf->g.batch != g->batch ||
+        xf->g.sample_bytes != g->sample_bytes || xf->g.meta_size != g->meta_size ||
+        xf->g.slot_stride != g->slot_stride || xf->g.total_size != g->total_size)
+        return rf_err_set(err, -EBADMSG, "the schema gives a ring of %u slots of %llu bytes "
+                          "(%llu in all), the main process made %u of %llu (%llu)",
+                          xf->g.depth, (unsigned long long)xf->g.slot_stride,
+                          (unsigned long long)xf->g.total_size, g->depth,
+                          (unsigned long long)g->slot_stride,
+                          (unsigned long long)g->total_size);
+    if (xform_fields_digest(xf) != digest)
+        return rf_err_set(err, -EBADMSG, "the schema gives a field table (%u fields, primary "
+                          "%u) other than the main process's", xf->n, xf->primary);
     return 0;
 }
 

@@ -75,10 +75,15 @@ int xform_first_fixed(const struct schema *s);
  * every entry): rings share batches only then (daemon/share.c). */
 bool xform_fields_equal(const struct xform_fields *a, const struct xform_fields *b);
 
-/* Compares a built table with a ring header's (a private copy): 0, or
- * -EBADMSG with err naming the first entry that differs. */
-int xform_fields_match(const struct xform_fields *xf, const struct ring_hdr *h,
-                       struct rf_err *err);
+/* A digest of a built table (version, entries, primary, geometry): the
+ * main process sends its stream's in WIRE_RING_ADD. */
+uint32_t xform_fields_digest(const struct xform_fields *xf);
+
+/* Compares a worker's built table with the main process's geometry and
+ * digest (WIRE_RING_ADD): 0, or -EBADMSG with err naming the figure that
+ * differs.  Never a ring's header: the client can rewrite that. */
+int xform_fields_match(const struct xform_fields *xf, const struct ring_geom *g,
+                       uint32_t digest, struct rf_err *err);
 
 /* Writes the table into a fresh header (after ring_init, version 3). */
 void xform_fields_put(const struct xform_fields *xf, struct ring_hdr *h);

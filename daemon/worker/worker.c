@@ -128,12 +128,14 @@ struct wring {
     void *mem;              /* NULL: its dataset failed (ds_err says why) */
     uint64_t size;
     struct ring_geom g;     /* the geometry checked at RING_ADD; the header in
-                               the mapping is client-writable (ring.h) */
+                               the mapping is client-writable (ring.h) and
+                               never read */
     struct wire_ring_add p;
     struct xform_out out;
     struct xform_fields fx; /* the field table and geometry (fields.h), built
                                from the worker's own schema and compared with
-                               the header's copy at RING_ADD; g is fx.g */
+                               the main process's figures at RING_ADD (its
+                               geometry and xform_fields_digest); g is fx.g */
     uint64_t fixed_at[RING_MAX_FIELDS]; /* kind fields: each FIXED field's
                                            place in ws->sample */
     int label_field;        /* kind fields: the scalar i64 "label", or -1 */
@@ -430,7 +432,6 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
     struct wring *r = ring_find(ws, m->ring_id);
     const struct xform_def *xf = xform_get(m->xform.id);
     struct rf_err err = { 0 };
-    struct ring_hdr hdr;
     struct stat sb;
     void *mem;
 
@@ -466,21 +467,15 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
         log_warn("worker: mmap ring %u: %s", m->ring_id, strerror(errno));
         goto fail;
     }
-    /* check a private copy of the header and keep its geometry: the client
-     * can rewrite the shared one at any time */
-    memcpy(&hdr, mem, sizeof(hdr));
     /* the whole layout again from this worker's own schema and the stream's
-     * parameters, then compared with the header's: every column the worker
-     * writes is placed by its own table (ring.h T3) */
-    if (hdr.batch != m->batch)
-        rf_err_set(&err, -EBADMSG, "its header says batch %u, the stream's is %u", hdr.batch,
-                   m->batch);
-    if (hdr.batch != m->batch || xf->geometry(ds, &m->xform, &r->out, &err) < 0 ||
-        ring_check(&hdr, m->total_size, &err) < 0 || hdr.sample_bytes != r->out.sample_bytes ||
+     * parameters, checked against the main process's figures (the message),
+     * never against the ring's header: the client can have rewritten that
+     * before this worker first maps the ring (ring.h T3) */
+    if (xf->geometry(ds, &m->xform, &r->out, &err) < 0 ||
         xform_fields_build(dataset_info(ds), &m->xform, &r->out,
-                           m->ring_version ? m->ring_version : RING_VERSION, hdr.depth,
-                           hdr.batch, &r->fx, &err) < 0 ||
-        xform_fields_match(&r->fx, &hdr, &err) < 0) {
+                           m->ring_version ? m->ring_version : RING_VERSION, m->geom.depth,
+                           m->batch, &r->fx, &err) < 0 ||
+        xform_fields_match(&r->fx, &m->geom, m->fields_digest, &err) < 0) {
         log_warn("worker: ring %u does not match its transform: %s", m->ring_id, err.msg);
         munmap(mem, m->total_size);
         goto fail;

@@ -31,7 +31,9 @@ ring because that is where a job re-run after its worker's death used to
 land in the slot's next batch (plan.c chunk_written: stale chunk bits,
 then a hang or foreign samples); the hostile client rewrites the ring
 header's geometry because the daemon and its workers used to place slots
-by it (SIGSEGV in the main process, writes outside the ring in workers);
+by it (SIGSEGV in the main process, writes outside the ring in workers),
+and a worker that first maps the ring after that used to check the garbled
+header, refuse the ring and leave its batch unpublished for ever;
 test_refusals counts every refused ATTACH in clients.refused.
 
 Nothing here asserts a duration: every wait polls with a generous bound (the
@@ -699,6 +701,41 @@ def test_hostile_client(daemons, packed_fmnist):
     assert int(st["workers.deaths"]) == deaths0
     assert int(st["clients.attached"]) == 0 and int(st["memory.rings_bytes"]) == 0
     assert raw_request(d.sock, b"PING\n") == b"OK pong\n"
+
+
+def test_garbled_header_before_a_worker_maps_the_ring(daemons, packed_fmnist):
+    """A worker started after the client garbled its ring's header maps the
+    ring by the main process's figures.  Workers learn a ring when they are
+    first sent one of its jobs; one that came later used to check the shared
+    header, refuse the ring ("does not match its transform") and leave the
+    batch unpublished forever (CI saw test_hostile_client's second worker do
+    this).  Here the only worker is killed while the header is garbage, so
+    the one that replaces it must map the ring."""
+    d = daemons({"test": packed_fmnist["test"]}, workers=1)
+    wait_workers(d, 1)
+    deaths0 = int(d.stats()["workers.deaths"])
+    c = RawClient(d, b"ATTACH dataset=test batch=64 depth=4 name=hostile\n")
+    try:
+        for g in range(c.depth):
+            c.wait_published(g)
+        struct.pack_into("<QIIQIIQQQ", c.mem, 0, 0, 7, 0xFFFFFFF0, 1 << 50, 0xFFFFFFFF,
+                         0xFFFFFFFF, 1 << 44, 1 << 40, 1 << 41)
+        (pid,) = d.worker_pids()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: int(d.stats()["workers.deaths"]) == deaths0 + 1 and
+                 d.worker_pids() not in ([], [pid]), "the worker to be replaced")
+        wait_workers(d, 1)
+        c.release(2)
+
+        def published(g):
+            assert c.state()[0] == RING_LIVE, c.state()
+            return c.ready(g)
+        for g in (4, 5):
+            wait_for(lambda: published(g), f"batch {g} from the new worker", timeout=30.0)
+        assert int(d.stats()["workers.deaths"]) == deaths0 + 1
+        assert raw_request(d.sock, b"PING\n") == b"OK pong\n"
+    finally:
+        c.close()
 
 
 # ---- 8. refusals -----------------------------------------------------------
