@@ -5,12 +5,13 @@
  * bytes (see the header for which are exact).
  *
  * How the work is laid out:
- *   - ops whose output byte depends on the input byte alone are straight
- *     loops where the arithmetic vectorizes (brightness, posterize,
- *     solarize, invert); those that first need the image's statistics
- *     (contrast's mean, autocontrast's and equalize's per-channel
- *     histograms) build a 256-entry table per channel with torchvision's
- *     math and map the image through it;
+ *   - ops whose output byte depends on the input byte alone build a
+ *     256-entry table with torchvision's math (brightness, solarize; and,
+ *     from the image's statistics first, contrast's mean, autocontrast's
+ *     and equalize's per-channel histograms) and map the image through it:
+ *     64 bytes a step where the AVX-512 kernels run (aug_simd.h), a byte
+ *     at a time otherwise; posterize and invert are straight loops that
+ *     vectorize;
  *   - ops that mix channels (grayscale, saturation, hue, contrast's mean)
  *     are planar loops over three channel pointers: on a CHW image's
  *     planes directly, on an HWC image chunk by chunk through planes on
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "aug_color.h"
+#include "aug_simd.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -120,11 +122,21 @@ static ALWAYS_INLINE void merge3(uint8_t (*restrict src)[CHUNK], uint8_t *restri
     } while (0)
 
 /* Maps every byte of channel ch through lut[ch] (lut[0] for all when
- * shared). */
+ * shared): aug512_lut where the AVX-512 kernels run (aug_simd.h). */
 static void map_lut(struct aug_img *im, const uint8_t (*lut)[256], bool shared)
 {
     size_t n = npix(im), c = im->c;
 
+    if (aug_avx512()) {
+        if (shared || c == 1)
+            aug512_lut(im->px, n * c, lut[0]);
+        else if (im->layout == AUG_CHW)
+            for (size_t ch = 0; ch < c; ch++)
+                aug512_lut(im->px + ch * n, n, lut[ch]);
+        else
+            aug512_lut3(im->px, n, lut);
+        return;
+    }
     if (shared || c == 1) {
         uint8_t *p = im->px;
         for (size_t i = 0; i < n * c; i++)
@@ -186,15 +198,14 @@ AUG_CLONES void aug_grayscale(struct aug_img *im)
     FOR_RGB(im, true, gray_run(r, g, b, n));
 }
 
-/* torchvision's _blend(img, zeros, factor): factor * v (+ 0), straight
- * float arithmetic (vectorized: faster than a table lookup per byte). */
-AUG_CLONES void aug_brightness(struct aug_img *im, float factor)
+/* torchvision's _blend(img, zeros, factor): factor * v (+ 0), as a table
+ * of the 256 values. */
+void aug_brightness(struct aug_img *im, float factor)
 {
-    size_t n = npix(im) * im->c;
-    uint8_t *p = im->px;
+    uint8_t lut[1][256];
 
-    for (size_t i = 0; i < n; i++)
-        p[i] = clamp_trunc(factor * (float)p[i]);
+    blend_lut(lut[0], factor, 0.0f);
+    map_lut(im, (const uint8_t(*)[256])lut, true);
 }
 
 static ALWAYS_INLINE uint64_t gray_sum_run(const uint8_t *r, const uint8_t *g, const uint8_t *b,
@@ -216,7 +227,9 @@ AUG_CLONES void aug_contrast(struct aug_img *im, float factor)
 
     if (pixels == 0)
         return;
-    if (im->c == 3) {
+    if (im->c == 3 && aug_avx512()) {
+        FOR_RGB(im, false, sum += aug512_gray_sum(r, g, b, n));
+    } else if (im->c == 3) {
         FOR_RGB(im, false, sum += gray_sum_run(r, g, b, n));
     } else {
         for (size_t i = 0; i < pixels; i++)
@@ -248,7 +261,10 @@ AUG_CLONES void aug_saturation(struct aug_img *im, float factor)
 
     if (im->c != 3)
         return;
-    FOR_RGB(im, true, saturation_run(r, g, b, n, factor, q));
+    if (aug_avx512())
+        FOR_RGB(im, true, aug512_saturation(r, g, b, n, factor, q));
+    else
+        FOR_RGB(im, true, saturation_run(r, g, b, n, factor, q));
 }
 
 /* ---- hue ------------------------------------------------------------------ */
@@ -345,16 +361,16 @@ void aug_posterize(struct aug_img *im, uint32_t bits)
  * for a byte v, v >= threshold is v >= the least integer not below it. */
 void aug_solarize(struct aug_img *im, float threshold)
 {
-    size_t n = npix(im) * im->c;
-    uint8_t *p = im->px;
+    uint8_t lut[1][256];
     int t = 0;
 
     while (t < 256 && !((float)t >= threshold))
         t++;
     if (t > 255)
         return;
-    for (size_t i = 0; i < n; i++)
-        p[i] = p[i] >= t ? (uint8_t)(255 - p[i]) : p[i];
+    for (int v = 0; v < 256; v++)
+        lut[0][v] = v >= t ? (uint8_t)(255 - v) : (uint8_t)v;
+    map_lut(im, (const uint8_t(*)[256])lut, true);
 }
 
 void aug_invert(struct aug_img *im)

@@ -1,0 +1,65 @@
+/*
+ * aug_simd.h - the augmentation ops' vector kernels and which set runs.
+ *
+ * The ops (aug_color.c, aug_geom.c) are written once in portable C, the
+ * baseline; where a 256-entry table lookup per byte or a byte gather is
+ * the work, GCC's vectorizer cannot help, so those steps also come as
+ * AVX-512 kernels (aug_avx512.c: AVX512F, BW, VL, DQ and VBMI, whose
+ * two-table byte permute is a whole 256-entry lookup of 64 bytes in three
+ * instructions).  A kernel computes exactly the bytes of the baseline step
+ * it replaces: the same table, the same float32 operations in the same
+ * order (no fused multiply-add: the library is built with
+ * -ffp-contract=off), so the ops' torchvision bounds hold for either set;
+ * tests/test_aug_simd.c compares the two sets byte for byte.
+ *
+ * The set is chosen once per process by the CPU (aug_use_isa(AUTO), on
+ * first use), or forced by a test or a benchmark.  Builds without GCC's
+ * target attributes (clang, the fuzzing build) define AUG_NO_AVX512 and
+ * run the baseline.
+ */
+#ifndef RINGFEED_DAEMON_WORKER_AUG_SIMD_H
+#define RINGFEED_DAEMON_WORKER_AUG_SIMD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum aug_isa {
+    AUG_ISA_AUTO = 0,     /* the best this CPU and build run */
+    AUG_ISA_BASELINE = 1, /* portable C (GCC's vectorizer where it applies) */
+    AUG_ISA_AVX512 = 2,   /* aug_avx512.c */
+};
+
+/* Chooses the set: 0, -EINVAL for an unknown one, -ENOTSUP when this CPU
+ * or build cannot run it (the current set is left as it was). */
+int aug_use_isa(enum aug_isa isa);
+
+/* The set in use (AUTO resolved on first call). */
+enum aug_isa aug_isa_current(void);
+
+/* "avx512" or "baseline". */
+const char *aug_isa_name(void);
+
+/* True when the AVX-512 kernels run. */
+static inline bool aug_avx512(void)
+{
+    return aug_isa_current() == AUG_ISA_AVX512;
+}
+
+/* ---- the AVX-512 kernels (aug_avx512.c); call only when aug_avx512() ---- */
+
+/* p[i] = lut[p[i]] for n bytes. */
+void aug512_lut(uint8_t *p, size_t n, const uint8_t lut[256]);
+
+/* An HWC 3-channel image's npix pixels: byte of channel ch through lut[ch]. */
+void aug512_lut3(uint8_t *p, size_t npix, const uint8_t lut[3][256]);
+
+/* Planes r, g, b of n pixels: each byte v becomes
+ * clamp_trunc(a * v + q * gray), gray = torchvision's grayscale byte of
+ * the pixel (aug_color.c saturation_run). */
+void aug512_saturation(uint8_t *r, uint8_t *g, uint8_t *b, size_t n, float a, float q);
+
+/* The sum over n pixels of planes r, g, b of their grayscale bytes. */
+uint64_t aug512_gray_sum(const uint8_t *r, const uint8_t *g, const uint8_t *b, size_t n);
+
+#endif
