@@ -23,9 +23,6 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")
 #include <immintrin.h>
 
-/* torchvision's grayscale weights, as aug_color.c's GRAY_*. */
-static const float GRAY_R = 0.2989f, GRAY_G = 0.587f, GRAY_B = 0.114f;
-
 static inline __mmask64 first(size_t n)
 {
     return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
@@ -90,10 +87,10 @@ static inline __m512 widen(const uint8_t *p, __mmask16 k)
 /* (float)(int)(R r + G g + B b), each product rounded, summed left to right */
 static inline __m512i gray(__m512 r, __m512 g, __m512 b)
 {
-    __m512 s = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(GRAY_R), r),
-                             _mm512_mul_ps(_mm512_set1_ps(GRAY_G), g));
+    __m512 s = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(AUG_GRAY_R), r),
+                             _mm512_mul_ps(_mm512_set1_ps(AUG_GRAY_G), g));
 
-    return _mm512_cvttps_epi32(_mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(GRAY_B), b)));
+    return _mm512_cvttps_epi32(_mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(AUG_GRAY_B), b)));
 }
 
 /* clamp_trunc of 16 floats, stored as 16 bytes under k */

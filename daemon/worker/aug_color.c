@@ -43,9 +43,6 @@
 #define AUG_CLONES
 #endif
 
-/* torchvision's rgb_to_grayscale weights (float32, as torch casts the
- * Python scalars). */
-static const float GRAY_R = 0.2989f, GRAY_G = 0.587f, GRAY_B = 0.114f;
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -177,7 +174,7 @@ static float one_minus(float ratio)
 
 static ALWAYS_INLINE uint8_t gray_of(uint8_t r, uint8_t g, uint8_t b)
 {
-    return (uint8_t)(int)(GRAY_R * (float)r + GRAY_G * (float)g + GRAY_B * (float)b);
+    return (uint8_t)(int)(AUG_GRAY_R * (float)r + AUG_GRAY_G * (float)g + AUG_GRAY_B * (float)b);
 }
 
 static ALWAYS_INLINE void gray_run(uint8_t *restrict r, uint8_t *restrict g, uint8_t *restrict b,

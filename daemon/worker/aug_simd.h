@@ -24,6 +24,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* torchvision's rgb_to_grayscale weights (float32, as torch casts the
+ * Python scalars): the baseline's and the kernels' one copy. */
+#define AUG_GRAY_R 0.2989f
+#define AUG_GRAY_G 0.587f
+#define AUG_GRAY_B 0.114f
+
 enum aug_isa {
     AUG_ISA_AUTO = 0,     /* the best this CPU and build run */
     AUG_ISA_BASELINE = 1, /* portable C (GCC's vectorizer where it applies) */
