@@ -909,8 +909,8 @@ class Writer:
     ``quality`` (1..100), ``smart_pixels`` and ``raw_codec`` ("zstd", or
     "none": larger, faster to serve small images): how images are stored,
     as ringfeed-pack imagefolder's options of those names, for every Image
-    field that does not set its own; for kind fields raw_codec is every
-    record's codec.  ``shard_size``: bytes per shard file (default 256 MiB).
+    field that does not set its own; for a Tensor and a label, and for
+    kind fields, raw_codec is every record's codec.  ``shard_size``: bytes per shard file (default 256 MiB).
 
     The dataset is written into a hidden temporary folder beside path
     (which must not exist) and appears at path only when ``close()``
@@ -960,7 +960,8 @@ class Writer:
                                    raw_codec)
         kw = {}
         if layout.kind == "tensor":
-            kw = {"dtype": _DTYPES[layout.spec.dtype], "shape": layout.spec.shape}
+            kw = {"dtype": _DTYPES[layout.spec.dtype], "shape": layout.spec.shape,
+                  "codec": raw_codec}
         elif layout.kind == "jpeg":
             kw = {"jpeg_restart": True}
             if layout.spec.max_side:

@@ -260,13 +260,18 @@ def test_tensor_dtypes_exact(dtype, tmp_path):
             np.dtype(dtype).newbyteorder("<")).tobytes()
 
 
-def test_tensor_u8_through_the_loader(tmp_path, daemon_factory):
+@pytest.mark.parametrize("codec", ["zstd", "none"])
+def test_tensor_u8_through_the_loader(tmp_path, daemon_factory, codec):
+    """raw_codec is the records' codec for a Tensor and a label too (it was
+    silently ignored there: every such pack was zstd)."""
     fields = {"x": ringfeed.Tensor(np.uint8, (6, 7)), "y": ringfeed.Scalar("int64")}
     rng = np.random.default_rng(3)
     values = [rng.integers(0, 256, (6, 7), dtype=np.uint8) for _ in range(10)]
     ds = str(tmp_path / "u8")
     ringfeed.pack([(v, k % 2) for k, v in enumerate(values)], ds, fields, classes=2,
-                  progress=False)
+                  progress=False, raw_codec=codec)
+    assert f"codec {codec}" in manifest(ds)
+    assert [rec for _, rec in dump(ds)] == [v.tobytes() for v in values]
     d = daemon_factory({"u8": ds}, workers=1)
     loader = ringfeed.Loader("u8", batch_size=10, shuffle=False, socket=d.sock,
                              output="numpy")
