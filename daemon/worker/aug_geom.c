@@ -285,6 +285,19 @@ static bool params_ok(float angle, float tx, float ty, float scale, float shx, f
  * it to torchvision's F.affine for both interpolations (the policies'
  * TranslateX/Y, two of their fourteen ops, come this way).
  */
+/* Pixels from..to-1 of a row of px-byte pixels set to val (px bytes). */
+static void fill_pixels(uint8_t *row, int64_t from, int64_t to, size_t px, const uint8_t *val)
+{
+    if (from >= to)
+        return;
+    if (px == 1) {
+        memset(row + from, val[0], (size_t)(to - from));
+        return;
+    }
+    for (int64_t x = from; x < to; x++)
+        memcpy(row + x * px, val, px);
+}
+
 static void shift(struct aug_img *im, int64_t tx, int64_t ty, const uint8_t *fill)
 {
     int64_t w = im->w, h = im->h;
@@ -300,24 +313,19 @@ static void shift(struct aug_img *im, int64_t tx, int64_t ty, const uint8_t *fil
 
     for (uint32_t pl = 0; pl < planes; pl++) {
         uint8_t *base = im->px + (size_t)pl * h * row;
+        const uint8_t *val = im->layout == AUG_CHW ? fill + pl : fill; /* px bytes */
         /* rows in the order that never overwrites a row still to be read */
         for (int64_t k = 0; k < h; k++) {
             int64_t y = ty > 0 ? h - 1 - k : k, sy = y - ty;
             uint8_t *d = base + (size_t)y * row;
 
             if (sy < 0 || sy >= h || n == 0) {
-                for (int64_t x = 0; x < w; x++)
-                    for (size_t ch = 0; ch < px; ch++)
-                        d[x * px + ch] = fill[im->layout == AUG_CHW ? pl : ch];
+                fill_pixels(d, 0, w, px, val);
                 continue;
             }
             memmove(d + dx * px, base + (size_t)sy * row + sx * px, (size_t)n * px);
-            for (int64_t x = 0; x < w; x++) {
-                if (x >= dx && x < dx + n)
-                    continue;
-                for (size_t ch = 0; ch < px; ch++)
-                    d[x * px + ch] = fill[im->layout == AUG_CHW ? pl : ch];
-            }
+            fill_pixels(d, 0, dx, px, val);
+            fill_pixels(d, dx + n, w, px, val);
         }
     }
 }
