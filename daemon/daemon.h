@@ -54,7 +54,12 @@
 struct daemon {
     uv_loop_t *loop;
     struct conf cf;
-    char exe[4096];
+    char exe[4096];            /* its path when it started (workers' argv[0]) */
+    char exe_run[32];          /* /proc/self/fd/N of exe_fd: workers are
+                                  started from it, so an upgrade that
+                                  replaces the file never mixes builds */
+    int exe_fd;
+    char build[64];            /* buildid.h's line for this executable */
     struct catalog_entry *cat; /* catalog.c's */
     struct plugin_set plugins; /* the config's plugin.NAME lines, loaded
                                   (catalog_load_plugins; main.c, reload.c) */

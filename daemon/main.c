@@ -39,12 +39,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buildid.h"
 #include "config.h"
 #include "daemon.h"
 #include "fault.h"
 #include "fileio.h"
 #include "log.h"
 #include "mapguard.h"
+#include "revision.h"
 #include "strnum.h"
 #include "userd.h"
 #include "worker.h"
@@ -222,7 +224,7 @@ static int configure(struct daemon *d, int argc, char **argv)
             break;
         }
         case 'h': usage(stdout); return 1;
-        case 'V': printf("ringfeedd %s\n", RINGFEED_VERSION); return 1;
+        case 'V': printf("ringfeedd %s (commit %s)\n", RINGFEED_VERSION, RINGFEED_REVISION); return 1;
         default: usage(stderr); return -1;
         }
         if (conf_set(flags, key, value, &err) < 0) {
@@ -350,6 +352,22 @@ int main(int argc, char **argv)
         log_error("cannot find my own binary in /proc/self/exe: %s", strerror(errno));
         return 1;
     }
+    /* kept open for the daemon's life: workers start from this file, not
+     * from the path, which an upgrade may have replaced (buildid.h) */
+    {
+        /* at 10 or above: a worker's spawn puts its own descriptors at 0..3
+         * before it execs this one (pool.c) */
+        int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+        d.exe_fd = fd == -1 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
+        if (fd != -1)
+            close(fd);
+    }
+    if (d.exe_fd == -1 || buildid_of_fd(d.exe_fd, d.build) < 0) {
+        log_error("cannot read my own binary through /proc/self/exe: %s", strerror(errno));
+        return 1;
+    }
+    snprintf(d.exe_run, sizeof(d.exe_run), "/proc/self/fd/%d", d.exe_fd);
     d.start_ns = clock_mono_ns();
     {
         struct rf_err ferr;

@@ -326,7 +326,21 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
     switch (type) {
     case WIRE_HELLO: {
         struct wire_hello m;
+        char build[sizeof(m.build)];
 
+        /* the build first, where every build puts it (wire.h) */
+        if (len >= offsetof(struct wire_hello, build) + sizeof(build)) {
+            memcpy(build, (const char *)buf + offsetof(struct wire_hello, build), sizeof(build));
+            build[sizeof(build) - 1] = '\0';
+            if (strcmp(build, d->build) != 0) {
+                char why[200];
+
+                snprintf(why, sizeof(why), "runs build %.63s, this daemon is %.63s: refused",
+                         build, d->build);
+                worker_kill(w, why);
+                return;
+            }
+        }
         if (len == sizeof(m) && w->state == W_RETIRING && w->ninflight == 0)
             break; /* retired before it said hello (a shrink or a reload): RETIRE is queued */
         if (len != sizeof(m) || w->state != W_STARTING) {
@@ -613,7 +627,7 @@ static void worker_spawn(struct daemon *d, struct worker *w)
     stdio[2].data.fd = STDERR_FILENO;
     stdio[3].flags = UV_INHERIT_FD;
     stdio[3].data.fd = sv[1];
-    opt.file = d->exe;
+    opt.file = d->exe_run; /* the file this daemon runs, whatever is at d->exe now */
     opt.args = args;
     opt.stdio = stdio;
     opt.stdio_count = 4;

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "revision.h"
 #include "config.h"
 #include "augment.h"
 #include "daemon.h"
@@ -585,11 +586,11 @@ int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
     int lines = 0;
 
     {
-        const char *labels[] = { "version", RINGFEED_VERSION, "io_backend", d->pool.io_backend,
-                                 NULL };
+        const char *labels[] = { "version", RINGFEED_VERSION, "revision", RINGFEED_REVISION,
+                                 "io_backend", d->pool.io_backend, NULL };
 
         if (family(buf, cap, len, "ringfeed_build_info", "gauge",
-                   "The daemon's version and I/O backend (value 1)") < 0 ||
+                   "The daemon's version, commit and I/O backend (value 1)") < 0 ||
             sample(buf, cap, len, "ringfeed_build_info", 1, labels) < 0)
             return -1;
     }

@@ -205,6 +205,9 @@ struct wire_quarantine {
 struct wire_hello {
     uint32_t type;
     uint32_t pid;
+    /* the worker's build (daemon/common/buildid.h), first so that a
+     * worker of another build is named whatever its HELLO's size */
+    char build[64];
     char io_backend[32];  /* "io_uring" or "pread (reason)" */
     char reason[96];
 };

@@ -42,6 +42,7 @@
  * end the worker between jobs, after it has written its pending bad-sample
  * summaries; SIGKILL (the watchdog, a crash) ends it at once.
  */
+#include <fcntl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -56,6 +57,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "buildid.h"
 #include "clock.h"
 #include "ctl.h"
 #include "dataset.h"
@@ -1437,6 +1439,16 @@ void worker_main(int argc, char **argv)
     }
     io_open(&ws.io, 256, ws.data_bytes);
     hello.pid = (uint32_t)getpid();
+    {
+        /* the file this process runs (the main process compares) */
+        int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        int rc = exe == -1 ? -errno : buildid_of_fd(exe, hello.build);
+
+        if (rc < 0)
+            snprintf(hello.build, sizeof(hello.build), "unreadable: %s", strerror(-rc));
+        if (exe != -1)
+            close(exe);
+    }
     snprintf(hello.io_backend, sizeof(hello.io_backend), "%s", ws.io.ops->name);
     snprintf(hello.reason, sizeof(hello.reason), "%s", ws.io.reason);
     send_or_die(&ws, &hello, sizeof(hello));
