@@ -383,18 +383,40 @@ void aug_invert(struct aug_img *im)
         p[i] = (uint8_t)(255 - p[i]);
 }
 
-/* hist[ch][v]: how many bytes of channel ch are v. */
+/* hist[v] = how many of the n bytes at p are v.  Counted into four tables
+ * by the byte's index mod 4, added up at the end: in a photo's plane a
+ * byte often equals the one before it, and one table would make each such
+ * increment wait on the store of the last (224x224 photos, CHW: 52 -> 33
+ * us for three planes). */
+static void plane_histogram(const uint8_t *p, size_t n, uint32_t hist[256])
+{
+    uint32_t sub[4][256];
+    size_t i = 0;
+
+    memset(sub, 0, sizeof(sub));
+    for (; i + 4 <= n; i += 4) {
+        sub[0][p[i]]++;
+        sub[1][p[i + 1]]++;
+        sub[2][p[i + 2]]++;
+        sub[3][p[i + 3]]++;
+    }
+    for (; i < n; i++)
+        sub[0][p[i]]++;
+    for (int v = 0; v < 256; v++)
+        hist[v] = sub[0][v] + sub[1][v] + sub[2][v] + sub[3][v];
+}
+
+/* hist[ch][v]: how many bytes of channel ch are v.  An HWC pixel's three
+ * channels go to three tables already; splitting them further measured
+ * no faster (quicker on photos, slower on noise). */
 static void histograms(const struct aug_img *im, uint32_t hist[3][256])
 {
     size_t n = npix(im), c = im->c;
 
     memset(hist, 0, 3 * sizeof(hist[0]));
     if (im->layout == AUG_CHW || c == 1) {
-        for (size_t ch = 0; ch < c; ch++) {
-            const uint8_t *p = im->px + ch * n;
-            for (size_t i = 0; i < n; i++)
-                hist[ch][p[i]]++;
-        }
+        for (size_t ch = 0; ch < c; ch++)
+            plane_histogram(im->px + ch * n, n, hist[ch]);
     } else {
         const uint8_t *p = im->px;
         for (size_t i = 0; i < n; i++, p += 3) {
