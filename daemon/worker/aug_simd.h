@@ -40,10 +40,16 @@ enum aug_isa aug_isa_current(void);
 /* "avx512" or "baseline". */
 const char *aug_isa_name(void);
 
-/* True when the AVX-512 kernels run. */
+/* True when the AVX-512 kernels run.  A build without them (AUG_NO_AVX512)
+ * answers false at compile time, so the ops' calls to kernels it lacks
+ * are never compiled in (they would not link). */
 static inline bool aug_avx512(void)
 {
+#ifdef AUG_NO_AVX512
+    return false;
+#else
     return aug_isa_current() == AUG_ISA_AVX512;
+#endif
 }
 
 /* ---- the AVX-512 kernels (aug_avx512.c); call only when aug_avx512() ---- */
