@@ -69,8 +69,8 @@ void aug_grayscale(struct aug_img *im);
 /* adjust_sharpness: blend with the image smoothed by torchvision's 3x3
  * kernel (1 1 1 / 1 5 1 / 1 1 1, over 13; border pixels keep their own
  * value as the smoothed one) at ratio factor.  Images of width or height
- * 2 or less are unchanged.  Borrows h*w*c bytes of scratch; returns 0, or
- * -ENOMEM (image unchanged). */
+ * 2 or less are unchanged.  Borrows two rows (2*w*c bytes) of scratch;
+ * returns 0, or -ENOMEM (image unchanged). */
 int aug_sharpness(struct aug_img *im, float factor, struct aug_scratch *scratch);
 
 /* posterize: keep the top bits bits of each byte (bits 0..8; 0 gives 0,

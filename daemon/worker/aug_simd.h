@@ -46,11 +46,17 @@ enum aug_isa aug_isa_current(void);
 /* "avx512" or "baseline". */
 const char *aug_isa_name(void);
 
-/* True when the AVX-512 kernels run. */
+/* True when the AVX-512 kernels run.  A build without them (AUG_NO_AVX512)
+ * has a constant false, a macro so that even an unoptimized build drops
+ * the ops' calls to kernels it lacks (they would not link). */
+#ifdef AUG_NO_AVX512
+#define aug_avx512() false
+#else
 static inline bool aug_avx512(void)
 {
     return aug_isa_current() == AUG_ISA_AVX512;
 }
+#endif
 
 /* ---- the AVX-512 kernels (aug_avx512.c); call only when aug_avx512() ---- */
 
@@ -67,5 +73,21 @@ void aug512_saturation(uint8_t *r, uint8_t *g, uint8_t *b, size_t n, float a, fl
 
 /* The sum over n pixels of planes r, g, b of their grayscale bytes. */
 uint64_t aug512_gray_sum(const uint8_t *r, const uint8_t *g, const uint8_t *b, size_t n);
+
+/* ---- sharpness (aug_avx512_sharp.c); call only when aug_avx512() -------- */
+
+/* (2s + 13) / 26 for every 3x3 sum s of sharpness (0..3315) is
+ * (x * AUG512_DIV26_MUL) >> AUG512_DIV26_SHIFT with x = 2s + 13: a 16-bit
+ * multiply-high and a shift of 4 (test_aug_simd_sharp checks every x). */
+#define AUG512_DIV26_MUL 40330u
+#define AUG512_DIV26_SHIFT 20
+
+/* aug_color.c's sharp_row: out[j] = clamp_trunc(a * cur[j] + q * sm[j])
+ * for the n bytes of a row whose horizontal neighbours are step bytes
+ * apart, sm the smoothed byte of the 3x3 sum over up, cur and dn; cur
+ * itself where up or dn is NULL, n <= 2 * step, or j is within step of
+ * either end.  out must not overlap up, cur or dn. */
+void aug512_sharp_row(uint8_t *out, const uint8_t *up, const uint8_t *cur, const uint8_t *dn,
+                      size_t n, size_t step, float a, float q);
 
 #endif
