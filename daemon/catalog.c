@@ -17,6 +17,12 @@
  *     detach) it is closed and becomes a hole: workers are started with
  *     "-=" in its place (an empty slot) until a later dataset takes it.
  * A dataset whose folder changes is a removal plus an addition.
+ *
+ * A dataset that does not open at start-up (missing, truncated, not a
+ * pack) fails on its own: its slot is a hole that keeps the name and the
+ * reason, ATTACH to it is refused with that reason, the daemon serves the
+ * rest, and a reload that opens it places it as an addition.  Only running
+ * out of memory stops the start.
  */
 #include <errno.h>
 #include <limits.h>
@@ -42,11 +48,25 @@ int catalog_open(struct daemon *d)
         snprintf(e->name, sizeof(e->name), "%s", d->cf.datasets[i].name);
         snprintf(e->dir, sizeof(e->dir), "%s", d->cf.datasets[i].dir);
         rc = dataset_open(e->dir, &e->ds, &err);
-        if (rc < 0) {
+        d->ncat = i + 1;
+        if (rc == -ENOMEM) {
             log_error("dataset %s: %s", e->name, err.msg);
             return rc;
         }
-        d->ncat = i + 1;
+        if (rc < 0) {
+            /* failed on its own: a hole that ATTACH names it by, the rest
+             * is served, and a reload (SIGHUP) opens it again */
+            log_error("dataset %s (%s) is not served: %s; the daemon serves the rest, "
+                      "attaches to it are refused with this reason until a reload (SIGHUP) "
+                      "opens it", e->name, e->dir, err.msg);
+            snprintf(e->failed, sizeof(e->failed), "%.255s", err.msg);
+            snprintf(e->failed_name, sizeof(e->failed_name), "%s", e->name);
+            snprintf(e->name, sizeof(e->name), "-"); /* workers read "-=" */
+            e->dir[0] = '\0';
+            e->ds = NULL;
+            d->datasets_failed++;
+            continue;
+        }
         info = dataset_info(e->ds);
         log_info("dataset %s: %s, %llu samples of %s, %u classes", e->name, e->dir,
                  (unsigned long long)info->samples, dataset_kind_name(info->kind),
@@ -137,6 +157,15 @@ const char *catalog_failed_reason(const struct daemon *d, const char *name)
         if (d->cat[i].failed[0] && strcmp(d->cat[i].failed_name, name) == 0)
             return d->cat[i].failed;
     return NULL;
+}
+
+uint32_t catalog_failing(const struct daemon *d)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < CONF_DATASETS_MAX; i++) /* holes past ncat too */
+        n += d->cat[i].failed[0] != '\0';
+    return n;
 }
 
 uint32_t catalog_offered(const struct daemon *d)

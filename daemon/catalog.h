@@ -46,6 +46,9 @@ void catalog_names(const struct daemon *d, char *buf, size_t cap);
 /* Is entry i offered to ATTACH (open, not removed by a reload)? */
 bool catalog_offers(const struct daemon *d, uint32_t i);
 uint32_t catalog_offered(const struct daemon *d);
+/* Configured datasets failed now: at start, or while served (catalog_fail),
+ * until a reload opens them again. */
+uint32_t catalog_failing(const struct daemon *d);
 /* Applies a reloaded config's datasets (see catalog.c); *added says the
  * workers must restart to learn new ones.  On error nothing changed. */
 int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err);

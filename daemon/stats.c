@@ -112,8 +112,10 @@ static double bad_total(struct daemon *d)
     X("reloads.failed", "counter", "Reloads refused, the running config kept",          \
       d->reload_failures)                                                                \
     X("datasets", "gauge", "Datasets offered to clients", catalog_offered(d))           \
-    X("datasets.failed", "counter", "Datasets failed: their files changed while served",    \
-      d->datasets_failed)                                                                  \
+    X("datasets.failed", "counter", "Datasets failed: at start, or their files changed while " \
+      "served", d->datasets_failed)                                                        \
+    X("datasets.failing", "gauge", "Configured datasets not served now (failed), until a "   \
+      "reload opens them again", catalog_failing(d))                                       \
     X("requests.errors", "counter", "Requests answered with ERR", d->bad_requests)       \
     X("jobs.queued", "gauge", "Jobs waiting for a worker", d->sched.fq.queued)                    \
     X("jobs.running", "gauge", "Jobs sent to workers, their DONE not back yet",         \

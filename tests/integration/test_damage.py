@@ -12,7 +12,9 @@ Regressions held here (each used to take the whole daemon down):
     worker started could not open it and exited, in a loop;
   - a folder swapped for another pack: new workers read the other pack's
     records as if they were the old one's (every sample a substitute);
-  - workers dying young in a loop were only slowed down, never reported.
+  - workers dying young in a loop were only slowed down, never reported;
+  - a dataset that did not open at start-up (missing, truncated) stopped
+    the daemon from starting: now it fails alone and a reload revives it.
 """
 import os
 import re
@@ -137,6 +139,44 @@ def test_repaired_dataset_served_after_reload(served, packed_fmnist):
     out, _ = run_read(d.sock, "victim", batch=100, epochs=1)
     assert out["samples"] == 10000
     assert d.stats()["workers.deaths"] == "0"
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_dataset_broken_at_start_fails_alone(daemon_factory, packed_fmnist, tmp_path, damage):
+    """A dataset that does not open when the daemon starts fails on its own:
+    the daemon starts and serves the others, ATTACH to it says why,
+    datasets.failing counts it until a reload opens it.  (It used to stop
+    the daemon from starting at all: one bad folder in the config, and
+    every trainer of the node was refused.)"""
+    victim = tmp_path / "victim"
+    if damage == "truncated":
+        shutil.copytree(packed_fmnist["test"], victim)
+        os.truncate(shard(victim), 1000)
+    conf = tmp_path / "ringfeedd.conf"
+    conf.write_text(f"dataset.fm = {packed_fmnist['test']}\ndataset.victim = {victim}\n")
+    d = daemon_factory({}, workers=2, extra=["--config", str(conf)])
+    st = d.stats()
+    assert st["datasets"] == "1" and st["datasets.failing"] == "1", st
+    assert st["datasets.failed"] == "1", st
+    log = d.read_log()
+    assert re.search(r"dataset victim \(.*victim\) is not served: ", log), log[-2000:]
+    reply = raw_request(d.sock, b"ATTACH dataset=victim batch=100\n", timeout=WAIT).decode()
+    assert reply.startswith("ERR "), reply
+    assert ("truncated" if damage == "truncated" else "victim") in reply, reply
+    out, _ = run_read(d.sock, "fm", batch=100, epochs=1)
+    assert out["samples"] == 10000
+    # the operator puts the pack in place and reloads: it is served
+    shutil.rmtree(victim, ignore_errors=True)
+    shutil.copytree(packed_fmnist["test"], victim)
+    reloads = int(d.stats()["reloads"])
+    d.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: int(d.stats()["reloads"]) > reloads, "the reload", timeout=WAIT)
+    assert d.stats()["reloads.failed"] == "0", d.read_log()[-2000:]
+    out, _ = run_read(d.sock, "victim", batch=100, epochs=1)
+    assert out["samples"] == 10000
+    st = d.stats()
+    assert st["datasets"] == "2" and st["datasets.failing"] == "0", st
+    assert st["workers.deaths"] == "0", st
 
 
 def test_removed_after_reload_fails_its_clients_only(served):
