@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "buildid.h"
+#include "checkconf.h"
 #include "config.h"
 #include "daemon.h"
 #include "fault.h"
@@ -57,6 +58,7 @@ static void usage(FILE *f)
             "usage: ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...\n"
             "                 [--workers N|auto] [--cpu-budget N] [--memory-budget SIZE]\n"
             "                 [--log-level LEVEL] [--user [--idle-exit SECONDS]]\n"
+            "       ringfeedd --check-config [--config FILE] [flags]\n"
             "\n"
             "  --config FILE         read settings from FILE (key = value lines)\n"
             "  --socket PATH         control socket (default $RINGFEED_SOCKET,\n"
@@ -74,6 +76,9 @@ static void usage(FILE *f)
             "                        folders opened as clients ask\n"
             "  --idle-exit SECONDS   with --user: exit after this long with no client\n"
             "                        (default %u; 0: never)\n"
+            "  --check-config        check the config (with --config FILE) and the flags\n"
+            "                        as the daemon would load them, naming every problem\n"
+            "                        with its file and line; start nothing; exit 0 or 1\n"
             "  --version             print the version\n"
             "  --help                print this help\n", USERD_IDLE_EXIT_DEFAULT);
 }
@@ -155,7 +160,8 @@ int daemon_load_config(struct conf *out, struct rf_err *err)
 }
 
 /* Parses flags and the config file into d->cf; returns 0, 1 (exit 0), -1 (bad
- * usage, exit 2) or -2 (--user could not take its folder, exit 1). */
+ * usage, exit 2) or -2 (--user could not take its folder, or --check-config
+ * found a problem: exit 1). */
 static int configure(struct daemon *d, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -170,12 +176,13 @@ static int configure(struct daemon *d, int argc, char **argv)
         { "idle-exit", required_argument, NULL, 'i' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
+        { "check-config", no_argument, NULL, 'C' },
         { NULL, 0, NULL, 0 },
     };
     struct conf *flags = &flag_conf;
     const char *config = NULL;
     struct rf_err err;
-    bool user = false;
+    bool user = false, check = false;
     uint32_t idle_exit = USERD_IDLE_EXIT_DEFAULT;
     const char *idle_arg = NULL;
     int opt;
@@ -195,6 +202,7 @@ static int configure(struct daemon *d, int argc, char **argv)
         case 'm': key = "memory-budget"; break;
         case 'l': key = "log-level"; break;
         case 'u': user = true; continue;
+        case 'C': check = true; continue;
         case 'i': {
             uint64_t v;
 
@@ -238,6 +246,8 @@ static int configure(struct daemon *d, int argc, char **argv)
         usage(stderr);
         return -1;
     }
+    if (check) /* nothing starts: exit 0 (good) or 1 */
+        return checkconf_run(config, flags, stdout, stderr) == 0 ? 1 : -2;
     if (idle_arg && !user) {
         fprintf(stderr, "ringfeedd: --idle-exit is for a user daemon: add --user\n");
         return -1;

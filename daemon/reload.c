@@ -153,49 +153,50 @@ static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, s
         pool_roll(d);
 }
 
-static void reload_run(struct daemon *d)
+int reload_now(struct daemon *d, const char *how, char *changes, size_t cap,
+               struct rf_err *err)
 {
     struct conf *nc = malloc(sizeof(*nc));
     struct plugin_set *np = calloc(1, sizeof(*np));
-    char changes[512] = "";
-    struct rf_err err;
     bool added = false;
     int rc;
 
+    changes[0] = '\0';
     service_reloading(d);
     d->reloads++;
-    log_info("SIGHUP: reloading %s", daemon_config_path() ? daemon_config_path()
-                                                           : "(no --config file: flags only)");
+    log_info("%s: reloading %s", how, daemon_config_path() ? daemon_config_path()
+                                                          : "(no --config file: flags only)");
     if (!nc || !np) {
-        rc = rf_err_set(&err, -ENOMEM, "out of memory");
+        rc = rf_err_set(err, -ENOMEM, "out of memory");
         goto refused;
     }
-    rc = daemon_load_config(nc, &err);
+    rc = daemon_load_config(nc, err);
     if (rc == 0)
-        rc = catalog_load_plugins(nc, np, &err);
+        rc = catalog_load_plugins(nc, np, err);
     if (rc == 0)
-        rc = catalog_reload(d, nc, &added, &err);
+        rc = catalog_reload(d, nc, &added, err);
     if (rc < 0)
         goto refused;
     if (datasets_changed(&d->cf, nc))
-        note(changes, sizeof(changes), "datasets");
+        note(changes, cap, "datasets");
     if (!plugin_set_same(&d->plugins, np)) {
         /* the new files for the next ATTACH, and new workers load them */
-        note(changes, sizeof(changes), "plugins");
+        note(changes, cap, "plugins");
         plugin_set_free(&d->plugins);
         d->plugins = *np;
         memset(np, 0, sizeof(*np));
         added = true;
     }
-    apply(d, nc, added, changes, sizeof(changes));
+    apply(d, nc, added, changes, cap);
     plugin_set_free(np);
     free(np);
     free(nc);
-    log_info("reload done: %s; %u dataset(s) offered, %u worker(s)%s",
-             changes[0] ? changes : "nothing changed", catalog_offered(d), d->pool.target,
-             d->autoscale.mode == AS_AUTO ? " (auto)" : "");
+    if (!changes[0])
+        snprintf(changes, cap, "nothing changed");
+    log_info("reload done: %s; %u dataset(s) offered, %u worker(s)%s", changes,
+             catalog_offered(d), d->pool.target, d->autoscale.mode == AS_AUTO ? " (auto)" : "");
     service_pool_changed(d); /* READY=1 now, or once the new workers are up */
-    return;
+    return 0;
 
 refused:
     if (np)
@@ -203,8 +204,9 @@ refused:
     free(np);
     free(nc);
     d->reload_failures++;
-    log_error("reload refused, the running config stays: %s", err.msg);
-    service_reload_failed(d, err.msg);
+    log_error("reload refused, the running config stays: %s", err->msg);
+    service_reload_failed(d, err->msg);
+    return rc;
 }
 
 static void on_sighup(uv_signal_t *h, int signum)
@@ -212,8 +214,12 @@ static void on_sighup(uv_signal_t *h, int signum)
     struct daemon *d = h->loop->data;
 
     (void)signum;
-    if (!d->stopping)
-        reload_run(d);
+    if (!d->stopping) {
+        char changes[512];
+        struct rf_err err;
+
+        (void)reload_now(d, "SIGHUP", changes, sizeof(changes), &err); /* logged there */
+    }
 }
 
 void reload_init(struct daemon *d)

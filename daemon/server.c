@@ -416,6 +416,22 @@ static void do_workers(struct conn *c, const struct ctl_req *req)
         conn_send(c, out, (size_t)ctl_reply_ok(out, 64, "workers %u", req->workers));
 }
 
+/* RELOAD: reload.c's reload, answered once applied or refused. */
+static void do_reload(struct conn *c, const struct ctl_req *req)
+{
+    char changes[512];
+    struct rf_err err;
+    char *out;
+
+    (void)req;
+    if (reload_now(c->d, "RELOAD over the control socket", changes, sizeof(changes), &err) < 0)
+        return send_err(c, CTL_E_RELOAD_REFUSED, "%s", err.msg);
+    out = malloc(600);
+    if (!out)
+        return conn_close(c, "out of memory");
+    conn_send(c, out, (size_t)ctl_reply_ok(out, 600, "reloaded: %s", changes));
+}
+
 /* CLASSES, SOURCES and SUBSETS: replies built by meta.c. */
 static void do_meta(struct conn *c, const struct ctl_req *req)
 {
@@ -596,6 +612,7 @@ static verb_fn *const verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_SOURCES] = do_meta,
     [CTL_VERB_OPEN] = do_open,
     [CTL_VERB_SUBSETS] = do_meta,
+    [CTL_VERB_RELOAD] = do_reload,
 };
 
 /* ---- the state machine ---------------------------------------------- */

@@ -57,6 +57,9 @@ static const struct ctl_verb_def verbs[CTL_VERB_COUNT] = {
     [CTL_VERB_SUBSETS] = {"SUBSETS", 1, 1, "SUBSETS <dataset>",
                           "a dataset's named index sets: NAME COUNT, then * SAMPLES (multi-line)",
                           parse_subsets},
+    [CTL_VERB_RELOAD] = {"RELOAD", 0, 0, "RELOAD",
+                         "read the config again and apply it, as SIGHUP; answers once it "
+                         "is applied or refused (ERR reload-refused: why)", NULL},
 };
 
 const struct ctl_verb_def *ctl_verb_def(enum ctl_verb verb)

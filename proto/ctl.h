@@ -216,6 +216,7 @@ enum ctl_verb {
     CTL_VERB_SOURCES,
     CTL_VERB_OPEN,
     CTL_VERB_SUBSETS,
+    CTL_VERB_RELOAD,
     CTL_VERB_COUNT
 };
 

@@ -47,7 +47,9 @@
     X(BAD_DATASET, 13, "bad-dataset", -EBADMSG,                                \
       "the dataset on disk failed validation")                                \
     X(CATALOGUE_ONLY, 14, "catalogue-only", -EREMOTE,                          \
-      "this daemon serves only the datasets its config names")
+      "this daemon serves only the datasets its config names")                 \
+    X(RELOAD_REFUSED, 15, "reload-refused", -ECANCELED,                        \
+      "the reload was refused; the running config stays")
 
 enum ctl_errcode {
     CTL_E_NONE = 0, /* no error, or a name this build does not know */

@@ -1,7 +1,7 @@
 /*
  * ringfeedctl.c - the operator's command line for a running ringfeedd:
  *
- *     ringfeedctl [--socket PATH] [--json] ping|status|stats|workers N|auto|datasets|metrics
+ *     ringfeedctl [--socket PATH] [--json] ping|status|stats|workers N|auto|datasets|metrics|reload
  *     ringfeedctl [--socket PATH] top [--once] [--interval SECONDS]   (ctl_top.c)
  *
  * It connects to the control socket (--socket, else $RINGFEED_SOCKET, else
@@ -17,6 +17,8 @@
  *   stats     "key  value" lines, keys       {"<key>":<value>,...}
  *             padded to the longest
  *   workers   "workers: N" or "workers: auto" {"workers":N} or {"workers":"auto"}
+ *   reload    "reloaded: WHAT CHANGED"       {"reply":"reloaded: ..."}; a refused
+ *             reload is the daemon's ERR (exit 1), as for every verb
  *   datasets  a table: NAME then one         {"datasets":[{"name":"...",
  *             column per key (SAMPLES KIND    "<key>":<value>,...},...]}
  *             SHAPE CLASSES ...), aligned
@@ -613,6 +615,7 @@ int main(int argc, char **argv)
     }
     switch (verb) {
     case CTL_VERB_PING:
+    case CTL_VERB_RELOAD:
         print_ping(text, rep.text_len, json);
         break;
     case CTL_VERB_STATUS:

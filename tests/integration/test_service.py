@@ -676,7 +676,15 @@ def test_units_verify_and_security(svc, packed_fmnist):
         assert os.access(root + exec_start.group(1), os.X_OK), exec_start.group(1)
         assert os.path.exists(root + exec_start.group(2)), exec_start.group(2)
         assert re.search(r"^Type=notify$", text, re.M)
-        assert re.search(r"^ExecReload=/bin/kill -HUP \$MAINPID$", text, re.M)
+        # reload: the config checked, then RELOAD, whose answer fails a refused one
+        check = re.search(r"^ExecReload=(\S+) --check-config --config (\S+)$", text, re.M)
+        assert check and check.group(1) == exec_start.group(1), text
+        assert check.group(2) == exec_start.group(2), text
+        rel_ctl = re.search(r"^ExecReload=(\S+) --socket (\S+) reload$", text, re.M)
+        assert rel_ctl and os.access(root + rel_ctl.group(1), os.X_OK), text
+        for line in ("RestartPreventExitStatus=2", "OOMPolicy=continue",
+                     "StartLimitIntervalSec=60s", "StartLimitBurst=5"):
+            assert re.search(rf"^{line}$", text, re.M), line
 
         # systemd-analyze verify: nothing to say
         r = subprocess.run(["systemd-analyze", "verify", f"--root={root}",

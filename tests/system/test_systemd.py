@@ -684,8 +684,22 @@ def main(build):
                            raw_request(sock, b"DATASETS\n").splitlines()[1:] if line.strip())
             assert names == ["fmnist", "fmnist2"], f"DATASETS after the good reload: {names}"
             assert reader.proc.poll() is None, "the client finished before the good reload ended"
+            # a file that does not parse: ExecReload's --check-config names
+            # the line, `systemctl reload` fails, the daemon is never asked
             c.write(conf_in, good_conf + "no-such-key = 1\n")
-            c.ctl("reload", "ringfeedd.service")
+            r = c.ctl("reload", "ringfeedd.service", check=False)
+            assert r.returncode != 0, "systemctl reload succeeded on a config that does not parse"
+            bad_line = len(good_conf.splitlines()) + 1
+            checked = wait_for(lambda: re.search(
+                rf"ringfeedd.conf:{bad_line}: unknown key \"no-such-key\".*", c.exec(
+                    "journalctl", "-b", "--no-pager", "-u", "ringfeedd").stdout),
+                "the journal to name the bad line")
+            log(f"#   systemctl reload exit {r.returncode}; journal: {checked.group(0)[:100]}")
+            # a config that parses but that the daemon refuses (a new dataset
+            # that does not open): the daemon's answer fails the reload
+            c.write(conf_in, good_conf + "dataset.ghost = /var/lib/ringfeed/nowhere\n")
+            r = c.ctl("reload", "ringfeedd.service", check=False)
+            assert r.returncode != 0, "systemctl reload succeeded though the daemon refused it"
             refused = wait_for(lambda: re.search(
                 r"reload refused, the running config stays: .*", c.exec(
                     "journalctl", "-b", "--no-pager", "-u", "ringfeedd").stdout),
@@ -695,8 +709,9 @@ def main(build):
                                                              check=False).stdout),
                               "systemctl status to show the refusal")
             line = next(ln for ln in status.splitlines() if "Status:" in ln)
-            assert "no-such-key" in line, f"the status line does not say why: {line.strip()}"
-            log(f"#   journal: {refused.group(0)}\n#   systemctl status: {line.strip()}")
+            assert "dataset.ghost" in line, f"the status line does not say why: {line.strip()}"
+            log(f"#   systemctl reload exit {r.returncode}; journal: {refused.group(0)[:100]}\n"
+                f"#   systemctl status: {line.strip()}")
             s = c.show("ringfeedd.service", "MainPID", "ActiveState")
             assert s == {"MainPID": main_pid, "ActiveState": "active"}, \
                 f"the service after the bad reload: {s} (MainPID was {main_pid})"

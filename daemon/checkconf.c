@@ -1,0 +1,168 @@
+/*
+ * checkconf.c - ringfeedd --check-config (checkconf.h).
+ *
+ * The parser (proto/conf.c) stops at a file's first bad line.  To name
+ * every one, the check parses again with each refused line emptied (its
+ * newline kept, so every later line keeps its number) until the file
+ * parses or CHECK_MAX_PROBLEMS are named; what is left is the config the
+ * daemon would run with those lines fixed, and its datasets and plugins
+ * are checked from it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "checkconf.h"
+#include "dataset.h"
+#include "fileio.h"
+#include "plugin.h"
+#include "strnum.h"
+
+#define CHECK_MAX_PROBLEMS 100
+
+/* The number N of a message "line N: ...", with *rest after it; 0 if none. */
+static unsigned line_of_msg(const char *msg, const char **rest)
+{
+    const char *p = msg + 5;
+    uint64_t v;
+    size_t n = 0;
+
+    if (strncmp(msg, "line ", 5) != 0)
+        return 0;
+    while (p[n] >= '0' && p[n] <= '9')
+        n++;
+    if (n == 0 || p[n] != ':' || strnum_u64(p, n, &v) < 0 || v == 0 || v > UINT32_MAX)
+        return 0;
+    *rest = p + n + 1 + (p[n + 1] == ' ');
+    return (unsigned)v;
+}
+
+/* Empties line `line` (1-based) of buf[0..*len), keeping its newline. */
+static void empty_line(char *buf, size_t *len, unsigned line)
+{
+    size_t pos = 0, end;
+
+    for (unsigned k = 1; k < line && pos < *len; k++) {
+        const char *lf = memchr(buf + pos, '\n', *len - pos);
+
+        pos = lf ? (size_t)(lf - buf) + 1 : *len;
+    }
+    end = pos;
+    while (end < *len && buf[end] != '\n')
+        end++;
+    memmove(buf + pos, buf + end, *len - end);
+    *len -= end - pos;
+}
+
+/* The line (1-based) whose key is key, or 0. */
+static unsigned line_of_key(const char *buf, size_t len, const char *key)
+{
+    size_t klen = strlen(key), pos = 0;
+    unsigned line = 0;
+
+    while (pos < len) {
+        const char *lf = memchr(buf + pos, '\n', len - pos);
+        size_t end = lf ? (size_t)(lf - buf) : len, p = pos;
+
+        line++;
+        while (p < end && (buf[p] == ' ' || buf[p] == '\t'))
+            p++;
+        if (end - p > klen && memcmp(buf + p, key, klen) == 0 &&
+            (buf[p + klen] == ' ' || buf[p + klen] == '\t' || buf[p + klen] == '='))
+            return line;
+        pos = end + 1;
+    }
+    return 0;
+}
+
+/* "FILE:LINE: " or "FILE: " or "--flags: " before a message. */
+static void where(FILE *f, const char *path, unsigned line)
+{
+    if (!path)
+        fprintf(f, "ringfeedd: command line: ");
+    else if (line)
+        fprintf(f, "%s:%u: ", path, line);
+    else
+        fprintf(f, "%s: ", path);
+}
+
+int checkconf_run(const char *path, const struct conf *flags, FILE *out, FILE *err)
+{
+    static struct conf c; /* large: off the stack */
+    struct plugin_set plugins = {0};
+    char *buf = NULL, *text = NULL;
+    size_t len = 0, tlen = 0;
+    unsigned problems = 0, warnings = 0, datasets = 0;
+    struct rf_err e;
+
+    conf_defaults(&c);
+    if (path) {
+        int rc = fio_read_file(AT_FDCWD, path, 1u << 20, &buf, &len);
+
+        if (rc < 0) {
+            fprintf(err, "%s: %s\n", path, rc == -EFBIG    ? "larger than 1 MiB"
+                                           : rc == -EINVAL ? "not a regular file"
+                                                           : strerror(-rc));
+            return 1;
+        }
+        text = malloc(len ? len : 1);
+        if (!text) {
+            free(buf);
+            fprintf(err, "%s: out of memory\n", path);
+            return 1;
+        }
+        memcpy(text, buf, len);
+        tlen = len;
+        while (conf_parse(text, tlen, &c, &e) < 0) {
+            const char *rest = e.msg;
+            unsigned line = line_of_msg(e.msg, &rest);
+
+            where(err, path, line);
+            fprintf(err, "%s\n", rest);
+            if (!line || ++problems >= CHECK_MAX_PROBLEMS)
+                break; /* not a line's fault, or enough said */
+            empty_line(text, &tlen, line);
+        }
+    }
+    if (conf_merge(&c, flags, &e) < 0) {
+        where(err, NULL, 0);
+        fprintf(err, "%s\n", e.msg);
+        problems++;
+    }
+    if (catalog_load_plugins(&c, &plugins, &e) < 0) {
+        where(err, path, 0);
+        fprintf(err, "%s\n", e.msg);
+        problems++;
+    }
+    plugin_set_free(&plugins);
+    for (unsigned i = 0; i < c.n_datasets; i++) {
+        const struct conf_dataset *cd = &c.datasets[i];
+        char key[sizeof("dataset.") + sizeof(cd->name)];
+        struct dataset *ds;
+
+        snprintf(key, sizeof(key), "dataset.%s", cd->name);
+        if (dataset_open(cd->dir, &ds, &e) < 0) {
+            unsigned line = path ? line_of_key(buf, len, key) : 0;
+
+            where(err, line || !conf_is_set(flags, CONF_DATASET) ? path : NULL, line);
+            fprintf(err, "warning: %s = %s does not open: %s (the daemon starts without it; "
+                         "attaches to it are refused until a reload opens it)\n",
+                    key, cd->dir, e.msg);
+            warnings++;
+            continue;
+        }
+        dataset_close(ds);
+        datasets++;
+    }
+    if (problems)
+        fprintf(err, "%s: %u problem(s)%s\n", path ? path : "ringfeedd", problems,
+                problems >= CHECK_MAX_PROBLEMS ? " (the first ones)" : "");
+    else
+        fprintf(out, "%s: the configuration is good: %u dataset(s) open, %u warning(s)\n",
+                path ? path : "the command line", datasets, warnings);
+    free(text);
+    free(buf);
+    return problems ? 1 : 0;
+}

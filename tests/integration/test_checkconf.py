@@ -1,0 +1,85 @@
+"""test_checkconf.py - `ringfeedd --check-config` (daemon/checkconf.c) and
+the RELOAD request (`ringfeedctl reload`), the two halves of the service's
+ExecReload.
+
+Checked: a file with several bad lines names each with its file and line
+(not only the first) and exits 1; a good one exits 0 with a summary; a
+dataset that does not open is a warning (exit 0: the daemon starts
+without it); flags are checked over the file; a missing file is named;
+nothing is started (no socket appears).  RELOAD answers "reloaded: ..."
+once applied, and ERR reload-refused with the reason (ringfeedctl exits 1)
+for a file that does not parse and for a new dataset that does not open,
+the running config staying.
+"""
+import os
+import subprocess
+
+from conftest import ctl, packed_fmnist, raw_request, ringfeedd  # noqa: F401
+
+
+def check(*args):
+    return subprocess.run([ringfeedd(), "--check-config", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_every_bad_line_named(tmp_path, packed_fmnist):
+    conf = tmp_path / "ringfeedd.conf"
+    conf.write_text("# a comment\n"
+                    "workers = 2\n"
+                    "workers = 3\n"
+                    "bogus = 1\n"
+                    f"dataset.fm = {packed_fmnist['test']}\n"
+                    "memory-budget = lots\n"
+                    "log-level = loud\n")
+    r = check("--config", str(conf))
+    assert r.returncode == 1, r
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith(f"{conf}:3: workers: given twice (first on line 2)"), lines
+    assert lines[1].startswith(f'{conf}:4: unknown key "bogus"'), lines
+    assert lines[2].startswith(f"{conf}:6: memory-budget: "), lines
+    assert lines[3].startswith(f"{conf}:7: log-level: "), lines
+    assert lines[-1] == f"{conf}: 4 problem(s)", lines
+    assert not r.stdout
+
+
+def test_good_file_and_a_dataset_that_does_not_open(tmp_path, packed_fmnist):
+    conf = tmp_path / "ringfeedd.conf"
+    sock = tmp_path / "never.sock"
+    conf.write_text(f"socket = {sock}\n"
+                    f"dataset.fm = {packed_fmnist['test']}\n"
+                    f"dataset.ghost = {tmp_path}/nowhere\n")
+    r = check("--config", str(conf))
+    assert r.returncode == 0, r
+    assert r.stderr.startswith(f"{conf}:3: warning: dataset.ghost = {tmp_path}/nowhere does "
+                               "not open: "), r.stderr
+    assert "the daemon starts without it" in r.stderr
+    assert r.stdout == (f"{conf}: the configuration is good: 1 dataset(s) open, "
+                        "1 warning(s)\n"), r.stdout
+    assert not sock.exists(), "--check-config started a daemon"
+    # flags are checked over the file
+    r = check("--config", str(conf), "--workers", "9999")
+    assert r.returncode == 2 and "--workers 9999" in r.stderr, r
+    r = check("--config", str(tmp_path / "missing.conf"))
+    assert r.returncode == 1 and "missing.conf" in r.stderr, r
+
+
+def test_reload_request_answers(daemon_factory, packed_fmnist, tmp_path):
+    conf = tmp_path / "ringfeedd.conf"
+    conf.write_text(f"dataset.fm = {packed_fmnist['test']}\n")
+    d = daemon_factory({}, workers=1, extra=["--config", str(conf)])
+    r = ctl(d.sock, "reload")
+    assert r.stdout == "reloaded: nothing changed\n", r
+    conf.write_text(f"dataset.fm = {packed_fmnist['test']}\n"
+                    f"dataset.fm2 = {packed_fmnist['test']}\n")
+    r = ctl(d.sock, "reload")
+    assert r.stdout == "reloaded: datasets\n", r
+    conf.write_text(f"dataset.fm = {packed_fmnist['test']}\nworkerz = 2\n")
+    r = ctl(d.sock, "reload", check=False)
+    assert r.returncode == 1 and 'unknown key "workerz"' in r.stderr, r
+    assert "(reload-refused)" in r.stderr, r.stderr
+    conf.write_text(f"dataset.fm = {packed_fmnist['test']}\ndataset.ghost = {tmp_path}/no\n")
+    reply = raw_request(d.sock, b"RELOAD\n").decode()
+    assert reply.startswith("ERR reload-refused dataset.ghost"), reply
+    st = d.stats()
+    assert st["reloads"] == "4" and st["reloads.failed"] == "2", st
+    assert st["datasets"] == "2", st
