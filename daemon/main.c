@@ -47,6 +47,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "mapguard.h"
+#include "memlimit.h"
 #include "revision.h"
 #include "strnum.h"
 #include "userd.h"
@@ -69,7 +70,8 @@ static void usage(FILE *f)
             "  --cpu-budget N        CPUs the pool may use with --workers auto, 1..256\n"
             "                        (default: the CPUs allowed, cgroup quota included,\n"
             "                        less one per attached client)\n"
-            "  --memory-budget SIZE  bytes for client rings, e.g. 2G (default: RAM/4)\n"
+            "  --memory-budget SIZE  bytes for client rings, e.g. 2G (default: a quarter of\n"
+            "                        the RAM, or of the cgroup's memory limit when lower)\n"
             "  --log-level LEVEL     error, warn, info (default) or debug\n"
             "  --user                your own daemon: socket in $XDG_RUNTIME_DIR/ringfeed/\n"
             "                        (else /tmp/ringfeed-UID/), your uid only, dataset\n"
@@ -151,10 +153,10 @@ int daemon_load_config(struct conf *out, struct rf_err *err)
         out->workers = n < 1 ? 1 : n > POOL_MAX ? POOL_MAX : (uint32_t)n;
     }
     if (!out->memory_budget) {
-        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        /* a quarter of what this process may use: a cgroup's limit if set */
+        uint64_t usable = memlimit_usable(NULL, 0);
 
-        out->memory_budget = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize / 4
-                                                    : (1ull << 30);
+        out->memory_budget = usable ? usable / 4 : (1ull << 30);
     }
     return 0;
 }
@@ -454,6 +456,14 @@ int main(int argc, char **argv)
     else
         log_info("ringfeedd %s: %u worker(s), %u dataset(s), ring budget %llu bytes",
                  RINGFEED_VERSION, d.cf.workers, d.ncat, (unsigned long long)d.cf.memory_budget);
+    {
+        /* what the default budget and the workers' read backend go by */
+        char where[512];
+        uint64_t usable = memlimit_usable(where, sizeof(where));
+
+        log_info("memory this daemon may use: %llu MB (%s)", (unsigned long long)(usable >> 20),
+                 where);
+    }
 
     uv_run(&loop, UV_RUN_DEFAULT);
 

@@ -352,7 +352,11 @@ static void on_message(struct daemon *d, struct worker *w, const void *buf, size
         m.reason[sizeof(m.reason) - 1] = '\0';
         snprintf(w->io_backend, sizeof(w->io_backend), "%s", m.io_backend);
         snprintf(w->io_reason, sizeof(w->io_reason), "%s", m.reason);
-        if (strcmp(d->pool.io_backend, w->io_backend) != 0 && m.reason[0])
+        /* mmap is a choice (info), pread a fallback (warn) */
+        if (strcmp(d->pool.io_backend, w->io_backend) != 0 && m.reason[0] &&
+            strcmp(w->io_backend, "mmap") == 0)
+            log_info("worker %d reads with %s: %s", w->index, w->io_backend, m.reason);
+        else if (strcmp(d->pool.io_backend, w->io_backend) != 0 && m.reason[0])
             log_warn("worker %d reads with %s: %s", w->index, w->io_backend, m.reason);
         snprintf(d->pool.io_backend, sizeof(d->pool.io_backend), "%s", w->io_backend);
         snprintf(d->pool.io_reason, sizeof(d->pool.io_reason), "%s", w->io_reason);

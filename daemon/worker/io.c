@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "memlimit.h"
 
 static int try_backend(struct io *io, const struct io_ops *ops, unsigned entries)
 {
@@ -20,8 +21,11 @@ static int try_backend(struct io *io, const struct io_ops *ops, unsigned entries
 void io_open(struct io *io, unsigned entries, uint64_t data_bytes)
 {
     const char *env = getenv("RINGFEED_IO");
-    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-    uint64_t ram = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
+    char where[256];
+    /* the memory this process may really use: a container's or unit's
+     * cgroup limit, not the host's RAM (a mapped dataset larger than the
+     * limit thrashes on page faults) */
+    uint64_t ram = memlimit_usable(where, sizeof(where));
     int rc;
 
     memset(io, 0, sizeof(*io));
@@ -31,9 +35,13 @@ void io_open(struct io *io, unsigned entries, uint64_t data_bytes)
             return;
     } else if (!(env && strcmp(env, "io_uring") == 0) && !(env && strcmp(env, "pread") == 0) &&
                ram && data_bytes <= ram / 4) {
-        snprintf(io->reason, sizeof(io->reason),
-                 "datasets (%llu MB) fit in a quarter of RAM: read from the mapped page cache",
-                 (unsigned long long)(data_bytes >> 20));
+        /* short: HELLO carries it (the main process logs the limit's file) */
+        if (snprintf(io->reason, sizeof(io->reason),
+                     "datasets (%llu MB) fit in a quarter of the %llu MB usable (%s)",
+                     (unsigned long long)(data_bytes >> 20), (unsigned long long)(ram >> 20),
+                     strcmp(where, "RAM") == 0 ? "RAM" : "cgroup limit") >=
+            (int)sizeof(io->reason))
+            io->reason[sizeof(io->reason) - 1] = '\0';
         if (try_backend(io, &io_mmap_ops, entries) == 0)
             return;
     }

@@ -871,7 +871,7 @@ def main(build):
             # lines whose level is known: journald takes a stderr line's
             # priority from its "<N>" prefix (sd-daemon(3)), and the daemon
             # leaves out what the journal adds itself (name, pid, level word)
-            known = [("warn", "4", re.compile(r"reads with mmap")),
+            known = [("info", "6", re.compile(r"reads with mmap")),
                      ("error", "3", re.compile(r"reload refused")),
                      ("info", "6", re.compile(r"^(ready: |listening on )"))]
             seen, wrong, doubled = {}, [], []
