@@ -42,6 +42,7 @@ static int lock_pages(struct ring_make *mk)
         if (cancelled(mk))
             return -ECANCELED;
         if (mlock((char *)mk->mem + off, n) == -1) {
+            mk->lock_errno = errno;
             if (off)
                 munlock(mk->mem, off);
             return 0;

@@ -39,6 +39,7 @@ struct ring_make {
     int memfd, efd;                /* -1 when not made */
     void *mem;                     /* the mapping, total_size bytes, or NULL */
     bool locked;                   /* mlocked, all of it */
+    int lock_errno;                /* why not (mlock's errno), 0 when locked */
 };
 
 /* Makes the ring mk->geom asks for (thread-safe; blocking).  On success the

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -461,6 +462,29 @@ static void making_work(uv_work_t *req)
 
 /* The ring is made, or not (MAKING): the stream joins the others and the
  * server answers the ATTACH, or the stream ends. */
+/* A ring mlock refused (RLIMIT_MEMLOCK: LimitMEMLOCK= in the unit, ulimit
+ * -l by hand): said in the log the first time and every 100th after, so an
+ * operator sees that rings may be paged out (STATS has each client's). */
+static void unlocked_note(struct daemon *d, const struct stream *st, int err)
+{
+    static uint64_t unlocked;
+    struct rlimit rl;
+    char lim[48] = "unknown";
+
+    (void)d;
+    if (unlocked++ % 100 != 0)
+        return;
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
+        snprintf(lim, sizeof(lim), "unlimited");
+    else if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0)
+        snprintf(lim, sizeof(lim), "%llu bytes", (unsigned long long)rl.rlim_cur);
+    log_warn("client %u: its ring (%llu bytes) is not locked in RAM (mlock: %s; the memlock "
+             "limit is %s: LimitMEMLOCK= in the unit, ulimit -l by hand); it may be paged out "
+             "under memory pressure (%llu ring(s) so far)", st->id,
+             (unsigned long long)st->geom.total_size, strerror(err ? err : ENOMEM), lim,
+             (unsigned long long)unlocked);
+}
+
 static void making_done(uv_work_t *req, int status)
 {
     struct ring_job *rj = req->data;
@@ -480,6 +504,8 @@ static void making_done(uv_work_t *req, int status)
     st->locked = mk->locked;
     if (st->locked)
         d->sched.mem_locked += st->geom.total_size;
+    else if (rc == 0 && !st->dead)
+        unlocked_note(d, st, mk->lock_errno);
     if (!st->dead)
         d->sched.nmaking--;
     if (rc == 0 && !st->dead && d->cat[st->dataset_id].failed[0])
