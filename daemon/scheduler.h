@@ -150,6 +150,9 @@ void sched_run_kicks(struct daemon *d);
  */
 int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, void *conn,
                  struct stream **out, struct rf_err *err);
+/* Who the attached client is, for STATS, METRICS, top and the log: its
+ * process (SO_PEERCRED) and its systemd unit or cgroup (NULL or "": "-"). */
+void sched_set_peer(struct stream *st, uint32_t pid, const char *unit);
 /* Clients whose ring is being made that read catalogue entry i. */
 uint32_t sched_making_users(const struct daemon *d, uint32_t i);
 /* Ends a client's stream; the ring says why and gives code (negative errno,
@@ -212,6 +215,8 @@ struct sched_client {
     uint32_t group, group_members; /* its share group's id and size; 0, 0 alone */
     uint64_t shared_batches;       /* its batches that other rings shared */
     bool locked, failed;
+    uint32_t uid, pid;             /* who: SO_PEERCRED at the connection */
+    const char *unit;              /* its unit or cgroup, "-" when unknown */
     uint32_t weight_asked;         /* its ATTACH's weight=, 0 none; weight is what
                                     * the config allows of it (WEIGHTS) */
 };

@@ -58,8 +58,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cpus.h"
 #include "daemon.h"
 #include "fault.h"
+#include "fileio.h"
 #include "log.h"
 #include "meta.h"
 #include "ring.h"
@@ -89,6 +91,7 @@ struct conn {
     char kick_reason[200];
     uint64_t last_ns;       /* last bytes read (idle-sec) */
     uint32_t uid;           /* the peer's (SO_PEERCRED): the config's weight rules */
+    uint32_t pid;           /* the peer's process when it connected */
 };
 
 static uv_pipe_t listener;
@@ -507,6 +510,54 @@ static int send_attach_reply(struct conn *c, struct stream *st)
     return 0;
 }
 
+/*
+ * The systemd unit (or the cgroup's last part) of process pid, from
+ * /proc/PID/cgroup: "trainer.service", "session-3.scope", "docker-ID.scope".
+ * Bytes outside [A-Za-z0-9._@:-] become '_' (it goes into STATS lines and
+ * metric labels).  Returns out, or NULL where /proc does not say (the
+ * process is gone, or hidden: the unit's ProtectProc=invisible hides other
+ * users' processes).
+ */
+static const char *peer_unit(uint32_t pid, char *out, size_t cap)
+{
+    char path[64], text[4096], cg[2048];
+    const char *last;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -1)
+        return NULL;
+    n = fio_pread_full(fd, text, sizeof(text) - 1, 0);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    text[n] = '\0';
+    if (cpus_parse_cgroup(text, (size_t)n, cg, sizeof(cg)) < 0 || strcmp(cg, "/") == 0) {
+        /* cgroup v1: systemd's own hierarchy names the unit */
+        const char *s = strstr(text, ":name=systemd:");
+        const char *e;
+
+        if (!s)
+            return NULL;
+        s += strlen(":name=systemd:");
+        e = strchr(s, '\n');
+        snprintf(cg, sizeof(cg), "%.*s", (int)(e ? e - s : (long)strlen(s)), s);
+    }
+    last = strrchr(cg, '/');
+    last = last ? last + 1 : cg;
+    if (!*last)
+        return NULL;
+    if (snprintf(out, cap, "%s", last) >= (int)cap)
+        out[cap - 1] = '\0'; /* a long name, cut */
+    for (char *p = out; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '@' || *p == ':' || *p == '-'))
+            *p = '_';
+    return out;
+}
+
 static void do_attach(struct conn *c, const struct ctl_req *req)
 {
     struct rf_err err;
@@ -523,6 +574,11 @@ static void do_attach(struct conn *c, const struct ctl_req *req)
         c->d->attach_refused++;
         log_info("ATTACH refused: %s", err.msg);
         return send_err(c, attach_code(rc), "%s", err.msg);
+    }
+    {
+        char unit[64];
+
+        sched_set_peer(st, c->pid, peer_unit(c->pid, unit, sizeof(unit)));
     }
     c->st = st;
     c->state = C_ATTACHING; /* server_attach_made goes on */
@@ -853,6 +909,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (d->conn_open * 2 <= d->cf.max_connections)
         over_logged = false;
     c->uid = (uint32_t)cr.uid;
+    c->pid = (uint32_t)cr.pid;
     c->last_ns = clock_mono_ns();
     c->state = C_READING;
     conn_drive(c);

@@ -446,6 +446,8 @@ static int client_cmp(const void *a, const void *b)
     if (!c)
         c = x->world != y->world ? (x->world < y->world ? -1 : 1) : 0;
     if (!c)
+        c = x->uid != y->uid ? (x->uid < y->uid ? -1 : 1) : 0;
+    if (!c)
         c = x->id < y->id ? -1 : x->id > y->id;
     return c;
 }
@@ -453,7 +455,7 @@ static int client_cmp(const void *a, const void *b)
 static bool same_series(const struct sched_client *x, const struct sched_client *y)
 {
     return strcmp(x->dataset, y->dataset) == 0 && strcmp(x->name, y->name) == 0 &&
-           x->rank == y->rank && x->world == y->world;
+           x->rank == y->rank && x->world == y->world && x->uid == y->uid;
 }
 
 /* Field f of one attach, as client_metrics' table numbers them. */
@@ -469,7 +471,7 @@ static double client_value(const struct sched_client *c, unsigned f)
 }
 
 /* Per-client families: ringfeed_client_info one sample per attach, the
- * others one per series (dataset, name, rank, world), summed over its
+ * others one per series (dataset, name, rank, world, uid), summed over its
  * attaches.  Returns 0, or -1 when buf is full. */
 static int client_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
@@ -515,11 +517,13 @@ static int client_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
                "An attached client: its attach id, labels and geometry (value 1)") < 0)
         return -1;
     for (uint32_t i = 0; i < n; i++) {
-        char id[16], rank[16], world[16], batch[16], depth[16];
+        char id[16], rank[16], world[16], batch[16], depth[16], uid[16], pid[16];
         const char *labels[] = { "id", id, "dataset", all[i].dataset, "name", all[i].name,
                                  "rank", rank, "world", world, "batch", batch, "depth", depth,
-                                 NULL };
+                                 "uid", uid, "pid", pid, "unit", all[i].unit, NULL };
 
+        snprintf(uid, sizeof(uid), "%u", all[i].uid);
+        snprintf(pid, sizeof(pid), "%u", all[i].pid);
         snprintf(id, sizeof(id), "%u", all[i].id);
         snprintf(rank, sizeof(rank), "%u", all[i].rank);
         snprintf(world, sizeof(world), "%u", all[i].world);
@@ -532,9 +536,9 @@ static int client_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
         if (family(buf, cap, len, fams[f].name, fams[f].type, fams[f].help) < 0)
             return -1;
         for (uint32_t i = 0, j; i < n; i = j) {
-            char rank[16], world[16];
+            char rank[16], world[16], uid[16];
             const char *labels[] = { "dataset", all[i].dataset, "name", all[i].name,
-                                     "rank", rank, "world", world, NULL };
+                                     "rank", rank, "world", world, "uid", uid, NULL };
             double v = client_value(&all[i], f);
 
             for (j = i + 1; j < n && same_series(&all[i], &all[j]); j++) {
@@ -545,6 +549,7 @@ static int client_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
             }
             snprintf(rank, sizeof(rank), "%u", all[i].rank);
             snprintf(world, sizeof(world), "%u", all[i].world);
+            snprintf(uid, sizeof(uid), "%u", all[i].uid);
             if (sample(buf, cap, len, fams[f].name, v, labels) < 0)
                 return -1;
         }

@@ -549,10 +549,10 @@ static void making_done(uv_work_t *req, int status)
     } else {
         sub[0] = '\0';
     }
-    log_info("client %u attached: dataset %s%s batch %u rank %u/%u depth "
-             "%u weight %u, ring %llu bytes%s", st->id, st->a.dataset, sub,
-             st->a.batch, st->a.rank, st->a.world,
-             st->geom.depth, st->fq.weight, (unsigned long long)st->geom.total_size,
+    log_info("client %u attached (uid %u pid %u unit %s): dataset %s%s batch %u rank %u/%u "
+             "depth %u weight %u, ring %llu bytes%s", st->id, st->uid, st->pid,
+             st->unit[0] ? st->unit : "-", st->a.dataset, sub, st->a.batch, st->a.rank,
+             st->a.world, st->geom.depth, st->fq.weight, (unsigned long long)st->geom.total_size,
              st->locked ? " (locked)" : "");
     sched_check(d);
     d->sched.ops->attach_made(st->conn, st, 0, NULL);
@@ -969,6 +969,7 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
             "waited_s", "ready", "inflight", "ring_bytes", "locked", "failed",
             "weight", "worker_s", "worker_share", "weight_share", "group", "group_members",
             "shared_batches", "weight_asked", "boxes_dropped", "subset", "subset_samples",
+            "uid", "pid", "unit",
         };
         enum { NV = sizeof(names) / sizeof(names[0]) };
         char vals[NV][80];
@@ -998,6 +999,9 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
         snprintf(vals[22], 80, "%llu", (unsigned long long)st->boxes_dropped);
         stream_subset_text(st, vals[23], 80);
         snprintf(vals[24], 80, "%llu", (unsigned long long)st->n);
+        snprintf(vals[25], 80, "%u", st->uid);
+        snprintf(vals[26], 80, "%u", st->pid);
+        snprintf(vals[27], 80, "%s", st->unit[0] ? st->unit : "-");
         for (unsigned i = 0; i < NV; i++) {
             int n = snprintf(buf + *len, cap - *len, "clients.%u.%s %s\n", st->id, names[i],
                              vals[i]);
@@ -1100,6 +1104,15 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
         .shared_batches = st->sh.shared_batches,
         .locked = st->locked,
         .failed = st->failed,
+        .uid = st->uid,
+        .pid = st->pid,
+        .unit = st->unit[0] ? st->unit : "-",
     };
     return st;
+}
+
+void sched_set_peer(struct stream *st, uint32_t pid, const char *unit)
+{
+    st->pid = pid;
+    snprintf(st->unit, sizeof(st->unit), "%s", unit && unit[0] ? unit : "-");
 }

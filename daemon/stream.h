@@ -80,6 +80,9 @@ struct stream {
     bool locked;
     struct ring_job *making;        /* MAKING: its ring is being made; NULL after */
     uint32_t uid;                   /* the client's (memory-per-uid) */
+    uint32_t pid;                   /* its process when it connected (SO_PEERCRED) */
+    char unit[64];                  /* its systemd unit or cgroup's last part, "-"
+                                       where /proc does not say (sched_set_peer) */
     uint32_t version;               /* the ring layout the client speaks */
     bool want_release;              /* what the ring's want_release says (M4) */
 

@@ -46,6 +46,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -464,6 +465,24 @@ static const char *fmt_pair(char *b, size_t cap, double x, double y)
     return b;
 }
 
+/* The client's user: its name (8 characters at most), else the uid; "-"
+ * from a daemon that does not say. */
+static const char *user_of(char *buf, size_t cap, double uid)
+{
+    const struct passwd *pw;
+
+    if (isnan(uid) || uid < 0 || uid > 4294967295.0) {
+        snprintf(buf, cap, "-");
+        return buf;
+    }
+    pw = getpwuid((uid_t)uid);
+    if (pw && strlen(pw->pw_name) <= 8)
+        snprintf(buf, cap, "%s", pw->pw_name);
+    else
+        snprintf(buf, cap, "%u", (unsigned)uid);
+    return buf;
+}
+
 static void clients_table(struct out *o, const struct view *v, const struct top_frame *f,
                           uint32_t shown)
 {
@@ -480,8 +499,8 @@ static void clients_table(struct out *o, const struct view *v, const struct top_
         wr = r > wr ? r : wr;
     }
     if (v->cols > 0) {
-        /* the other columns: id, rank, five figures, the verdict, blanks */
-        int room = v->cols - (6 + wr + 8 + 9 + 6 + 7 + 5 + 13 + 9);
+        /* the other columns: id, user, rank, five figures, the verdict, blanks */
+        int room = v->cols - (6 + 9 + wr + 8 + 9 + 6 + 7 + 5 + 13 + 9);
 
         while (wn + wd > room && (wn > NAME_MIN || wd > NAME_MIN)) {
             if (wn >= wd && wn > NAME_MIN)
@@ -490,19 +509,20 @@ static void clients_table(struct out *o, const struct view *v, const struct top_
                 wd--;
         }
     }
-    line(o, v, true, false, "%6s %-*s %-*s %*s %8s %9s %6s %7s %5s %s", "CLIENT", wn, "NAME",
-         wd, "DATASET", wr, "RANK", "BATCH/S", "SAMPLES/S", "WAIT%", "READY", "INFL",
-         "VERDICT");
+    line(o, v, true, false, "%6s %-8s %-*s %-*s %*s %8s %9s %6s %7s %5s %s", "CLIENT", "USER",
+         wn, "NAME", wd, "DATASET", wr, "RANK", "BATCH/S", "SAMPLES/S", "WAIT%", "READY",
+         "INFL", "VERDICT");
     for (uint32_t i = 0; i < f->nclients; i++) {
         const struct top_client_row *r = &f->c[i];
         char nm[CTL_LABEL_MAX + 2], ds[TOP_DATASET_MAX + 2], a[16], b[16], c[16], d[32],
-            e[16];
+            e[16], us[16];
 
         if (i + 1 == shown && shown < f->nclients) {
             line(o, v, false, false, "  ... %u more clients", f->nclients - i);
             break;
         }
-        line(o, v, false, false, "%6u %-*s %-*s %*s %8s %9s %6s %7s %5s %s", r->id, wn,
+        line(o, v, false, false, "%6u %-8s %-*s %-*s %*s %8s %9s %6s %7s %5s %s", r->id,
+             user_of(us, sizeof(us), r->uid), wn,
              fit(nm, sizeof(nm), r->name[0] ? r->name : "-", wn), wd,
              fit(ds, sizeof(ds), r->dataset, wd), wr,
              fmt_pair(rank, sizeof(rank), r->rank, r->world),

@@ -63,6 +63,7 @@ static const struct {
     K("depth", depth),         K("batches", batches),   K("samples", samples),
     K("waited_s", waited_s),   K("ready", ready),       K("inflight", inflight),
     K("ring_bytes", ring_bytes), K("locked", locked),   K("failed", failed),
+    K("uid", uid),
 #undef K
 };
 
@@ -458,7 +459,7 @@ static void client_rows(const struct top_snap *a, const struct top_snap *b, doub
                 pc = &a->c[j];
         *r = (struct top_client_row){
             .id = cc->id, .rank = cc->rank, .world = cc->world, .depth = cc->depth,
-            .ready = cc->ready, .inflight = cc->inflight,
+            .ready = cc->ready, .inflight = cc->inflight, .uid = cc->uid,
         };
         memcpy(r->dataset, cc->dataset, sizeof(r->dataset));
         memcpy(r->name, cc->name, sizeof(r->name));

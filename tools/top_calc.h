@@ -55,6 +55,7 @@ struct top_client_snap {
     char name[CTL_LABEL_MAX + 1];    /* "" when the client gave none */
     double rank, world, batch, depth, batches, samples, waited_s, ready, inflight,
         ring_bytes, locked, failed;
+    double uid;                      /* NAN from a daemon that does not say */
 };
 
 /* One augmentation op's counters: STATS augment.<name>_ns and
@@ -112,6 +113,7 @@ struct top_client_row {
     char dataset[TOP_DATASET_MAX + 1];
     char name[CTL_LABEL_MAX + 1];
     double rank, world, depth, ready, inflight;
+    double uid; /* NAN when not known */
     double batches_per_s, samples_per_s;
     double wait_pct; /* of the interval, 0..100 */
     enum top_verdict verdict;

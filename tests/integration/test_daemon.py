@@ -738,6 +738,40 @@ def test_garbled_header_before_a_worker_maps_the_ring(daemons, packed_fmnist):
         c.close()
 
 
+def expected_unit():
+    """What the daemon should read from /proc/self/cgroup for this process:
+    the v2 path's last part, else systemd's v1 hierarchy's, else "-"."""
+    v2 = v1 = None
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            n, ctrls, path = line.rstrip("\n").split(":", 2)
+            if n == "0":
+                v2 = path
+            elif ctrls == "name=systemd":
+                v1 = path
+    path = v2 if v2 not in (None, "/") else v1
+    last = (path or "").rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9._@:-]", "_", last) or "-"
+
+
+def test_clients_are_attributed(daemons, packed_fmnist):
+    """Each client's uid and pid (SO_PEERCRED) and its unit or cgroup (from
+    /proc) are in STATS and the attach log line: on a shared node the name
+    a trainer chooses says nothing of who it is."""
+    d = daemons({"test": packed_fmnist["test"]}, workers=1)
+    c = RawClient(d, b"ATTACH dataset=test batch=8 name=who\n")
+    try:
+        st = d.stats()
+        unit = expected_unit()
+        assert st[f"clients.{c.id}.uid"] == str(os.getuid()), st
+        assert st[f"clients.{c.id}.pid"] == str(os.getpid()), st
+        assert st[f"clients.{c.id}.unit"] == unit, (st[f"clients.{c.id}.unit"], unit)
+        wait_for(lambda: f"client {c.id} attached (uid {os.getuid()} pid {os.getpid()} "
+                         f"unit {unit}): dataset test" in d.read_log(), "the attach line")
+    finally:
+        c.close()
+
+
 # ---- 8. refusals -----------------------------------------------------------
 
 def ring_bytes(depth, batch, sample_bytes, version=3):

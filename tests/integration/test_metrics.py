@@ -34,7 +34,7 @@ DASHBOARD = os.path.join(SRC, "contrib", "grafana", "ringfeed.json")
 LE = ["1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
       "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"]
 HISTOGRAMS = ("ringfeed_client_wait_seconds", "ringfeed_batch_production_seconds")
-CLIENT_LABELS = {"dataset", "name", "rank", "world"}
+CLIENT_LABELS = {"dataset", "name", "rank", "world", "uid"}
 WAIT = 30.0
 
 
@@ -137,8 +137,9 @@ def test_live_metrics(live):
     def series(name, who):
         (v,) = [v for lbl, v in fams[name]["samples"] if lbl["name"] == who]
         return v
-    dup = {"dataset": "fmnist", "name": "dup", "rank": "0", "world": "1"}
-    assert {"dataset": "fmnist", "name": "solo", "rank": "1", "world": "2"} in \
+    me = str(os.getuid())
+    dup = {"dataset": "fmnist", "name": "dup", "rank": "0", "world": "1", "uid": me}
+    assert {"dataset": "fmnist", "name": "solo", "rank": "1", "world": "2", "uid": me} in \
         [lbl for lbl, _ in fams["ringfeed_client_batches_total"]["samples"]]
     assert dup in [lbl for lbl, _ in fams["ringfeed_client_batches_total"]["samples"]]
     assert series("ringfeed_client_batches_total", "dup") == 8       # 2 rings of depth 4
@@ -155,6 +156,9 @@ def test_live_metrics(live):
     assert len(info) == 3 and len({lbl["id"] for lbl, _ in info}) == 3, info
     assert sorted(lbl["name"] for lbl, _ in info) == ["dup", "dup", "solo"]
     assert all(lbl["batch"] == "50" and lbl["depth"] == "4" for lbl, _ in info), info
+    # who each one is: SO_PEERCRED's uid and pid, the unit from /proc ("-" where none)
+    assert all(lbl["uid"] == str(os.getuid()) for lbl, _ in info), info
+    assert all(int(lbl["pid"]) > 0 and lbl["unit"] for lbl, _ in info), info
 
     # promtool reads it as the exposition format, with nothing to complain of
     r = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True,

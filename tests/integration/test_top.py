@@ -15,6 +15,7 @@ reading in the background:
 Nothing asserts a duration: every wait polls with a generous bound.
 """
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -65,12 +66,13 @@ def test_once_over_a_pipe(served):
     client = [l.split() for l in lines if "top-test" in l]
     assert len(client) == 1, out
     c = client[0]
-    # CLIENT NAME DATASET RANK BATCH/S SAMPLES/S WAIT% READY INFL VERDICT
-    assert c[2] == "fmnist" and c[3] == "1/2", out
-    samples = c[5]
+    # CLIENT USER NAME DATASET RANK BATCH/S SAMPLES/S WAIT% READY INFL VERDICT
+    assert c[1] == pwd.getpwuid(os.getuid()).pw_name, out  # SO_PEERCRED's uid, named
+    assert c[3] == "fmnist" and c[4] == "1/2", out
+    samples = c[6]
     mult = {"k": 1e3, "M": 1e6, "G": 1e9}.get(samples[-1], 1)
     assert float(samples.rstrip("kMG")) * mult > 0, out
-    assert c[9] in ("input-bound", "compute-bound"), out
+    assert c[10] in ("input-bound", "compute-bound"), out
     assert re.search(r"samples/s [0-9.]+[kMG]? ", out), out
     assert "augment" not in out, "no stream augments: no augmentation line\n" + out
 
