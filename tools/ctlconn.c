@@ -17,7 +17,7 @@ int ctlconn_open(struct ctlconn *cc, const char *socket_path, struct rf_err *err
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int rc, e;
 
-    *cc = (struct ctlconn){.fd = -1};
+    *cc = (struct ctlconn){.fd = -1, .timeout_ms = CTLCONN_TIMEOUT_MS};
     rc = client_socket_path(socket_path, cc->path, sizeof(cc->path), err);
     if (rc < 0)
         return rc;
@@ -53,7 +53,7 @@ static int send_line(struct ctlconn *cc, const char *line, struct rf_err *err)
         if (n == -1 && errno == EINTR)
             continue;
         if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            poll(&pfd, 1, CTLCONN_TIMEOUT_MS);
+            poll(&pfd, 1, cc->timeout_ms);
             continue;
         }
         if (n == -1)
@@ -72,7 +72,7 @@ static int send_line(struct ctlconn *cc, const char *line, struct rf_err *err)
 static int read_reply(struct ctlconn *cc, struct ctl_reply *rep, struct rf_err *err)
 {
     struct pollfd pfd = {.fd = cc->fd, .events = POLLIN};
-    int64_t deadline = ((int64_t)clock_mono_ns()) + (int64_t)CTLCONN_TIMEOUT_MS * 1000000;
+    int64_t deadline = ((int64_t)clock_mono_ns()) + (int64_t)cc->timeout_ms * 1000000;
     size_t used;
     int rc;
 
@@ -92,8 +92,8 @@ static int read_reply(struct ctlconn *cc, struct ctl_reply *rep, struct rf_err *
                                   rep->why ? rep->why : "bad reply");
         }
         if (left <= 0)
-            return rf_err_set(err, -ETIMEDOUT, "the daemon at %s did not reply within %d s",
-                              cc->path, CTLCONN_TIMEOUT_MS / 1000);
+            return rf_err_set(err, -ETIMEDOUT, "the daemon at %s did not reply within %.1f s",
+                              cc->path, cc->timeout_ms / 1000.0);
         if (cc->cap - cc->len < 4096) {
             size_t cap = cc->cap ? cc->cap * 2 : 8192;
             char *p;

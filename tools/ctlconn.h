@@ -12,11 +12,12 @@
 #include "ctl.h"
 #include "err.h"
 
-/* How long a tool waits for a reply before it gives up. */
+/* How long a tool waits for a reply before it gives up, by default. */
 #define CTLCONN_TIMEOUT_MS 30000
 
 struct ctlconn {
     int fd;
+    int timeout_ms; /* for each request's reply: CTLCONN_TIMEOUT_MS unless set */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     char *buf;      /* the last reply: buf[0..len) */
     size_t len, cap;

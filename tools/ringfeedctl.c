@@ -76,6 +76,9 @@ static void usage(FILE *f)
                "                 else $XDG_RUNTIME_DIR/ringfeed.sock, else\n"
                "                 /run/ringfeed/ringfeed.sock)\n"
                "  --json         print one JSON object\n"
+               "  --timeout SECONDS\n"
+               "                 how long to wait for the daemon's reply (default 30;\n"
+               "                 0.1..3600)\n"
                "  metrics --output FILE\n"
                "                 write FILE atomically (a new FILE.tmp.XXXXXX, fsync,\n"
                "                 rename)\n"
@@ -494,6 +497,7 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"socket", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -505,13 +509,25 @@ int main(int argc, char **argv)
     struct rf_err err;
     enum ctl_verb verb;
     bool json = false;
-    int c, nargs, rc;
+    int c, nargs, rc, timeout_ms = CTLCONN_TIMEOUT_MS;
 
     while ((c = getopt_long(argc, argv, "+s:jh", opts, NULL)) != -1) {
         switch (c) {
         case 's':
             socket_path = optarg;
             break;
+        case 't': {
+            char *end;
+            double s = strtod(optarg, &end);
+
+            if (end == optarg || *end || !(s >= 0.1 && s <= 3600)) {
+                fprintf(stderr, "%s: --timeout %s: seconds to wait for the daemon's reply, "
+                        "0.1 to 3600\n", prog, optarg);
+                return 2;
+            }
+            timeout_ms = (int)(s * 1000);
+            break;
+        }
         case 'j':
             json = true;
             break;
@@ -586,6 +602,7 @@ int main(int argc, char **argv)
     }
 
     rc = ctlconn_open(&cc, socket_path, &err);
+    cc.timeout_ms = timeout_ms;
     if (rc == 0)
         rc = ctlconn_request(&cc, line, &rep, &err);
     if (rc < 0) {

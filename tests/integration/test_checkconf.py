@@ -9,12 +9,15 @@ without it); flags are checked over the file; a missing file is named;
 nothing is started (no socket appears).  RELOAD answers "reloaded: ..."
 once applied, and ERR reload-refused with the reason (ringfeedctl exits 1)
 for a file that does not parse and for a new dataset that does not open,
-the running config staying.
+the running config staying.  And ringfeedctl --timeout gives up on a
+socket that accepts and never answers (a daemon starting, or stuck, behind
+systemd's socket) in the time given, not 30 s.
 """
 import os
+import socket
 import subprocess
 
-from conftest import ctl, packed_fmnist, raw_request, ringfeedd  # noqa: F401
+from conftest import ctl, ctl_tool, packed_fmnist, raw_request, ringfeedd  # noqa: F401
 
 
 def check(*args):
@@ -83,3 +86,20 @@ def test_reload_request_answers(daemon_factory, packed_fmnist, tmp_path):
     st = d.stats()
     assert st["reloads"] == "4" and st["reloads.failed"] == "2", st
     assert st["datasets"] == "2", st
+
+
+def test_ctl_timeout(tmp_path):
+    path = str(tmp_path / "mute.sock")
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(path)
+    mute.listen(4)  # accepts (the kernel's backlog) and never answers
+    try:
+        # (the message gives the limit it went by: 30 s when the option is ignored)
+        r = subprocess.run([ctl_tool(), "--socket", path, "--timeout", "0.5", "ping"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "did not reply within 0.5 s" in r.stderr, r
+        r = subprocess.run([ctl_tool(), "--timeout", "0", "ping"], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 2 and "--timeout 0" in r.stderr, r
+    finally:
+        mute.close()
