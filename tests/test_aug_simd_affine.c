@@ -1,7 +1,7 @@
 /*
- * test_aug_simd_affine.c - the nearest affine's AVX-512 kernel
- * (daemon/worker/aug_avx512_affine.c) gives the baseline's bytes: every
- * image is warped with aug_use_isa(AUG_ISA_BASELINE) and with
+ * test_aug_simd_affine.c - the affine's AVX-512 kernel, nearest and
+ * bilinear (daemon/worker/aug_avx512_affine.c), gives the baseline's
+ * bytes: every image is warped with aug_use_isa(AUG_ISA_BASELINE) and with
  * aug_use_isa(AUG_ISA_AVX512) and the two compared byte for byte, over
  * sizes from 1x1 to 224x224 (rows shorter than, equal to and longer than
  * a step of 16, odd), 1 to 4 channels, CHW and HWC, fills given and not,
@@ -10,8 +10,8 @@
  * so small that the grid overflows to infinity and NaN, one so large that
  * a few source pixels fill the image, right angles, everything outside.
  * The bytes past the image stay untouched.  A row of 2^24 pixels, the
- * widest the kernel takes (aug512_nearest_fits), too.  Exits 77 (skip) where the CPU
- * lacks AVX-512 VBMI.
+ * widest the kernel takes (aug512_affine_fits), too.  Exits 77 (skip)
+ * where the CPU lacks AVX-512 VBMI.
  */
 #include <errno.h>
 #include <math.h>
@@ -71,8 +71,8 @@ static struct params params_of(struct rng_stream *st, uint32_t k, uint32_t w, ui
 /* Warps a copy of img under the set isa into out (w*h*c + GUARD bytes, the
  * guard preset); returns aug_affine's result. */
 static int warp(enum aug_isa isa, const uint8_t *img, uint8_t *out, uint32_t w, uint32_t h,
-                uint32_t c, enum aug_layout layout, const struct params *p, const uint8_t *fill,
-                struct aug_scratch *s)
+                uint32_t c, enum aug_layout layout, enum aug_interp interp,
+                const struct params *p, const uint8_t *fill, struct aug_scratch *s)
 {
     size_t n = (size_t)w * h * c;
     struct aug_img im = { out, w, h, c, layout };
@@ -81,13 +81,13 @@ static int warp(enum aug_isa isa, const uint8_t *img, uint8_t *out, uint32_t w, 
         tap_bail("aug_use_isa(%d) failed after succeeding", isa);
     memcpy(out, img, n);
     memset(out + n, 0xa5, GUARD);
-    return aug_affine(&im, p->angle, p->tx, p->ty, p->scale, p->shx, p->shy, AUG_NEAREST, fill,
-                      s);
+    return aug_affine(&im, p->angle, p->tx, p->ty, p->scale, p->shx, p->shy, interp, fill, s);
 }
 
-/* Every case for one size, channel count and layout: one check. */
+/* Every case for one size, channel count, layout and interpolation: one
+ * check. */
 static void check_shape(uint32_t w, uint32_t h, uint32_t c, enum aug_layout layout,
-                        uint32_t cases, struct aug_scratch *s)
+                        enum aug_interp interp, uint32_t cases, struct aug_scratch *s)
 {
     size_t n = (size_t)w * h * c;
     uint8_t *img = malloc(n), *a = malloc(n + GUARD), *b = malloc(n + GUARD), fill[4];
@@ -99,7 +99,7 @@ static void check_shape(uint32_t w, uint32_t h, uint32_t c, enum aug_layout layo
     if (!img || !a || !b)
         tap_bail("out of memory for a %ux%ux%u image", w, h, c);
     memset(guard, 0xa5, GUARD);
-    rng_stream_init(&st, 25, w * 1000 + h, c * 10 + layout);
+    rng_stream_init(&st, 25, w * 1000 + h, c * 100 + layout * 10 + interp);
     for (size_t i = 0; i < n; i++)
         img[i] = (uint8_t)rng_below(&st, 256);
     for (uint32_t k = 0; k < cases; k++) {
@@ -109,8 +109,8 @@ static void check_shape(uint32_t w, uint32_t h, uint32_t c, enum aug_layout layo
 
         for (uint32_t ch = 0; ch < 4; ch++)
             fill[ch] = (uint8_t)rng_below(&st, 256);
-        ra = warp(AUG_ISA_BASELINE, img, a, w, h, c, layout, &p, f, s);
-        rb = warp(AUG_ISA_AVX512, img, b, w, h, c, layout, &p, f, s);
+        ra = warp(AUG_ISA_BASELINE, img, a, w, h, c, layout, interp, &p, f, s);
+        rb = warp(AUG_ISA_AVX512, img, b, w, h, c, layout, interp, &p, f, s);
         if (ra || rb) {
             fails++;
             continue;
@@ -123,8 +123,9 @@ static void check_shape(uint32_t w, uint32_t h, uint32_t c, enum aug_layout layo
             }
         }
     }
-    if (!tap_ok(!bad && !fails, "%ux%ux%u %s: %u cases byte-identical", w, h, c,
-                layout == AUG_CHW ? "chw" : "hwc", cases)) {
+    if (!tap_ok(!bad && !fails, "%ux%ux%u %s %s: %u cases byte-identical", w, h, c,
+                layout == AUG_CHW ? "chw" : "hwc",
+                interp == AUG_NEAREST ? "nearest" : "bilinear", cases)) {
         if (fails)
             tap_diag("  %u cases failed to run", fails);
         if (bad)
@@ -146,15 +147,18 @@ int main(void)
 
     if (aug_use_isa(AUG_ISA_AVX512) == -ENOTSUP)
         tap_skip_all("this CPU or build runs no AVX-512 VBMI kernels");
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
-        for (uint32_t c = 1; c <= 4; c++)
-            for (int layout = AUG_CHW; layout <= AUG_HWC; layout++) {
-                uint32_t w = sizes[i][0], h = sizes[i][1];
+    for (int interp = AUG_NEAREST; interp <= AUG_BILINEAR; interp++)
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+            for (uint32_t c = 1; c <= 4; c++)
+                for (int layout = AUG_CHW; layout <= AUG_HWC; layout++) {
+                    uint32_t w = sizes[i][0], h = sizes[i][1];
 
-                check_shape(w, h, c, (enum aug_layout)layout, w * h > 10000 ? 60 : 300, &s);
-            }
+                    check_shape(w, h, c, (enum aug_layout)layout, (enum aug_interp)interp,
+                                w * h > 10000 ? 60 : 300, &s);
+                }
     /* the widest row the kernel takes: 2^24 pixels, exact as a float */
-    check_shape(1u << 24, 1, 1, AUG_CHW, 4, &s);
+    check_shape(1u << 24, 1, 1, AUG_CHW, AUG_NEAREST, 4, &s);
+    check_shape(1u << 24, 1, 1, AUG_CHW, AUG_BILINEAR, 4, &s);
     aug_scratch_free(&s);
     return tap_done();
 }

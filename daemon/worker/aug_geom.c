@@ -351,13 +351,14 @@ int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float sc
     g = grid_of(m, im->w, im->h);
     if (!fill)
         fill = zeros;
-    /* the nearest affine's AVX-512 kernel: nearest_row's bytes, its own
+    /* the AVX-512 kernel: nearest_row's and bilinear_row's bytes, its own
      * copy of the image (tests/test_aug_simd_affine.c) */
-    if (interp == AUG_NEAREST && aug_avx512() && aug512_nearest_fits(im->w, im->h)) {
-        src = aug_scratch_get(s, aug512_nearest_scratch(im->w, im->h, im->c));
+    if (aug_avx512() && aug512_affine_fits(im->w, im->h)) {
+        src = aug_scratch_get(s, aug512_affine_scratch(im->w, im->h, im->c));
         if (!src)
             return -ENOMEM;
-        aug512_nearest(&g, im->px, im->w, im->h, im->c, im->layout == AUG_CHW, fill, src);
+        aug512_affine(&g, interp == AUG_BILINEAR, im->px, im->w, im->h, im->c,
+                      im->layout == AUG_CHW, fill, src);
         return 0;
     }
     /* the image's copy, then (4-byte aligned) nearest_row's indices */
