@@ -10,6 +10,7 @@
  * -ffp-contract=off (daemon/meson.build) so no other product is fused.
  */
 #include "aug_geom.h"
+#include "aug_simd.h"
 
 #include <errno.h>
 #include <math.h>
@@ -129,16 +130,10 @@ void aug_map_rotate(uint32_t w, uint32_t h, float angle_deg, struct aug_map *out
 
 /* ---- affine pixels ---- */
 
-/* The float32 sampling grid's constants for one image. */
-struct grid {
-    float r[6];          /* theta / (w/2, h/2) */
-    float sfx, sfy;      /* grid_sample's w/2, h/2 */
-    float w, h;
-};
-
-static struct grid grid_of(const double m[6], uint32_t w, uint32_t h)
+/* The float32 sampling grid's constants for one image (aug_simd.h). */
+static struct aug_grid grid_of(const double m[6], uint32_t w, uint32_t h)
 {
-    struct grid g;
+    struct aug_grid g;
     float hw = (float)(0.5 * w), hh = (float)(0.5 * h);
 
     for (int k = 0; k < 3; k++) {
@@ -154,7 +149,7 @@ static struct grid grid_of(const double m[6], uint32_t w, uint32_t h)
 
 /* Source position (ix, iy) of output pixel (x, y), in grid_sample's pixel
  * units. */
-static inline void grid_at(const struct grid *g, float bx, float by, float *ix, float *iy)
+static inline void grid_at(const struct aug_grid *g, float bx, float by, float *ix, float *iy)
 {
     float gx = fmaf(by, g->r[1], bx * g->r[0]) + g->r[2];
     float gy = fmaf(by, g->r[4], bx * g->r[3]) + g->r[5];
@@ -169,7 +164,7 @@ static inline void grid_at(const struct grid *g, float bx, float by, float *ix, 
  * them eight at a time: each lane rounds as the scalar code would), into
  * idx (w entries; -1 for outside), then the copies. */
 __attribute__((target_clones("fma", "default")))
-static void nearest_row(const struct grid *g, const struct aug_img *dst, const uint8_t *src,
+static void nearest_row(const struct aug_grid *g, const struct aug_img *dst, const uint8_t *src,
                         struct strides st, uint32_t y, const uint8_t *fill, int32_t *idx)
 {
     uint32_t w = dst->w, c = dst->c;
@@ -221,7 +216,7 @@ static inline uint8_t to_u8(float v)
 /* One output row y of the bilinear affine, torch's fma chain per channel
  * and for the mask of ones, then the fill through the mask. */
 __attribute__((target_clones("fma", "default")))
-static void bilinear_row(const struct grid *g, const struct aug_img *dst, const uint8_t *src,
+static void bilinear_row(const struct aug_grid *g, const struct aug_img *dst, const uint8_t *src,
                          struct strides st, uint32_t y, const uint8_t *fill)
 {
     uint32_t w = dst->w, h = dst->h, c = dst->c;
@@ -337,7 +332,7 @@ int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float sc
     static const uint8_t zeros[4];
     struct aug_affine_params p = { angle_deg, tx, ty, scale, shear_x_deg, shear_y_deg };
     struct strides st = strides_of(im);
-    struct grid g;
+    struct aug_grid g;
     double m[6];
     uint8_t *src;
     int32_t *idx;
@@ -352,16 +347,26 @@ int aug_affine(struct aug_img *im, float angle_deg, float tx, float ty, float sc
         shift(im, (int64_t)tx, (int64_t)ty, fill ? fill : zeros);
         return 0;
     }
+    inverse_matrix(&p, m);
+    g = grid_of(m, im->w, im->h);
+    if (!fill)
+        fill = zeros;
+    /* the AVX-512 kernel: nearest_row's and bilinear_row's bytes, its own
+     * copy of the image (tests/test_aug_simd_affine.c) */
+    if (aug_avx512() && aug512_affine_fits(im->w, im->h)) {
+        src = aug_scratch_get(s, aug512_affine_scratch(im->w, im->h, im->c));
+        if (!src)
+            return -ENOMEM;
+        aug512_affine(&g, interp == AUG_BILINEAR, im->px, im->w, im->h, im->c,
+                      im->layout == AUG_CHW, fill, src);
+        return 0;
+    }
     /* the image's copy, then (4-byte aligned) nearest_row's indices */
     src = aug_scratch_get(s, (img_bytes(im) + 3) / 4 * 4 + (size_t)im->w * sizeof(int32_t));
     if (!src)
         return -ENOMEM;
     idx = (int32_t *)(void *)(src + (img_bytes(im) + 3) / 4 * 4);
     memcpy(src, im->px, img_bytes(im));
-    inverse_matrix(&p, m);
-    g = grid_of(m, im->w, im->h);
-    if (!fill)
-        fill = zeros;
     for (uint32_t y = 0; y < im->h; y++) {
         if (interp == AUG_NEAREST)
             nearest_row(&g, im, src, st, y, fill, idx);

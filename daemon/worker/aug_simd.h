@@ -90,4 +90,35 @@ uint64_t aug512_gray_sum(const uint8_t *r, const uint8_t *g, const uint8_t *b, s
 void aug512_sharp_row(uint8_t *out, const uint8_t *up, const uint8_t *cur, const uint8_t *dn,
                       size_t n, size_t step, float a, float q);
 
+/* ---- the affine (aug_avx512_affine.c); call only when aug_avx512() ----- */
+
+/* The affine's float32 sampling grid for one image (aug_geom.c grid_of):
+ * output pixel (x, y) samples source (fma(gx + 1, sfx, -0.5),
+ * fma(gy + 1, sfy, -0.5)), gx = fma(by, r[1], bx * r[0]) + r[2],
+ * gy = fma(by, r[4], bx * r[3]) + r[5], bx = x - w/2 + 0.5, by likewise. */
+struct aug_grid {
+    float r[6];     /* theta / (w/2, h/2) */
+    float sfx, sfy; /* grid_sample's w/2, h/2 */
+    float w, h;
+};
+
+/* Whether aug512_affine takes an image of w x h: each side exact as a
+ * float32 (the baseline's bounds tests are on floats, the kernel's on
+ * integers) and w * h an int32 (the gathers' indices). */
+static inline bool aug512_affine_fits(uint32_t w, uint32_t h)
+{
+    return w <= (1u << 24) && h <= (1u << 24) && (uint64_t)w * h <= INT32_MAX;
+}
+
+/* The scratch bytes aug512_affine needs for an image of w x h x c. */
+size_t aug512_affine_scratch(uint32_t w, uint32_t h, uint32_t c);
+
+/* aug_geom.c's affine of the image px (w x h x c, CHW when chw, else HWC;
+ * c 1..4; aug512_affine_fits) in place, every row: nearest_row's bytes, or
+ * bilinear_row's when bilinear; the pixels outside get fill[ch].  scratch:
+ * aug512_affine_scratch bytes, its contents the kernel's (the copy it
+ * reads).  test_aug_simd_affine compares it with the baseline. */
+void aug512_affine(const struct aug_grid *g, bool bilinear, uint8_t *px, uint32_t w, uint32_t h,
+                   uint32_t c, bool chw, const uint8_t *fill, uint8_t *scratch);
+
 #endif
