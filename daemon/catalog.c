@@ -168,6 +168,14 @@ uint32_t catalog_failing(const struct daemon *d)
     return n;
 }
 
+const char *catalog_failing_name(const struct daemon *d, uint32_t k)
+{
+    for (uint32_t i = 0; i < CONF_DATASETS_MAX; i++)
+        if (d->cat[i].failed[0] && k-- == 0)
+            return d->cat[i].failed_name;
+    return NULL;
+}
+
 uint32_t catalog_offered(const struct daemon *d)
 {
     uint32_t n = 0;

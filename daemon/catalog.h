@@ -49,6 +49,8 @@ uint32_t catalog_offered(const struct daemon *d);
 /* Configured datasets failed now: at start, or while served (catalog_fail),
  * until a reload opens them again. */
 uint32_t catalog_failing(const struct daemon *d);
+/* The name of the k-th failing dataset (0 <= k < catalog_failing), or NULL. */
+const char *catalog_failing_name(const struct daemon *d, uint32_t k);
 /* Applies a reloaded config's datasets (see catalog.c); *added says the
  * workers must restart to learn new ones.  On error nothing changed. */
 int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err);

@@ -120,6 +120,7 @@ struct sched_state {
     struct share_state share;  /* share.c's: the groups */
     uint64_t mem_used;         /* bytes of rings (I3), those being made included */
     uint64_t mem_locked;       /* of them, mlocked */
+    uint64_t streams_failed;   /* streams failed (stream_fail) since start */
     struct hist wait_hist;     /* clients' waits, all clients (stream.c, WAITS) */
     struct hist prod_hist;     /* batches' production times, all clients */
     /* the tick: holds that outlast SHARE_HOLD_NS, the share windows (WEIGHTS) */

@@ -98,6 +98,8 @@ static double bad_total(struct daemon *d)
     X("clients.attaches", "counter", "Attaches accepted", d->attaches)                   \
     X("clients.detaches", "counter", "Clients detached", d->detaches)                    \
     X("clients.refused", "counter", "Attaches refused", d->attach_refused)               \
+    X("streams.failed", "counter", "Client streams failed (the ring says why: a dataset "     \
+      "failed, bad samples in a row, a field over its capacity)", d->sched.streams_failed)   \
     X("clients.kicked", "counter", "Clients disconnected for bad ring writes",          \
       d->clients_killed)                                                                 \
     X("connections.open", "gauge", "Control connections open", d->conn_open)             \
@@ -599,6 +601,17 @@ int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
         if (family(buf, cap, len, "ringfeed_build_info", "gauge",
                    "The daemon's version, commit and I/O backend (value 1)") < 0 ||
             sample(buf, cap, len, "ringfeed_build_info", 1, labels) < 0)
+            return -1;
+    }
+    if (family(buf, cap, len, "ringfeed_dataset_failing", "gauge",
+               "A configured dataset not served now, by name (value 1), until a reload "
+               "opens it again") < 0)
+        return -1;
+    for (uint32_t k = 0, n = catalog_failing(d); k < n; k++) {
+        const char *name = catalog_failing_name(d, k);
+        const char *labels[] = { "dataset", name ? name : "-", NULL };
+
+        if (sample(buf, cap, len, "ringfeed_dataset_failing", 1, labels) < 0)
             return -1;
     }
 #define METRIC_LINES(name, type, help, expr)                                            \

@@ -167,6 +167,7 @@ void stream_fail(struct daemon *d, struct stream *st, int code, const char *why)
     if (st->failed)
         return;
     st->failed = true;
+    d->sched.streams_failed++;
     log_error("client %u (%s): stream failed: %s", st->id, st->a.name[0] ? st->a.name : "-", why);
     h->error = code;
     snprintf(h->reason, sizeof(h->reason), "%s", why);

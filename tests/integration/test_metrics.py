@@ -254,6 +254,22 @@ def test_rules_and_dashboard_name_live_metrics(live):
                         ' > 0.5 unless on (instance) b') == {"a_bucket", "b"}
 
 
+def test_rules_unit_tests():
+    """promtool test rules: every alert fires in its case and stays quiet in
+    the other (contrib/prometheus/ringfeed-alerts.test.yml)."""
+    tests = os.path.join(os.path.dirname(RULES), "ringfeed-alerts.test.yml")
+    r = subprocess.run([promtool(), "test", "rules", os.path.basename(tests)],
+                       cwd=os.path.dirname(tests), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    print(r.stdout)
+    # every alert of the rules has a case
+    with open(RULES) as f:
+        alerts = set(re.findall(r"^\s*- alert: (\w+)$", f.read(), re.M))
+    with open(tests) as f:
+        tested = set(re.findall(r"^\s*alertname: (\w+)$", f.read(), re.M))
+    assert alerts and alerts <= tested, sorted(alerts - tested)
+
+
 # ---- 3. ringfeedctl metrics --output ----------------------------------------------------
 
 def test_ctl_output_file(daemon_factory, packed_fmnist):
