@@ -42,6 +42,11 @@ int ctlconn_open(struct ctlconn *cc, const char *socket_path, struct rf_err *err
     return 0;
 }
 
+static int timeout_of(const struct ctlconn *cc)
+{
+    return cc->timeout_ms > 0 ? cc->timeout_ms : CTLCONN_TIMEOUT_MS;
+}
+
 static int send_line(struct ctlconn *cc, const char *line, struct rf_err *err)
 {
     size_t len = strlen(line), off = 0;
@@ -53,7 +58,7 @@ static int send_line(struct ctlconn *cc, const char *line, struct rf_err *err)
         if (n == -1 && errno == EINTR)
             continue;
         if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            poll(&pfd, 1, cc->timeout_ms);
+            poll(&pfd, 1, timeout_of(cc));
             continue;
         }
         if (n == -1)
@@ -72,7 +77,7 @@ static int send_line(struct ctlconn *cc, const char *line, struct rf_err *err)
 static int read_reply(struct ctlconn *cc, struct ctl_reply *rep, struct rf_err *err)
 {
     struct pollfd pfd = {.fd = cc->fd, .events = POLLIN};
-    int64_t deadline = ((int64_t)clock_mono_ns()) + (int64_t)cc->timeout_ms * 1000000;
+    int64_t deadline = ((int64_t)clock_mono_ns()) + (int64_t)timeout_of(cc) * 1000000;
     size_t used;
     int rc;
 
@@ -93,7 +98,7 @@ static int read_reply(struct ctlconn *cc, struct ctl_reply *rep, struct rf_err *
         }
         if (left <= 0)
             return rf_err_set(err, -ETIMEDOUT, "the daemon at %s did not reply within %.1f s",
-                              cc->path, cc->timeout_ms / 1000.0);
+                              cc->path, timeout_of(cc) / 1000.0);
         if (cc->cap - cc->len < 4096) {
             size_t cap = cc->cap ? cc->cap * 2 : 8192;
             char *p;

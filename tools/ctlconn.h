@@ -17,7 +17,7 @@
 
 struct ctlconn {
     int fd;
-    int timeout_ms; /* for each request's reply: CTLCONN_TIMEOUT_MS unless set */
+    int timeout_ms; /* for each request's reply; 0 (unset): CTLCONN_TIMEOUT_MS */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     char *buf;      /* the last reply: buf[0..len) */
     size_t len, cap;

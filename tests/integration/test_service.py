@@ -862,8 +862,8 @@ def test_metrics_prometheus(svc, packed_fmnist):
         info = fams["ringfeed_worker_info"]["samples"]
         assert {lbl["state"] for lbl, _ in info} == {"ready"}
         (labels, batches), = fams["ringfeed_client_batches_total"]["samples"]
-        assert labels == {"dataset": "fmnist", "name": "probe:a/b", "rank": "1", "world": "2"}, \
-            labels
+        assert labels == {"dataset": "fmnist", "name": "probe:a/b", "rank": "1", "world": "2",
+                          "uid": str(os.getuid())}, labels
         (info, _), = fams["ringfeed_client_info"]["samples"]
         assert info["id"] and info["name"] == "probe:a/b", info
         assert batches == 4  # depth 4, nothing released

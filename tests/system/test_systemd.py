@@ -889,8 +889,9 @@ def main(build):
                             wrong.append(f"PRIORITY={e.get('PRIORITY')} (want {prio}): {msg}")
             log(f"#   daemon lines by level: {seen}")
             assert seen.get("info"), f"no daemon info lines in the journal:\n{out[-2000:]}"
-            assert seen.get("warn") and seen.get("error"), \
-                f"expected warn lines (mmap chosen) and error lines (the refused reload): {seen}"
+            # (mmap is a choice, logged at info; the refused reload is an error)
+            assert seen.get("error"), \
+                f"expected info lines (mmap chosen) and error lines (the refused reload): {seen}"
             assert not wrong, (f"{len(wrong)} daemon line(s) with the wrong priority, e.g.\n" +
                                "\n".join(wrong[:3]))
             assert not doubled, ("daemon lines carry a prefix the journal adds itself or did "
