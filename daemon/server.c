@@ -523,17 +523,11 @@ static const char *peer_unit(uint32_t pid, char *out, size_t cap)
     char path[64], text[4096], cg[2048];
     const char *last;
     ssize_t n;
-    int fd;
 
     snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -1)
-        return NULL;
-    n = fio_pread_full(fd, text, sizeof(text) - 1, 0);
-    close(fd);
+    n = fio_read_small(path, text, sizeof(text));
     if (n <= 0)
         return NULL;
-    text[n] = '\0';
     if (cpus_parse_cgroup(text, (size_t)n, cg, sizeof(cg)) < 0 || strcmp(cg, "/") == 0) {
         /* cgroup v1: systemd's own hierarchy names the unit */
         const char *s = strstr(text, ":name=systemd:");

@@ -55,23 +55,6 @@ int cpus_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *p
     return 0;
 }
 
-/* Reads a small text file (/proc, /sys) into buf, NUL-terminated.
- * Returns its length or a negative errno. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n;
-
-    if (fd == -1)
-        return -errno;
-    n = fio_pread_full(fd, buf, cap - 1, 0);
-    close(fd);
-    if (n < 0)
-        return n;
-    buf[n] = '\0';
-    return n;
-}
-
 uint32_t cpus_affinity(void)
 {
     cpu_set_t *set = CPU_ALLOC(4096);
@@ -84,6 +67,19 @@ uint32_t cpus_affinity(void)
     if (n < 1)
         n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+bool cpus_cgroup_parent(char *dir)
+{
+    char *slash = strrchr(dir, '/');
+
+    if (!slash || (slash == dir && dir[1] == '\0'))
+        return false;
+    if (slash == dir)
+        dir[1] = '\0'; /* "/a" -> "/" */
+    else
+        *slash = '\0';
+    return true;
 }
 
 uint32_t cpus_quota_at(const char *root, const char *path, char *where, size_t cap)
@@ -99,11 +95,10 @@ uint32_t cpus_quota_at(const char *root, const char *path, char *where, size_t c
         uint64_t quota, period;
         size_t dl = strlen(dir);
         ssize_t n;
-        char *slash;
 
         snprintf(file, sizeof(file), "%s%s%scpu.max", root, dir,
                  dl && dir[dl - 1] == '/' ? "" : "/");
-        n = read_small(file, text, sizeof(text));
+        n = fio_read_small(file, text, sizeof(text));
         if (n >= 0 && cpus_parse_cpu_max(text, (size_t)n, &quota, &period) == 0 && quota > 0) {
             uint64_t cpus = quota / period + (quota % period != 0);
 
@@ -116,13 +111,8 @@ uint32_t cpus_quota_at(const char *root, const char *path, char *where, size_t c
                              (unsigned long long)period, file);
             }
         }
-        slash = strrchr(dir, '/');
-        if (!slash || (slash == dir && dir[1] == '\0'))
+        if (!cpus_cgroup_parent(dir))
             break;
-        if (slash == dir)
-            dir[1] = '\0'; /* "/a" -> "/" */
-        else
-            *slash = '\0';
     }
     return best;
 }
@@ -130,7 +120,7 @@ uint32_t cpus_quota_at(const char *root, const char *path, char *where, size_t c
 uint32_t cpus_quota(char *where, size_t cap)
 {
     char text[4096], path[2048];
-    ssize_t n = read_small("/proc/self/cgroup", text, sizeof(text));
+    ssize_t n = fio_read_small("/proc/self/cgroup", text, sizeof(text));
 
     if (cap)
         where[0] = '\0';

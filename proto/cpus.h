@@ -15,6 +15,7 @@
 #ifndef RINGFEED_PROTO_CPUS_H
 #define RINGFEED_PROTO_CPUS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,14 @@ int cpus_parse_cgroup(const char *buf, size_t len, char *path, size_t cap);
  * -EINVAL for anything else (a zero period included).
  */
 int cpus_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period);
+
+/*
+ * A cgroup path (NUL-terminated, in dir) cut to its parent's: "/a/b" ->
+ * "/a", "/a" -> "/", "/a/" -> "/a".  Returns false at the root or for a
+ * path without a slash (dir unchanged): the walk up a hierarchy is done.
+ * Shared by the quota walk here and memlimit.c's.
+ */
+bool cpus_cgroup_parent(char *dir);
 
 /* The CPUs this process may run on (sched_getaffinity, as nproc(1) counts
  * them; the online CPUs if that fails), at least 1. */

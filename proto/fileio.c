@@ -117,3 +117,18 @@ out_close:
     close(fd);
     return r;
 }
+
+ssize_t fio_read_small(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd == -1)
+        return -errno;
+    n = fio_pread_full(fd, buf, cap - 1, 0);
+    close(fd);
+    if (n < 0)
+        return n;
+    buf[n] = '\0';
+    return n;
+}

@@ -31,4 +31,10 @@ int fio_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 int fio_read_file(int dirfd, const char *name, size_t max, char **out,
                   size_t *len);
 
+/*
+ * Reads a small text file (/proc, /sys) at path into buf: at most cap - 1
+ * bytes, NUL-terminated.  Returns the bytes read, or a negative errno.
+ */
+ssize_t fio_read_small(const char *path, char *buf, size_t cap);
+
 #endif

@@ -73,22 +73,6 @@ int memlimit_parse_v1_path(const char *buf, size_t len, char *path, size_t cap)
     return -ENOENT;
 }
 
-/* A small text file into buf, NUL-terminated: its length or a negative errno. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n;
-
-    if (fd == -1)
-        return -errno;
-    n = fio_pread_full(fd, buf, cap - 1, 0);
-    close(fd);
-    if (n < 0)
-        return n;
-    buf[n] = '\0';
-    return n;
-}
-
 uint64_t memlimit_at(const char *root, const char *path, const char *const *files,
                      char *where, size_t cap)
 {
@@ -101,7 +85,6 @@ uint64_t memlimit_at(const char *root, const char *path, const char *const *file
         return 0;
     for (;;) {
         size_t dl = strlen(dir);
-        char *slash;
 
         for (const char *const *f = files; *f; f++) {
             uint64_t v;
@@ -109,7 +92,7 @@ uint64_t memlimit_at(const char *root, const char *path, const char *const *file
 
             snprintf(file, sizeof(file), "%s%s%s%s", root, dir,
                      dl && dir[dl - 1] == '/' ? "" : "/", *f);
-            n = read_small(file, text, sizeof(text));
+            n = fio_read_small(file, text, sizeof(text));
             if (n < 0 || memlimit_parse(text, (size_t)n, &v) < 0 || v == 0)
                 continue;
             if (!best || v < best) {
@@ -118,13 +101,8 @@ uint64_t memlimit_at(const char *root, const char *path, const char *const *file
                     snprintf(where, cap, "%s %llu in %s", *f, (unsigned long long)v, file);
             }
         }
-        slash = strrchr(dir, '/');
-        if (!slash || (slash == dir && dir[1] == '\0'))
+        if (!cpus_cgroup_parent(dir))
             break;
-        if (slash == dir)
-            dir[1] = '\0';
-        else
-            *slash = '\0';
     }
     return best;
 }
@@ -142,7 +120,7 @@ uint64_t memlimit_usable(char *where, size_t cap)
     static const char *const v1[] = {"memory.limit_in_bytes", NULL};
     char text[4096], path[2048], w[512];
     uint64_t best = memlimit_ram(), lim;
-    ssize_t n = read_small("/proc/self/cgroup", text, sizeof(text));
+    ssize_t n = fio_read_small("/proc/self/cgroup", text, sizeof(text));
 
     if (cap)
         snprintf(where, cap, "RAM");
