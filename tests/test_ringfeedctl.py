@@ -71,8 +71,8 @@ rates over 2.00 s
 WORKER      PID STATE      BUSY%   JOBS/S SAMPLES/S    IO% DECODE%  XFORM%
      0     4242 ready       75.0    200.0    2000.0   25.0    50.0    25.0
 
-CLIENT NAME                       DATASET      RANK  BATCH/S SAMPLES/S  WAIT%   READY  INFL VERDICT
-     7 a-rather-long-trainer-name fmnist-train  1/4    200.0    2000.0   40.0     2/4     2 input-bound
+CLIENT USER     NAME                       DATASET      RANK  BATCH/S SAMPLES/S  WAIT%   READY  INFL VERDICT
+     7 -        a-rather-long-trainer-name fmnist-train  1/4    200.0    2000.0   40.0     2/4     2 input-bound
 """
 
 
