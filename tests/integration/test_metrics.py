@@ -334,6 +334,12 @@ def test_metrics_units():
         assert re.search(r"^Environment=TEXTFILE=/var/lib/prometheus/node-exporter/ringfeed\.prom$",
                          text, re.M), text
         assert re.search(r"^Requisite=ringfeedd\.service$", text, re.M), text
+        # quiet without node_exporter; root (no capability) for Debian's root-owned folder
+        assert re.search(r"^ConditionPathIsDirectory=/var/lib/prometheus/node-exporter$", text,
+                         re.M), text
+        assert re.search(r"^LogLevelMax=notice$", text, re.M), text
+        assert not re.search(r"^User=", text, re.M), text
+        assert re.search(r"^CapabilityBoundingSet=$", text, re.M), text
         rel = "/" + os.path.relpath(os.path.dirname(service), root)
         # ExecStopPost= runs /bin/sh, which verify looks for under the root
         shutil.copy2(shutil.which("sh") or "/bin/sh", os.path.join(root, "usr/bin/sh"))

@@ -724,6 +724,27 @@ def main(build):
             c.write(conf_in, good_conf)
             c.ctl("reload", "ringfeedd.service")
 
+        # ---- 3b. the metrics writer, with and without node_exporter's folder ----
+        with checks.check("ringfeed-metrics.service: skipped quietly without the textfile "
+                          "folder, writes ringfeed.prom into Debian's root-owned one"):
+            folder = "/var/lib/prometheus/node-exporter"
+            c.exec("rm", "-rf", folder)
+            r = c.ctl("start", "ringfeed-metrics.service", check=False)
+            s = c.show("ringfeed-metrics.service", "Result", "ConditionResult", "ExecMainStatus")
+            assert r.returncode == 0 and s["ConditionResult"] == "no" and \
+                s["Result"] == "success", f"without the folder: exit {r.returncode}, {s}"
+            c.exec("install", "-d", "-m", "0755", "-o", "root", "-g", "root", folder)
+            r = c.ctl("start", "ringfeed-metrics.service", check=False)
+            s = c.show("ringfeed-metrics.service", "Result", "ConditionResult", "ExecMainStatus")
+            assert r.returncode == 0 and s["Result"] == "success", \
+                f"with a root-owned folder: exit {r.returncode}, {s}: " + c.exec(
+                    "journalctl", "-b", "--no-pager", "-u", "ringfeed-metrics").stdout[-1500:]
+            text = c.exec("cat", folder + "/ringfeed.prom").stdout
+            assert "ringfeed_build_info{" in text, text[:500]
+            log(f"#   without the folder: {s and 'condition no, result success'}; with it: "
+                f"ringfeed.prom {len(text)} bytes, {text.count(chr(10))} lines")
+            c.exec("rm", "-rf", folder)
+
         # ---- 4. the watchdog ----
         with checks.check(f"SIGSTOPped daemon: killed by the watchdog and restarted within "
                           f"WatchdogSec+RestartSec ({watchdog_s:.0f}+{restart_s:.0f} s); "
