@@ -15,6 +15,7 @@
 
 #include "catalog.h"
 #include "checkconf.h"
+#include "confload.h"
 #include "dataset.h"
 #include "fileio.h"
 #include "plugin.h"
@@ -88,42 +89,103 @@ static void where(FILE *f, const char *path, unsigned line)
         fprintf(f, "%s: ", path);
 }
 
+/*
+ * Parses the file at path into *c (reset to the defaults first), naming
+ * every line the parser refuses on err and going on past it (each counted
+ * in *problems).  Returns 0, or -1 when the file cannot be read (named and
+ * counted).
+ */
+static int check_file(const char *path, struct conf *c, FILE *err, unsigned *problems)
+{
+    char *text = NULL;
+    size_t len = 0;
+    struct rf_err e;
+    int rc = fio_read_file(AT_FDCWD, path, 1u << 20, &text, &len);
+
+    conf_defaults(c);
+    if (rc < 0) {
+        fprintf(err, "%s: %s\n", path, rc == -EFBIG    ? "larger than 1 MiB"
+                                       : rc == -EINVAL ? "not a regular file"
+                                                       : strerror(-rc));
+        ++*problems;
+        return -1;
+    }
+    while (conf_parse(text, len, c, &e) < 0) {
+        const char *rest = e.msg;
+        unsigned line = line_of_msg(e.msg, &rest);
+
+        where(err, path, line);
+        fprintf(err, "%s\n", rest);
+        if (!line || ++*problems >= CHECK_MAX_PROBLEMS)
+            break; /* not a line's fault, or enough said */
+        empty_line(text, &len, line);
+    }
+    free(text);
+    return 0;
+}
+
+/* The last of files[0..n) that sets key, and its line; NULL if none. */
+static const char *locate(char (*files)[4096], int n, const char *key, unsigned *line)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        char *text = NULL;
+        size_t len = 0;
+
+        if (fio_read_file(AT_FDCWD, files[i], 1u << 20, &text, &len) < 0)
+            continue;
+        *line = line_of_key(text, len, key);
+        free(text);
+        if (*line)
+            return files[i];
+    }
+    return NULL;
+}
+
+struct notes {
+    FILE *err;
+};
+
+static void print_override(void *arg, const char *what, const char *winner)
+{
+    struct notes *n = arg;
+
+    fprintf(n->err, "%s: note: %s is set again here and wins over the files before\n", winner,
+            what);
+}
+
 int checkconf_run(const char *path, const struct conf *flags, FILE *out, FILE *err)
 {
-    static struct conf c; /* large: off the stack */
+    static struct conf c, layer; /* large: off the stack */
+    static char files[1 + CONFLOAD_DROPINS_MAX][4096];
     struct plugin_set plugins = {0};
-    char *buf = NULL, *text = NULL;
-    size_t len = 0, tlen = 0;
+    struct notes notes = {err};
     unsigned problems = 0, warnings = 0, datasets = 0;
+    int nfiles = 0;
     struct rf_err e;
 
     conf_defaults(&c);
     if (path) {
-        int rc = fio_read_file(AT_FDCWD, path, 1u << 20, &buf, &len);
+        int n;
 
-        if (rc < 0) {
-            fprintf(err, "%s: %s\n", path, rc == -EFBIG    ? "larger than 1 MiB"
-                                           : rc == -EINVAL ? "not a regular file"
-                                                           : strerror(-rc));
+        snprintf(files[0], sizeof(files[0]), "%s", path);
+        nfiles = 1;
+        if (check_file(path, &c, err, &problems) < 0)
             return 1;
+        n = confload_dropins(path, files + 1, CONFLOAD_DROPINS_MAX, &e);
+        if (n < 0) {
+            fprintf(err, "%s\n", e.msg);
+            problems++;
+            n = 0;
         }
-        text = malloc(len ? len : 1);
-        if (!text) {
-            free(buf);
-            fprintf(err, "%s: out of memory\n", path);
-            return 1;
-        }
-        memcpy(text, buf, len);
-        tlen = len;
-        while (conf_parse(text, tlen, &c, &e) < 0) {
-            const char *rest = e.msg;
-            unsigned line = line_of_msg(e.msg, &rest);
-
-            where(err, path, line);
-            fprintf(err, "%s\n", rest);
-            if (!line || ++problems >= CHECK_MAX_PROBLEMS)
-                break; /* not a line's fault, or enough said */
-            empty_line(text, &tlen, line);
+        for (int i = 1; i <= n; i++) {
+            nfiles++;
+            if (check_file(files[i], &layer, err, &problems) < 0)
+                continue;
+            if (confload_layer(&c, &layer, files[i], print_override, &notes, &e) < 0) {
+                where(err, files[i], 0);
+                fprintf(err, "%s\n", e.msg);
+                problems++;
+            }
         }
     }
     if (conf_merge(&c, flags, &e) < 0) {
@@ -144,9 +206,13 @@ int checkconf_run(const char *path, const struct conf *flags, FILE *out, FILE *e
 
         snprintf(key, sizeof(key), "dataset.%s", cd->name);
         if (dataset_open(cd->dir, &ds, &e) < 0) {
-            unsigned line = path ? line_of_key(buf, len, key) : 0;
+            unsigned line = 0;
+            const char *file = conf_is_set(flags, CONF_DATASET) &&
+                                       conf_find_dataset(flags, cd->name)
+                                   ? NULL
+                                   : locate(files, nfiles, key, &line);
 
-            where(err, line || !conf_is_set(flags, CONF_DATASET) ? path : NULL, line);
+            where(err, file, line);
             fprintf(err, "warning: %s = %s does not open: %s (the daemon starts without it; "
                          "attaches to it are refused until a reload opens it)\n",
                     key, cd->dir, e.msg);
@@ -160,9 +226,8 @@ int checkconf_run(const char *path, const struct conf *flags, FILE *out, FILE *e
         fprintf(err, "%s: %u problem(s)%s\n", path ? path : "ringfeedd", problems,
                 problems >= CHECK_MAX_PROBLEMS ? " (the first ones)" : "");
     else
-        fprintf(out, "%s: the configuration is good: %u dataset(s) open, %u warning(s)\n",
-                path ? path : "the command line", datasets, warnings);
-    free(text);
-    free(buf);
+        fprintf(out, "%s: the configuration is good: %u dataset(s) open, %u warning(s)%s\n",
+                path ? path : "the command line", datasets, warnings,
+                nfiles > 1 ? ", drop-ins read" : "");
     return problems ? 1 : 0;
 }

@@ -41,6 +41,7 @@
 
 #include "buildid.h"
 #include "checkconf.h"
+#include "confload.h"
 #include "config.h"
 #include "daemon.h"
 #include "fault.h"
@@ -121,24 +122,54 @@ const char *daemon_config_path(void)
     return config_file;
 }
 
+/* One config file parsed into out (first reset to the defaults); the
+ * message names the file. */
+static int parse_file(const char *path, struct conf *out, struct rf_err *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_file(path, &buf, &len, err);
+
+    if (rc == 0) {
+        rc = conf_parse(buf, len, out, err);
+        if (rc < 0)
+            rf_err_prefix(err, "%s", path);
+    }
+    free(buf);
+    return rc;
+}
+
+static void note_override(void *arg, const char *what, const char *winner)
+{
+    (void)arg;
+    log_info("config: %s is set again in %s, which wins over the files before it", what,
+             winner);
+}
+
 int daemon_load_config(struct conf *out, struct rf_err *err)
 {
     int rc;
 
     conf_defaults(out);
     if (config_file) {
-        char *buf = NULL;
-        size_t len = 0;
+        /* the file, then its drop-in folder's *.conf in name order (confload.h) */
+        static char names[CONFLOAD_DROPINS_MAX][4096];
+        static struct conf layer; /* large: off the stack */
+        int n;
 
-        rc = read_file(config_file, &buf, &len, err);
-        if (rc == 0) {
-            rc = conf_parse(buf, len, out, err);
-            if (rc < 0)
-                rf_err_prefix(err, "%s", config_file);
-        }
-        free(buf);
+        rc = parse_file(config_file, out, err);
         if (rc < 0)
             return rc;
+        n = confload_dropins(config_file, names, CONFLOAD_DROPINS_MAX, err);
+        if (n < 0)
+            return n;
+        for (int i = 0; i < n; i++) {
+            rc = parse_file(names[i], &layer, err);
+            if (rc == 0)
+                rc = confload_layer(out, &layer, names[i], note_override, NULL, err);
+            if (rc < 0)
+                return rc;
+        }
     }
     rc = conf_merge(out, &flag_conf, err);
     if (rc < 0)

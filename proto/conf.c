@@ -792,6 +792,11 @@ int conf_parse(const char *buf, size_t len, struct conf *out, struct rf_err *err
     return 0;
 }
 
+const char *conf_key_name(enum conf_key k)
+{
+    return (int)k >= 0 && k < CONF_KEY_COUNT ? keys[k].name : NULL;
+}
+
 int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
 {
     unsigned added = 0;

@@ -319,6 +319,10 @@ void conf_recipe_names(const struct conf *c, char *buf, size_t cap);
 /* The plugin called name[0..len), or NULL. */
 const struct conf_plugin *conf_find_plugin(const struct conf *c, const char *name, size_t len);
 
+/* The key's name as a file writes it ("workers"; "dataset.NAME" for the
+ * family of dataset keys), or NULL for a value out of range. */
+const char *conf_key_name(enum conf_key k);
+
 /* Fills c with the defaults above, nothing set. */
 void conf_defaults(struct conf *c);
 

@@ -103,3 +103,43 @@ def test_ctl_timeout(tmp_path):
         assert r.returncode == 2 and "--timeout 0" in r.stderr, r
     finally:
         mute.close()
+
+
+def test_dropin_folder(daemon_factory, packed_fmnist, tmp_path):
+    """FILE.d/*.conf after FILE, in name order, a later file's key winning
+    (each override said in the log and by --check-config), hidden and
+    other files left alone; a problem in a drop-in named with its file and
+    line; a reload reads the folder again."""
+    conf = tmp_path / "ringfeedd.conf"
+    conf.write_text(f"dataset.fm = {packed_fmnist['test']}\nmax-clients = 50\n")
+    dropins = tmp_path / "ringfeedd.conf.d"
+    dropins.mkdir()
+    (dropins / "20-site.conf").write_text("max-clients = 70\n")
+    (dropins / "10-package.conf").write_text(f"max-clients = 60\n"
+                                             f"dataset.extra = {packed_fmnist['test']}\n")
+    (dropins / ".30-hidden.conf").write_text("bogus = 1\n")
+    (dropins / "40-notes.txt").write_text("bogus = 1\n")
+    r = check("--config", str(conf))
+    assert r.returncode == 0, r
+    assert r.stderr.splitlines() == [
+        f"{dropins}/10-package.conf: note: max-clients is set again here and wins over the "
+        "files before",
+        f"{dropins}/20-site.conf: note: max-clients is set again here and wins over the "
+        "files before"], r.stderr
+    assert "2 dataset(s) open" in r.stdout and "drop-ins read" in r.stdout, r.stdout
+
+    d = daemon_factory({}, workers=1, extra=["--config", str(conf)])
+    st = d.stats()
+    assert st["datasets"] == "2", st
+    log = d.read_log()
+    assert f"config: max-clients is set again in {dropins}/20-site.conf" in log, log[-2000:]
+    # a drop-in with a bad line: named by --check-config, refused by a reload
+    (dropins / "50-bad.conf").write_text("# a comment\nworkerz = 2\n")
+    r = check("--config", str(conf))
+    assert r.returncode == 1 and f"{dropins}/50-bad.conf:2: unknown key \"workerz\"" in r.stderr, r
+    r = ctl(d.sock, "reload", check=False)
+    assert r.returncode == 1 and "50-bad.conf: line 2" in r.stderr, r
+    # fixed: the reload reads the folder again
+    (dropins / "50-bad.conf").write_text("max-clients = 80\n")
+    r = ctl(d.sock, "reload")
+    assert r.stdout == "reloaded: max-clients\n", r.stdout
