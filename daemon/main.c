@@ -59,7 +59,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ringfeedd [--config FILE] [--socket PATH] [--dataset NAME=DIR]...\n"
             "                 [--workers N|auto] [--cpu-budget N] [--memory-budget SIZE]\n"
-            "                 [--log-level LEVEL] [--user [--idle-exit SECONDS]]\n"
+            "                 [--log-level LEVEL] [--name NAME] [--user [--idle-exit SECONDS]]\n"
             "       ringfeedd --check-config [--config FILE] [flags]\n"
             "\n"
             "  --config FILE         read settings from FILE (key = value lines)\n"
@@ -74,6 +74,8 @@ static void usage(FILE *f)
             "  --memory-budget SIZE  bytes for client rings, e.g. 2G (default: a quarter of\n"
             "                        the RAM, or of the cgroup's memory limit when lower)\n"
             "  --log-level LEVEL     error, warn, info (default) or debug\n"
+            "  --name NAME           this daemon's name among a node's (METRICS labels\n"
+            "                        every sample daemon=\"NAME\"; ringfeedd@NAME.service)\n"
             "  --user                your own daemon: socket in $XDG_RUNTIME_DIR/ringfeed/\n"
             "                        (else /tmp/ringfeed-UID/), your uid only, dataset\n"
             "                        folders opened as clients ask\n"
@@ -205,6 +207,7 @@ static int configure(struct daemon *d, int argc, char **argv)
         { "cpu-budget", required_argument, NULL, 'b' },
         { "memory-budget", required_argument, NULL, 'm' },
         { "log-level", required_argument, NULL, 'l' },
+        { "name", required_argument, NULL, 'n' },
         { "user", no_argument, NULL, 'u' },
         { "idle-exit", required_argument, NULL, 'i' },
         { "help", no_argument, NULL, 'h' },
@@ -234,6 +237,7 @@ static int configure(struct daemon *d, int argc, char **argv)
         case 'b': key = "cpu-budget"; break;
         case 'm': key = "memory-budget"; break;
         case 'l': key = "log-level"; break;
+        case 'n': key = "name"; break;
         case 'u': user = true; continue;
         case 'C': check = true; continue;
         case 'i': {

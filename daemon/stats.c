@@ -378,20 +378,30 @@ static int family(char *buf, size_t cap, size_t *len, const char *name, const ch
 }
 
 /* name{k1="v1",k2="v2",...} value; labels are NULL-terminated key, value pairs. */
+/* The config's name = (daemon="NAME" on every sample), "" for none: set by
+ * stats_metrics for the reply it writes. */
+static const char *daemon_label = "";
+
 static int sample(char *buf, size_t cap, size_t *len, const char *name, double value,
                   const char *const *labels)
 {
+    bool any = daemon_label[0] != '\0';
     char v[40];
 
     if (put(buf, cap, len, "%s", name) < 0)
         return -1;
+    if (any && (put(buf, cap, len, "{daemon=\"") < 0 ||
+                put_escaped(buf, cap, len, daemon_label, "\\\"") < 0 ||
+                put(buf, cap, len, "\"") < 0))
+        return -1;
     for (unsigned i = 0; labels && labels[i]; i += 2) {
-        if (put(buf, cap, len, "%s%s=\"", i ? "," : "{", labels[i]) < 0 ||
+        if (put(buf, cap, len, "%s%s=\"", i || any ? "," : "{", labels[i]) < 0 ||
             put_escaped(buf, cap, len, labels[i + 1], "\\\"") < 0 || put(buf, cap, len, "\"") < 0)
             return -1;
+        any = true;
     }
     fmt_value(v, sizeof(v), value);
-    return put(buf, cap, len, "%s %s\n", labels && labels[0] ? "}" : "", v);
+    return put(buf, cap, len, "%s %s\n", any ? "}" : "", v);
 }
 
 /* Per-worker families: one sample per worker slot in use. */
@@ -593,6 +603,8 @@ int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
     size_t start = *len;
     char prom[128];
     int lines = 0;
+
+    daemon_label = d->cf.name;
 
     {
         const char *labels[] = { "version", RINGFEED_VERSION, "revision", RINGFEED_REVISION,

@@ -26,6 +26,7 @@ enum kind {
     K_DATASET, /* dataset.NAME = DIR, into datasets[] */
     K_MODE,    /* uint32_t file mode in octal, in min..max */
     K_GROUP,   /* char[] group name or number, 1..max bytes */
+    K_NAME,    /* char[] a name of the same bytes as K_GROUP's */
     K_WEIGHTS, /* struct conf_weight[CONF_WEIGHTS_MAX] and its unsigned count */
     K_WORKERS, /* uint32_t count in min..max, or "auto" (workers_auto, count 0) */
     K_CAP,     /* struct conf_cap: a size in min..max, or "P%" with P in 1..100 */
@@ -76,6 +77,7 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
      CONF_MEMORY_BUDGET_MIN, UINT64_MAX},
     {"recipe.NAME", CONF_RECIPE, K_RECIPE, FIELD(recipes), 0, 1, AUG_SPEC_MAX},
     {"plugin.NAME", CONF_PLUGIN, K_PLUGIN, FIELD(plugins), 0, 1, CONF_PATH_MAX - 1},
+    {"name", CONF_NAME, K_NAME, FIELD(name), 0, 1, CONF_NAME_MAX},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
@@ -251,6 +253,10 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
     case K_GROUP:
         snprintf(buf, cap, "a group name or number: 1 to %llu of A-Z a-z 0-9 . _ -, "
                  "not starting with -", (unsigned long long)k->max);
+        return;
+    case K_NAME:
+        snprintf(buf, cap, "a name: 1 to %llu of A-Z a-z 0-9 . _ -, not starting with -",
+                 (unsigned long long)k->max);
         return;
     case K_WEIGHTS:
         snprintf(buf, cap, "1 to %d comma-separated rules name:LABEL=W or uid:UID=W, "
@@ -603,6 +609,7 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
             return bad_value(k, key, v, err);
         return 0;
     case K_GROUP:
+    case K_NAME:
         if (!group_ok(v, vlen, k->max))
             return bad_value(k, key, v, err);
         memset(field, 0, k->width);
@@ -892,6 +899,7 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
     switch (k->kind) {
     case K_PATH:
     case K_GROUP:
+    case K_NAME:
         snprintf(v, sizeof(v), "%s", field);
         break;
     case K_MODE:
@@ -1059,7 +1067,8 @@ int conf_check_table(struct rf_err *err)
         if (k->kind == K_WORKERS &&
             (k->width != sizeof(uint32_t) || k->min < 1 || k->max > UINT32_MAX))
             return rf_err_set(err, -EINVAL, "config key %s: count field or range", k->name);
-        if ((k->kind == K_PATH || k->kind == K_GROUP) && k->max >= k->width)
+        if ((k->kind == K_PATH || k->kind == K_GROUP || k->kind == K_NAME) &&
+            k->max >= k->width)
             return rf_err_set(err, -EINVAL, "config key %s: path bound past its field",
                               k->name);
         if (k->kind == K_MODE && (k->width != sizeof(uint32_t) || k->max > 07777))

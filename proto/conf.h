@@ -29,6 +29,7 @@
  *     memory-per-uid    = 8G
  *     recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip
  *     plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so
+ *     name          = gpu0
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -138,6 +139,11 @@
  *                          reload and refuses a file that does not load
  *                          or has another ABI or name (daemon/worker/
  *                          plugin.h); a change restarts the workers.
+ *   name = NAME            this daemon's name among the node's daemons
+ *                          (ringfeedd@NAME.service sets it): 1..32 of
+ *                          [A-Za-z0-9._-], not starting with '-'.  METRICS
+ *                          labels every sample daemon="NAME".  A reload
+ *                          applies it to the next METRICS.
  *   memory-per-client = CAP  the largest ring one client may have, and
  *   memory-per-uid = CAP     the most ring memory the clients of one user
  *                          (SO_PEERCRED uid) may hold together: a SIZE as
@@ -186,6 +192,7 @@
 #define CONF_SOCKET_MODE_MAX 0777
 #define CONF_DEFAULT_SOCKET_MODE 0660
 #define CONF_GROUP_MAX 32          /* bytes of a socket-group name */
+#define CONF_NAME_MAX 32           /* bytes of a daemon's name (name =) */
 #define CONF_MAX_CLIENTS_MAX 1024  /* a worker maps every attached ring (wire.h) */
 #define CONF_MAX_CONNECTIONS_MAX 16384
 #define CONF_IDLE_SEC_MAX 86400
@@ -218,6 +225,7 @@ enum conf_key {
     CONF_MEMORY_PER_UID,
     CONF_RECIPE, /* set once any recipe.NAME is */
     CONF_PLUGIN, /* set once any plugin.NAME is */
+    CONF_NAME,
     CONF_KEY_COUNT
 };
 
@@ -281,6 +289,8 @@ struct conf {
     uint64_t pixel_cap;
     uint32_t socket_mode;            /* permission bits, 0..0777 */
     char socket_group[CONF_GROUP_MAX + 1]; /* "" when not set */
+    char name[CONF_NAME_MAX + 1];    /* the daemon's name among a node's (the
+                                        daemon="" label of METRICS), "" none */
     uint32_t max_clients;
     uint32_t max_connections;
     uint32_t idle_sec;

@@ -114,9 +114,11 @@ static void test_example(void)
         "memory-per-client = 25%\n"
         "memory-per-uid    = 8G\n"
         "recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip\n"
-        "plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so\n";
+        "plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so\n"
+        "name          = gpu0\n";
 
     expect_ok(example, "the example in conf.h parses");
+    TAP_IS_STR(c.name, "gpu0", "name");
     TAP_OK(c.n_recipes == 1 && conf_find_recipe(&c, "cifar", 5) &&
            strcmp(conf_find_recipe(&c, "cifar", 5)->spec,
                   "RandomCrop:size=32:padding=4,RandomHorizontalFlip") == 0,

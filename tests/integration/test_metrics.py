@@ -25,7 +25,7 @@ import subprocess
 
 import pytest
 
-from conftest import attach_held, ctl, ctl_tool, raw_request, run_read, wait_for
+from conftest import attach_held, ctl, ctl_tool, raw_request, ringfeedd, run_read, wait_for
 from test_service import parse_prometheus, install_root, find_installed
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -270,6 +270,22 @@ def test_rules_unit_tests():
     assert alerts and alerts <= tested, sorted(alerts - tested)
 
 
+def test_daemon_name_labels_every_sample(daemon_factory, packed_fmnist):
+    """name = / --name: every sample carries daemon="NAME", so two daemons
+    on one node (ringfeedd@NAME.service) stay apart; without it, none."""
+    d = daemon_factory({"fmnist": packed_fmnist["test"]}, workers=1, extra=["--name", "gpu0"])
+    fams = parse_prometheus(metrics_text(d.sock))
+    samples = [lbl for f in fams.values() for lbl, _ in f["samples"]]
+    assert len(samples) > 50 and all(lbl.get("daemon") == "gpu0" for lbl in samples), \
+        [lbl for lbl in samples if lbl.get("daemon") != "gpu0"][:5]
+    d2 = daemon_factory({"fmnist": packed_fmnist["test"]}, workers=1)
+    fams = parse_prometheus(metrics_text(d2.sock))
+    assert not any("daemon" in lbl for f in fams.values() for lbl, _ in f["samples"])
+    bad = subprocess.run([ringfeedd(), "--name", "-x", "--check-config"], capture_output=True,
+                         text=True, timeout=30)
+    assert bad.returncode == 2 and "--name -x" in bad.stderr, bad
+
+
 # ---- 3. ringfeedctl metrics --output ----------------------------------------------------
 
 def test_ctl_output_file(daemon_factory, packed_fmnist):
@@ -345,6 +361,23 @@ def test_metrics_units():
         shutil.copy2(shutil.which("sh") or "/bin/sh", os.path.join(root, "usr/bin/sh"))
         r = subprocess.run(["systemd-analyze", "verify", f"--root={root}",
                             f"{rel}/ringfeed-metrics.service", f"{rel}/ringfeed-metrics.timer"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+        # an instance's writer: its own socket and textfile (two daemons' files
+        # used to collide), its own daemon as the requisite
+        with open(os.path.join(root + rel, "ringfeed-metrics@.service")) as f:
+            inst = f.read()
+        assert re.search(r"^ExecStart=\S+ --socket /run/ringfeed/%i/ringfeed\.sock metrics "
+                         r"--output \$\{TEXTFILE\}$", inst, re.M), inst
+        assert re.search(r"^Environment=TEXTFILE=/var/lib/prometheus/node-exporter/"
+                         r"ringfeed-%i\.prom$", inst, re.M), inst
+        assert re.search(r"^Requisite=ringfeedd@%i\.service$", inst, re.M), inst
+        for unit in ("ringfeedd@gpu0.service", "ringfeedd@gpu0.socket",
+                     "ringfeed-metrics@gpu0.service", "ringfeed-metrics@gpu0.timer"):
+            os.symlink(unit.replace("gpu0", ""), os.path.join(root + rel, unit))
+        r = subprocess.run(["systemd-analyze", "verify", f"--root={root}",
+                            f"{rel}/ringfeed-metrics@gpu0.service",
+                            f"{rel}/ringfeed-metrics@gpu0.timer"],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
     finally:

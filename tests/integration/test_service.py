@@ -692,6 +692,30 @@ def test_units_verify_and_security(svc, packed_fmnist):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
 
+        # the instances' templates: ringfeedd@NAME reads NAME.conf, listens in
+        # /run/ringfeed/NAME/, labels its metrics daemon="NAME"; the same
+        # hardening as the node's daemon (one file makes both)
+        with open(os.path.join(root + rel, "ringfeedd@.service")) as f:
+            inst = f.read()
+        conf_dir = os.path.dirname(exec_start.group(2))
+        assert re.search(rf"^ExecStart={re.escape(exec_start.group(1))} --config "
+                         rf"{re.escape(conf_dir)}/%i\.conf --name %i --socket "
+                         r"/run/ringfeed/%i/ringfeed\.sock$", inst, re.M), inst
+        assert re.search(r"^RuntimeDirectory=ringfeed/%i$", inst, re.M), inst
+        assert re.search(r"^Requires=ringfeedd@%i\.socket$", inst, re.M), inst
+        strip = lambda t: [ln for ln in t.splitlines()
+                           if not re.match(r"(#|Description=|ExecStart=|ExecReload=|Requires=|"
+                                           r"After=|RuntimeDirectory=|Also=)", ln)]
+        assert strip(inst) == strip(text), "the template's other lines differ"
+        with open(os.path.join(root + rel, "ringfeedd@.socket")) as f:
+            assert re.search(r"^ListenStream=/run/ringfeed/%i/ringfeed\.sock$", f.read(), re.M)
+        os.symlink("ringfeedd@.service", os.path.join(root + rel, "ringfeedd@gpu0.service"))
+        os.symlink("ringfeedd@.socket", os.path.join(root + rel, "ringfeedd@gpu0.socket"))
+        r = subprocess.run(["systemd-analyze", "verify", f"--root={root}",
+                            f"{rel}/ringfeedd@gpu0.service", f"{rel}/ringfeedd@gpu0.socket"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+
         # systemd-analyze security: the exposure figure, at most 2.0
         cmd = ["systemd-analyze", "security", "--offline=true", f"--root={root}",
                f"--threshold={int(EXPOSURE_MAX * 10)}", f"{rel}/ringfeedd.service"]
