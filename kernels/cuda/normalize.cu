@@ -44,8 +44,12 @@ __global__ void normalize_kernel(const uint8_t *__restrict__ src,
     }
 }
 
-__global__ void u8_affine_kernel(const uint8_t *__restrict__ src, void *__restrict__ dst,
-                                 kn_cu_affine p)
+}  // namespace
+
+/* C linkage: libringfeed finds it by this name in the fat binary it loads
+ * with the driver (client/pin_cuda.c), without the CUDA runtime. */
+extern "C" __global__ void kn_u8_affine_kernel(const uint8_t *__restrict__ src,
+                                               void *__restrict__ dst, kn_cu_affine p)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
 
@@ -65,8 +69,6 @@ __global__ void u8_affine_kernel(const uint8_t *__restrict__ src, void *__restri
     }
 }
 
-}  // namespace
-
 extern "C" int kn_cu_u8_affine(cudaStream_t s, const struct kn_cu_affine *p,
                                const uint8_t *src, void *dst)
 {
@@ -79,7 +81,7 @@ extern "C" int kn_cu_u8_affine(cudaStream_t s, const struct kn_cu_affine *p,
         return (int)cudaErrorInvalidValue;
     if (blocks > (1u << 20))
         blocks = 1u << 20;
-    u8_affine_kernel<<<(unsigned)blocks, 256, 0, s>>>(src, dst, *p);
+    kn_u8_affine_kernel<<<(unsigned)blocks, 256, 0, s>>>(src, dst, *p);
     return (int)cudaGetLastError();
 }
 
