@@ -356,6 +356,7 @@ def test_metrics_units():
         assert re.search(r"^LogLevelMax=notice$", text, re.M), text
         assert not re.search(r"^User=", text, re.M), text
         assert re.search(r"^CapabilityBoundingSet=$", text, re.M), text
+        assert re.search(r"^SupplementaryGroups=ringfeed$", text, re.M), text
         rel = "/" + os.path.relpath(os.path.dirname(service), root)
         # ExecStopPost= runs /bin/sh, which verify looks for under the root
         shutil.copy2(shutil.which("sh") or "/bin/sh", os.path.join(root, "usr/bin/sh"))

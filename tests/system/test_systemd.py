@@ -738,7 +738,8 @@ def main(build):
             s = c.show("ringfeed-metrics.service", "Result", "ConditionResult", "ExecMainStatus")
             assert r.returncode == 0 and s["Result"] == "success", \
                 f"with a root-owned folder: exit {r.returncode}, {s}: " + c.exec(
-                    "journalctl", "-b", "--no-pager", "-u", "ringfeed-metrics").stdout[-1500:]
+                    "journalctl", "-b", "--no-pager", "-u", "ringfeed-metrics").stdout[-1500:] \
+                + c.sh("ls -la /run/ringfeed; ls -ln /run/ringfeed", check=False).stdout
             text = c.exec("cat", folder + "/ringfeed.prom").stdout
             assert "ringfeed_build_info{" in text, text[:500]
             log(f"#   without the folder: {s and 'condition no, result success'}; with it: "
