@@ -724,6 +724,25 @@ def main(build):
             c.write(conf_in, good_conf)
             c.ctl("reload", "ringfeedd.service")
 
+        # ---- 3a. a worker killed from outside (as the OOM killer does) ----
+        with checks.check("a worker SIGKILLed from outside is respawned; the unit stays up "
+                          "(OOMPolicy=continue)"):
+            s0 = c.show("ringfeedd.service", "MainPID", "ActiveState", "OOMPolicy")
+            assert s0["OOMPolicy"] == "continue", s0
+            st = stats(sock)
+            deaths0 = int(st["workers.deaths"])
+            pids = [v for k, v in st.items() if k.startswith("workers.") and k.endswith(".pid")
+                    and v.isdigit()]
+            assert pids, st
+            c.exec("kill", "-KILL", pids[0])  # a pid of the container's namespace
+            wait_for(lambda: (lambda x: x if int(x["workers.deaths"]) == deaths0 + 1 and
+                              x["workers.alive"] == x["workers.target"] else None)(stats(sock)),
+                     "the worker to be respawned")
+            s1 = c.show("ringfeedd.service", "MainPID", "ActiveState", "OOMPolicy")
+            assert s1 == s0, f"the unit after a worker's death: {s1} (before: {s0})"
+            log(f"#   worker {pids[0]} killed; respawned, MainPID {s1['MainPID']} "
+                f"{s1['ActiveState']}, OOMPolicy {s1['OOMPolicy']}")
+
         # ---- 3b. the metrics writer, with and without node_exporter's folder ----
         with checks.check("ringfeed-metrics.service: skipped quietly without the textfile "
                           "folder, writes ringfeed.prom into Debian's root-owned one"):
