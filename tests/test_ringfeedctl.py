@@ -208,9 +208,11 @@ def main():
         j = json.loads(r.stdout)
     except ValueError:
         j = None
-    ok(j == {"status": "ringfeedd 0.1.0: stopping", "workers": "2/4", "clients": 1,
-             "datasets": 2, "io": "io_uring", "uptime": "12s", "note": 'a"b\\c'},
-       "status --json: numbers as numbers, quote and backslash escaped", r.stdout)
+    ok(j == {"status": "ringfeedd 0.1.0: stopping", "workers": "2/4", "workers_alive": 2,
+             "workers_target": 4, "clients": 1, "datasets": 2, "io": "io_uring",
+             "uptime": "12s", "uptime_s": 12, "note": 'a"b\\c'},
+       "status --json: numbers as numbers (workers and uptime split out too), quote and "
+       "backslash escaped", r.stdout)
 
     r = ctl("--socket", path, "stats")
     want = ("clients.1.batches  120\n"

@@ -12,7 +12,9 @@
  * Output, per verb (human / --json):
  *   ping      "pong"                       {"reply":"pong"}
  *   status    bare words on a line, then    {"status":"<bare words>",
- *             key=value pairs aligned as     "<key>":<value>,...}
+ *             key=value pairs aligned as     "<key>":<value>,..., and
+ *             "key  value" lines             "workers_alive", "workers_target",
+ *                                            "uptime_s" as numbers}
  *             "key  value" lines
  *   stats     "key  value" lines, keys       {"<key>":<value>,...}
  *             padded to the longest
@@ -131,6 +133,24 @@ static void print_ping(const char *text, size_t len, bool json)
     }
 }
 
+/* --json status: beside the words as sent, the numbers they hold, for a
+ * script: workers=A/B gives "workers_alive":A,"workers_target":B and
+ * uptime=Ns "uptime_s":N. */
+static void status_numbers(const char *key, size_t kn, const char *v, size_t vn)
+{
+    const char *slash = memchr(v, '/', vn);
+    uint64_t a, b;
+
+    if (kn == 7 && memcmp(key, "workers", 7) == 0 && slash &&
+        strnum_u64(v, (size_t)(slash - v), &a) == 0 &&
+        strnum_u64(slash + 1, vn - (size_t)(slash - v) - 1, &b) == 0)
+        printf(",\"workers_alive\":%llu,\"workers_target\":%llu", (unsigned long long)a,
+               (unsigned long long)b);
+    else if (kn == 6 && memcmp(key, "uptime", 6) == 0 && vn > 1 && v[vn - 1] == 's' &&
+             strnum_u64(v, vn - 1, &a) == 0)
+        printf(",\"uptime_s\":%llu", (unsigned long long)a);
+}
+
 static void print_status(const char *text, size_t len, bool json)
 {
     struct span t[128], bare[128];
@@ -162,6 +182,7 @@ static void print_status(const char *text, size_t len, bool json)
             json_string(stdout, t[i].p, k);
             fputc(':', stdout);
             json_value(stdout, t[i].p + k + 1, t[i].n - k - 1);
+            status_numbers(t[i].p, k, t[i].p + k + 1, t[i].n - k - 1);
         }
         fputs("}\n", stdout);
         return;
