@@ -15,7 +15,6 @@
  *             key=value pairs aligned as     "<key>":<value>,..., and
  *             "key  value" lines             "workers_alive", "workers_target",
  *                                            "uptime_s" as numbers}
- *             "key  value" lines
  *   stats     "key  value" lines, keys       {"<key>":<value>,...}
  *             padded to the longest
  *   workers   "workers: N" or "workers: auto" {"workers":N} or {"workers":"auto"}
