@@ -726,6 +726,22 @@ def test_units_verify_and_security(svc, packed_fmnist):
         assert float(m.group(1)) <= EXPOSURE_MAX
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr
 
+        # the shipped config serves nothing (a fresh install starts cleanly), the
+        # example sits beside it, and installing again keeps an edited config
+        with open(root + exec_start.group(2)) as f:
+            shipped = f.read()
+        assert not re.search(r"^dataset\.", shipped, re.M), "the shipped config serves a dataset"
+        assert os.path.exists(root + exec_start.group(2) + ".example")
+        with open(root + exec_start.group(2), "a") as f:
+            f.write("# edited by the operator\n")
+        r = subprocess.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet",
+                            "--destdir", root], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        with open(root + exec_start.group(2)) as f:
+            assert f.read().endswith("# edited by the operator\n"), "meson install replaced it"
+        for doc in ("operating.md", "ringfeed-alerts.yml", "ringfeed.yaml"):
+            assert find_installed(root, doc), f"{doc} was not installed"
+
         # the example config is one the daemon accepts (its dataset swapped in)
         d = svc.dir()
         sock = os.path.join(d, "rf.sock")
