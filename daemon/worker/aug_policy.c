@@ -52,6 +52,22 @@ struct space {
 
 #define LIN(lo, hi) {SPACE_LIN, 1, lo, hi}
 #define NONE {SPACE_NONE, 0, 0, 0}
+/* torchvision's _augmentation_space for RandAugment and AutoAugment alike
+ * (the "wide" one is TrivialAugmentWide's) */
+#define STANDARD_SPACE                                          \
+    [AUG_POP_SHEAR_X] = LIN(0.0f, 0.3f),                        \
+    [AUG_POP_SHEAR_Y] = LIN(0.0f, 0.3f),                        \
+    [AUG_POP_TRANSLATE_X] = {SPACE_LIN_W, 1, 0, 0},             \
+    [AUG_POP_TRANSLATE_Y] = {SPACE_LIN_H, 1, 0, 0},             \
+    [AUG_POP_ROTATE] = LIN(0.0f, 30.0f),                        \
+    [AUG_POP_BRIGHTNESS] = LIN(0.0f, 0.9f),                     \
+    [AUG_POP_COLOR] = LIN(0.0f, 0.9f),                          \
+    [AUG_POP_CONTRAST] = LIN(0.0f, 0.9f),                       \
+    [AUG_POP_SHARPNESS] = LIN(0.0f, 0.9f),                      \
+    [AUG_POP_POSTERIZE] = {SPACE_POSTERIZE, 0, 0, 4},           \
+    [AUG_POP_SOLARIZE] = {SPACE_LIN, 0, 255.0f, 0.0f},          \
+    [AUG_POP_AUTOCONTRAST] = NONE,                              \
+    [AUG_POP_EQUALIZE] = NONE
 
 /* _augmentation_space of each policy, by op. */
 static const struct space spaces[AUG_POLICY_COUNT][AUG_POP_COUNT] = {
@@ -73,39 +89,16 @@ static const struct space spaces[AUG_POLICY_COUNT][AUG_POP_COUNT] = {
     },
     [AUG_POLICY_RANDAUGMENT] = {
         [AUG_POP_IDENTITY] = NONE,
-        [AUG_POP_SHEAR_X] = LIN(0.0f, 0.3f),
-        [AUG_POP_SHEAR_Y] = LIN(0.0f, 0.3f),
-        [AUG_POP_TRANSLATE_X] = {SPACE_LIN_W, 1, 0, 0},
-        [AUG_POP_TRANSLATE_Y] = {SPACE_LIN_H, 1, 0, 0},
-        [AUG_POP_ROTATE] = LIN(0.0f, 30.0f),
-        [AUG_POP_BRIGHTNESS] = LIN(0.0f, 0.9f),
-        [AUG_POP_COLOR] = LIN(0.0f, 0.9f),
-        [AUG_POP_CONTRAST] = LIN(0.0f, 0.9f),
-        [AUG_POP_SHARPNESS] = LIN(0.0f, 0.9f),
-        [AUG_POP_POSTERIZE] = {SPACE_POSTERIZE, 0, 0, 4},
-        [AUG_POP_SOLARIZE] = {SPACE_LIN, 0, 255.0f, 0.0f},
-        [AUG_POP_AUTOCONTRAST] = NONE,
-        [AUG_POP_EQUALIZE] = NONE,
+        STANDARD_SPACE,
     },
     [AUG_POLICY_AUTOAUGMENT] = {
-        [AUG_POP_SHEAR_X] = LIN(0.0f, 0.3f),
-        [AUG_POP_SHEAR_Y] = LIN(0.0f, 0.3f),
-        [AUG_POP_TRANSLATE_X] = {SPACE_LIN_W, 1, 0, 0},
-        [AUG_POP_TRANSLATE_Y] = {SPACE_LIN_H, 1, 0, 0},
-        [AUG_POP_ROTATE] = LIN(0.0f, 30.0f),
-        [AUG_POP_BRIGHTNESS] = LIN(0.0f, 0.9f),
-        [AUG_POP_COLOR] = LIN(0.0f, 0.9f),
-        [AUG_POP_CONTRAST] = LIN(0.0f, 0.9f),
-        [AUG_POP_SHARPNESS] = LIN(0.0f, 0.9f),
-        [AUG_POP_POSTERIZE] = {SPACE_POSTERIZE, 0, 0, 4},
-        [AUG_POP_SOLARIZE] = {SPACE_LIN, 0, 255.0f, 0.0f},
-        [AUG_POP_AUTOCONTRAST] = NONE,
-        [AUG_POP_EQUALIZE] = NONE,
+        STANDARD_SPACE,
         [AUG_POP_INVERT] = NONE,
     },
 };
 
 #undef LIN
+#undef STANDARD_SPACE
 #undef NONE
 
 /* Each space's ops in torchvision's dict order (which randint indexes):

@@ -200,36 +200,34 @@ int aug_run_rotation(struct aug_img *im, const struct aug_op *op, struct rng_str
     return rc < 0 ? rc : trace_affine(tr, im, &p);
 }
 
-int aug_run_hflip(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
-                  struct aug_scratch *s, struct aug_trace *tr)
+/* RandomHorizontalFlip and RandomVerticalFlip: the coin, the flip, its step. */
+static int run_flip(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
+                    struct aug_trace *tr, bool vertical)
 {
     struct aug_step *st;
     int rc;
 
-    (void)s;
     if (!aug_draw_flip(rng, op->a[AUG_P].v[0]))
         return 0;
-    aug_hflip(im);
-    rc = trace_add(tr, AUG_STEP_HFLIP, &st);
+    (vertical ? aug_vflip : aug_hflip)(im);
+    rc = trace_add(tr, vertical ? AUG_STEP_VFLIP : AUG_STEP_HFLIP, &st);
     if (st)
-        aug_map_hflip(im->w, im->h, &st->map);
+        (vertical ? aug_map_vflip : aug_map_hflip)(im->w, im->h, &st->map);
     return rc;
+}
+
+int aug_run_hflip(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
+                  struct aug_scratch *s, struct aug_trace *tr)
+{
+    (void)s;
+    return run_flip(im, op, rng, tr, false);
 }
 
 int aug_run_vflip(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
                   struct aug_scratch *s, struct aug_trace *tr)
 {
-    struct aug_step *st;
-    int rc;
-
     (void)s;
-    if (!aug_draw_flip(rng, op->a[AUG_P].v[0]))
-        return 0;
-    aug_vflip(im);
-    rc = trace_add(tr, AUG_STEP_VFLIP, &st);
-    if (st)
-        aug_map_vflip(im->w, im->h, &st->map);
-    return rc;
+    return run_flip(im, op, rng, tr, true);
 }
 
 int aug_run_crop(struct aug_img *im, const struct aug_op *op, struct rng_stream *rng,
