@@ -292,10 +292,15 @@ def main():
     path2 = os.path.join(tmp, "ctl2.sock")
     fake2 = Fake(path2, {"STATUS": "ERR busy the pool is resizing, try again\n",
                          "STATS": "OK 3\nonly.one 1\n",
-                         "PING": "OK 1\npong\n"})
+                         "PING": "OK 1\npong\n",
+                         "RELOAD": "ERR bad-verb unknown verb RELOAD\n"})
     r = ctl("--socket", path2, "status")
     ok(r.returncode == 1 and r.stdout == "" and
        "the pool is resizing, try again" in r.stderr, "ERR: message on stderr, exit 1", r)
+    # a daemon older than RELOAD: its refusal, named (a failed systemctl reload)
+    r = ctl("--socket", path2, "reload")
+    ok(r.returncode == 1 and "unknown verb RELOAD" in r.stderr and "(bad-verb)" in r.stderr,
+       "reload against an older daemon: its ERR bad-verb, exit 1", r)
     r = ctl("--socket", path2, "stats")
     ok(r.returncode == 1 and "closed the connection" in r.stderr,
        "a reply cut short: exit 1", r)
