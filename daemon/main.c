@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "affinity.h"
 #include "buildid.h"
 #include "checkconf.h"
 #include "confload.h"
@@ -444,6 +445,12 @@ int main(int argc, char **argv)
         struct rf_err perr;
 
         if (catalog_load_plugins(&d.cf, &d.plugins, &perr) < 0) {
+            log_error("%s", perr.msg);
+            return 1;
+        }
+        /* cpu-list: before any worker starts (they inherit it) and before
+         * the autoscaler counts the CPUs it may use */
+        if (!affinity_none(d.cf.cpu_list) && affinity_apply(0, d.cf.cpu_list, &perr) < 0) {
             log_error("%s", perr.msg);
             return 1;
         }

@@ -50,8 +50,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "affinity.h"
 #include "daemon.h"
 #include "log.h"
+
+/* Every CPU cpu-list can name: a reload that drops the key frees the
+ * daemon to run anywhere its cgroup allows again. */
+static const uint64_t all_cpus[CONF_CPUS_MAX / 64] = {
+    [0 ... CONF_CPUS_MAX / 64 - 1] = ~0ull,
+};
 
 static uv_signal_t sighup;
 static bool sighup_open;
@@ -136,6 +143,19 @@ static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, s
         note(changes, cap, "workers");
     if (budget_changed)
         note(changes, cap, "cpu-budget");
+    if (memcmp(nc->cpu_list, old->cpu_list, sizeof(nc->cpu_list)) != 0) {
+        /* the main process took it in reload_now; now each worker */
+        note(changes, cap, "cpu-list");
+        for (unsigned i = 0; i < POOL_MAX; i++) {
+            const struct worker *w = &d->pool.w[i];
+            struct rf_err err;
+
+            if (w->state != W_EMPTY && !w->exited && w->pid > 0 &&
+                affinity_apply(w->pid, affinity_none(nc->cpu_list) ? all_cpus : nc->cpu_list,
+                               &err) < 0)
+                log_warn("reload: worker %u (pid %d): %s", i, (int)w->pid, err.msg);
+        }
+    }
 
     *old = *nc;
     log_threshold = (enum log_level)d->cf.log_level;
@@ -158,7 +178,7 @@ int reload_now(struct daemon *d, const char *how, char *changes, size_t cap,
 {
     struct conf *nc = malloc(sizeof(*nc));
     struct plugin_set *np = calloc(1, sizeof(*np));
-    bool added = false;
+    bool added = false, moved = false;
     int rc;
 
     changes[0] = '\0';
@@ -171,6 +191,11 @@ int reload_now(struct daemon *d, const char *how, char *changes, size_t cap,
         goto refused;
     }
     rc = daemon_load_config(nc, err);
+    if (rc == 0 && memcmp(nc->cpu_list, d->cf.cpu_list, sizeof(nc->cpu_list)) != 0) {
+        /* a list with no usable CPU refuses the reload; none: every CPU */
+        rc = affinity_apply(0, affinity_none(nc->cpu_list) ? all_cpus : nc->cpu_list, err);
+        moved = rc == 0;
+    }
     if (rc == 0)
         rc = catalog_load_plugins(nc, np, err);
     if (rc == 0)
@@ -199,6 +224,11 @@ int reload_now(struct daemon *d, const char *how, char *changes, size_t cap,
     return 0;
 
 refused:
+    if (moved) { /* back where the running config put it */
+        struct rf_err e2;
+
+        (void)affinity_apply(0, affinity_none(d->cf.cpu_list) ? all_cpus : d->cf.cpu_list, &e2);
+    }
     if (np)
         plugin_set_free(np);
     free(np);

@@ -27,6 +27,7 @@ enum kind {
     K_MODE,    /* uint32_t file mode in octal, in min..max */
     K_GROUP,   /* char[] group name or number, 1..max bytes */
     K_NAME,    /* char[] a name of the same bytes as K_GROUP's */
+    K_CPUS,    /* uint64_t[CONF_CPUS_MAX / 64]: CPU numbers and ranges */
     K_WEIGHTS, /* struct conf_weight[CONF_WEIGHTS_MAX] and its unsigned count */
     K_WORKERS, /* uint32_t count in min..max, or "auto" (workers_auto, count 0) */
     K_CAP,     /* struct conf_cap: a size in min..max, or "P%" with P in 1..100 */
@@ -78,6 +79,7 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"recipe.NAME", CONF_RECIPE, K_RECIPE, FIELD(recipes), 0, 1, AUG_SPEC_MAX},
     {"plugin.NAME", CONF_PLUGIN, K_PLUGIN, FIELD(plugins), 0, 1, CONF_PATH_MAX - 1},
     {"name", CONF_NAME, K_NAME, FIELD(name), 0, 1, CONF_NAME_MAX},
+    {"cpu-list", CONF_CPU_LIST, K_CPUS, FIELD(cpu_list), 0, 0, CONF_CPUS_MAX - 1},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
@@ -258,6 +260,10 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         snprintf(buf, cap, "a name: 1 to %llu of A-Z a-z 0-9 . _ -, not starting with -",
                  (unsigned long long)k->max);
         return;
+    case K_CPUS:
+        snprintf(buf, cap, "comma-separated CPU numbers and ranges A-B in 0..%llu, e.g. 0-15,32",
+                 (unsigned long long)k->max);
+        return;
     case K_WEIGHTS:
         snprintf(buf, cap, "1 to %d comma-separated rules name:LABEL=W or uid:UID=W, "
                  "W in %llu..%llu, or W/MAX with MAX in W..%llu", CONF_WEIGHTS_MAX,
@@ -280,6 +286,48 @@ static int bad_value(const struct keydef *k, const char *key, const char *v, str
 static bool is_blank(char c)
 {
     return c == ' ' || c == '\t';
+}
+
+/* The number in p[0..len), blanks around it allowed: 0, or -EINVAL. */
+static int trimmed_u64(const char *p, size_t len, uint64_t *out)
+{
+    while (len && is_blank(*p))
+        p++, len--;
+    while (len && is_blank(p[len - 1]))
+        len--;
+    return strnum_u64(p, len, out) < 0 ? -EINVAL : 0;
+}
+
+/* "0-3,8,10-11" into the bitmap at the key's field; nothing written on a
+ * refusal. */
+static int set_cpus(const struct keydef *k, struct conf *c, const char *key, const char *v,
+                    struct rf_err *err)
+{
+    uint64_t set[CONF_CPUS_MAX / 64] = {0};
+    const char *p = v;
+
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *dash = memchr(p, '-', len);
+        uint64_t a, b;
+
+        if (dash ? trimmed_u64(p, (size_t)(dash - p), &a) < 0 ||
+                       trimmed_u64(dash + 1, len - (size_t)(dash + 1 - p), &b) < 0
+                 : trimmed_u64(p, len, &a) < 0)
+            return bad_value(k, key, v, err);
+        if (!dash)
+            b = a;
+        if (a > b || b > k->max)
+            return bad_value(k, key, v, err);
+        for (uint64_t i = a; i <= b; i++)
+            set[i / 64] |= 1ull << (i % 64);
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    memcpy((char *)c + k->off, set, sizeof(set));
+    return 0;
 }
 
 static int set_ids(const struct keydef *k, struct conf *c, const char *key, const char *v,
@@ -596,6 +644,8 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
         return bad_value(k, key, v, err);
     case K_IDS:
         return set_ids(k, c, key, v, err);
+    case K_CPUS:
+        return set_cpus(k, c, key, v, err);
     case K_WEIGHTS:
         return set_weights(k, c, key, v, err);
     case K_DATASET:
@@ -932,6 +982,25 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
     case K_LEVEL:
         snprintf(v, sizeof(v), "%s", conf_log_level_name(c->log_level));
         break;
+    case K_CPUS: {
+        const uint64_t *set = (const uint64_t *)field;
+
+        for (unsigned i = 0; i < CONF_CPUS_MAX && vu < sizeof(v);) {
+            unsigned j = i;
+
+            if (!((set[i / 64] >> (i % 64)) & 1)) {
+                i++;
+                continue;
+            }
+            while (j + 1 < CONF_CPUS_MAX && ((set[(j + 1) / 64] >> ((j + 1) % 64)) & 1))
+                j++;
+            vu += (size_t)snprintf(v + vu, sizeof(v) - vu, "%s%u", vu ? "," : "", i);
+            if (j > i && vu < sizeof(v))
+                vu += (size_t)snprintf(v + vu, sizeof(v) - vu, "-%u", j);
+            i = j + 1;
+        }
+        break;
+    }
     case K_IDS: {
         unsigned cnt = *(const unsigned *)((const char *)c + k->count_off);
 

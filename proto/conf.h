@@ -30,6 +30,7 @@
  *     recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip
  *     plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so
  *     name          = gpu0
+ *     cpu-list      = 0-15,32-47
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -139,6 +140,14 @@
  *                          reload and refuses a file that does not load
  *                          or has another ABI or name (daemon/worker/
  *                          plugin.h); a change restarts the workers.
+ *   cpu-list = LIST        the CPUs the daemon and its workers run on:
+ *                          comma-separated CPU numbers and ranges A-B in
+ *                          0..CONF_CPUS_MAX-1 (as taskset -c takes them).
+ *                          Applied with sched_setaffinity to the main
+ *                          process (workers inherit it) and, on a reload,
+ *                          to every worker; a list with no CPU the daemon
+ *                          may use is refused then.  workers auto and the
+ *                          default worker count follow it.
  *   name = NAME            this daemon's name among the node's daemons
  *                          (ringfeedd@NAME.service sets it): 1..32 of
  *                          [A-Za-z0-9._-], not starting with '-'.  METRICS
@@ -193,6 +202,7 @@
 #define CONF_DEFAULT_SOCKET_MODE 0660
 #define CONF_GROUP_MAX 32          /* bytes of a socket-group name */
 #define CONF_NAME_MAX 32           /* bytes of a daemon's name (name =) */
+#define CONF_CPUS_MAX 1024         /* CPUs cpu-list may name: 0..CONF_CPUS_MAX-1 */
 #define CONF_MAX_CLIENTS_MAX 1024  /* a worker maps every attached ring (wire.h) */
 #define CONF_MAX_CONNECTIONS_MAX 16384
 #define CONF_IDLE_SEC_MAX 86400
@@ -226,6 +236,7 @@ enum conf_key {
     CONF_RECIPE, /* set once any recipe.NAME is */
     CONF_PLUGIN, /* set once any plugin.NAME is */
     CONF_NAME,
+    CONF_CPU_LIST,
     CONF_KEY_COUNT
 };
 
@@ -291,6 +302,8 @@ struct conf {
     char socket_group[CONF_GROUP_MAX + 1]; /* "" when not set */
     char name[CONF_NAME_MAX + 1];    /* the daemon's name among a node's (the
                                         daemon="" label of METRICS), "" none */
+    uint64_t cpu_list[CONF_CPUS_MAX / 64]; /* cpu-list: CPU i is bit i; all 0
+                                              when not set */
     uint32_t max_clients;
     uint32_t max_connections;
     uint32_t idle_sec;

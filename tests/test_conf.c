@@ -115,10 +115,14 @@ static void test_example(void)
         "memory-per-uid    = 8G\n"
         "recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip\n"
         "plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so\n"
-        "name          = gpu0\n";
+        "name          = gpu0\n"
+        "cpu-list      = 0-15,32-47\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_IS_STR(c.name, "gpu0", "name");
+    TAP_OK(c.cpu_list[0] == 0x0000ffff0000ffffull && c.cpu_list[1] == 0,
+           "cpu-list 0-15,32-47: those bits");
+
     TAP_OK(c.n_recipes == 1 && conf_find_recipe(&c, "cifar", 5) &&
            strcmp(conf_find_recipe(&c, "cifar", 5)->spec,
                   "RandomCrop:size=32:padding=4,RandomHorizontalFlip") == 0,
@@ -663,6 +667,19 @@ static void test_format(void)
     TAP_OK(!conf_equal(&c, &c2), "socket groups differ");
 }
 
+static void test_cpu_list(void)
+{
+    expect_ok("cpu-list = 3, 5 - 6 ,1023\n", "cpu-list: blanks around numbers and ranges");
+    TAP_OK(c.cpu_list[0] == 0x68 && c.cpu_list[15] == 1ull << 63, "  CPUs 3, 5, 6 and 1023");
+    for (unsigned i = 0; i < 4; i++) {
+        static const char *const bad[] = {"cpu-list = 1024\n", "cpu-list = 5-3\n",
+                                          "cpu-list = 1,,2\n", "cpu-list = a-b\n"};
+
+        expect_bad(bad[i], "a bad cpu-list is refused naming the key and the form",
+                   "cpu-list", "ranges A-B", NULL);
+    }
+}
+
 int main(void)
 {
     test_table_and_defaults();
@@ -673,5 +690,6 @@ int main(void)
     test_flags_merge();
     test_format();
     test_caps();
+    test_cpu_list();
     return tap_done();
 }

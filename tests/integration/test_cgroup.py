@@ -23,7 +23,7 @@ import tempfile
 
 import pytest
 
-from conftest import Daemon, packed_fmnist, ringfeedd, run_read, wait_for  # noqa: F401
+from conftest import Daemon, ctl, packed_fmnist, ringfeedd, run_read, wait_for  # noqa: F401
 
 LIMIT = 64 << 20
 
@@ -139,3 +139,44 @@ def test_unlocked_ring_is_logged(packed_fmnist):
             d.cleanup()
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def allowed(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return re.search(r"^Cpus_allowed_list:\s*(\S+)$", f.read(), re.M).group(1)
+
+
+def test_cpu_list(packed_fmnist, tmp_path):
+    """cpu-list binds the daemon and its workers (sched_setaffinity), workers
+    auto counts those CPUs, a reload moves them all, and a list with no
+    usable CPU refuses the reload."""
+    if len(os.sched_getaffinity(0)) < 2 or 0 not in os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0 and another to move between")
+    conf = tmp_path / "ringfeedd.conf"
+    conf.write_text(f"dataset.fm = {packed_fmnist['test']}\ncpu-list = 0\nworkers = auto\n")
+    d = Daemon({}, workers=1, extra=["--config", str(conf)])
+    d.args = [a for a in d.args]
+    i = d.args.index("--workers")
+    del d.args[i:i + 2]  # the config's workers = auto
+    try:
+        d.start()
+        st = wait_for(lambda: (lambda s: s if s["io.backend"] != "unknown" else None)(d.stats()),
+                      "a worker's HELLO")
+        assert allowed(d.proc.pid) == "0"
+        assert all(allowed(int(p)) == "0" for p in d.worker_pids()), d.worker_pids()
+        assert st["workers.budget"] == "1", st["workers.budget_source"]
+        both = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:2])
+        conf.write_text(f"dataset.fm = {packed_fmnist['test']}\ncpu-list = {both}\n"
+                        "workers = auto\n")
+        r = ctl(d.sock, "reload")
+        assert "cpu-list" in r.stdout, r.stdout
+        want = allowed(d.proc.pid)
+        assert want != "0" and all(allowed(int(p)) == want for p in d.worker_pids())
+        conf.write_text(f"dataset.fm = {packed_fmnist['test']}\ncpu-list = 1023\n")
+        r = ctl(d.sock, "reload", check=False)
+        assert r.returncode == 1 and "cpu-list: none of its CPUs" in r.stderr, r
+        assert allowed(d.proc.pid) == want, "a refused reload moved the daemon"
+        out, _ = run_read(d.sock, "fm", batch=100, epochs=1)
+        assert out["samples"] == 10000
+    finally:
+        d.cleanup()
