@@ -933,7 +933,12 @@ static void format_size(uint64_t b, char *v, size_t cap)
 
     while (u < 3 && b != 0 && b % 1024 == 0)
         b /= 1024, u++;
-    snprintf(v, cap, "%llu%.*s", (unsigned long long)b, u >= 0 ? 1 : 0, u >= 0 ? &units[u] : "");
+    /* two calls rather than "%.*s" over a conditional pointer, which
+     * crashes GCC 12's format checker at -O0 (buildtype=plain/debug) */
+    if (u >= 0)
+        snprintf(v, cap, "%llu%c", (unsigned long long)b, units[u]);
+    else
+        snprintf(v, cap, "%llu", (unsigned long long)b);
 }
 
 /* Writes "name = value" for row k; -ENOSPC. */

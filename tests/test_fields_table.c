@@ -33,7 +33,7 @@ static void add(struct schema *s, const char *line)
     struct rf_err e;
 
     if (schema_field_parse(line, strlen(line), &f, of, &e) < 0 || schema_add(s, &f, of, &e) < 0)
-        tap_bail(e.msg);
+        tap_bail("%s", e.msg);
 }
 
 static void fields_info(struct dataset_info *info, const char *const *lines)
@@ -45,7 +45,7 @@ static void fields_info(struct dataset_info *info, const char *const *lines)
     for (; *lines; lines++)
         add(&info->schema, *lines);
     if (schema_check(&info->schema, &e) < 0)
-        tap_bail(e.msg);
+        tap_bail("%s", e.msg);
 }
 
 static bool has(const struct rf_err *e, const char *a, const char *b)
