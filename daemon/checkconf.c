@@ -5,19 +5,22 @@
  * every one, the check parses again with each refused line emptied (its
  * newline kept, so every later line keeps its number) until the file
  * parses or CHECK_MAX_PROBLEMS are named; what is left is the config the
- * daemon would run with those lines fixed, and its datasets and plugins
- * are checked from it.
+ * daemon would run with those lines fixed, and its datasets, plugins and
+ * numa-node (a node of this machine, sharing a CPU with cpu-list) are
+ * checked from it.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "affinity.h"
 #include "catalog.h"
 #include "checkconf.h"
 #include "confload.h"
 #include "dataset.h"
 #include "fileio.h"
+#include "numa.h"
 #include "plugin.h"
 #include "strnum.h"
 
@@ -199,6 +202,20 @@ int checkconf_run(const char *path, const struct conf *flags, FILE *out, FILE *e
         problems++;
     }
     plugin_set_free(&plugins);
+    {
+        /* numa-node names a node of this machine with CPUs and memory, and
+         * shares a CPU with cpu-list: what the daemon's start checks */
+        struct affinity_plan plan;
+
+        if (affinity_plan(&c, NUMA_SYSFS_ROOT, &plan, &e) < 0) {
+            unsigned line = 0;
+            const char *file = locate(files, nfiles, "numa-node", &line);
+
+            where(err, file, line);
+            fprintf(err, "%s\n", e.msg);
+            problems++;
+        }
+    }
     for (unsigned i = 0; i < c.n_datasets; i++) {
         const struct conf_dataset *cd = &c.datasets[i];
         char key[sizeof("dataset.") + sizeof(cd->name)];

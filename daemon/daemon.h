@@ -1,7 +1,7 @@
 /*
  * daemon.h - ringfeedd's main process: struct daemon, which composes the
  * state of its modules (each in its own header: catalog.h, pool.h,
- * sched.h, server.h, service.h, reload.h, stats.h, autoscale.h; every field has the one
+ * sched.h, server.h, service.h, reload.h, stats.h, autoscale.h, affinity.h; every field has the one
  * module that changes it), and main.c's config functions.
  *
  * The main process is one libuv loop (docs/design/processes.md).  It owns:
@@ -34,6 +34,7 @@
 
 #include "clock.h"
 
+#include "affinity.h"
 #include "autoscale.h"
 #include "catalog.h"
 #include "conf.h"
@@ -67,6 +68,9 @@ struct daemon {
 
     struct pool pool;          /* pool.c's */
     struct autoscale autoscale; /* autoscale.c's: workers auto, the CPU budget */
+    struct affinity_plan place; /* where cpu-list and numa-node put the daemon
+                                  now (affinity.h): set at start (main.c) and
+                                  by a reload (reload.c) */
 
     struct sched_state sched;  /* the scheduler's: streams, the job queues, ring memory */
     uint64_t start_ns;

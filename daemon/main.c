@@ -43,6 +43,7 @@
 #include "buildid.h"
 #include "checkconf.h"
 #include "confload.h"
+#include "cpus.h"
 #include "config.h"
 #include "daemon.h"
 #include "fault.h"
@@ -50,6 +51,7 @@
 #include "log.h"
 #include "mapguard.h"
 #include "memlimit.h"
+#include "numa.h"
 #include "revision.h"
 #include "strnum.h"
 #include "userd.h"
@@ -448,11 +450,22 @@ int main(int argc, char **argv)
             log_error("%s", perr.msg);
             return 1;
         }
-        /* cpu-list: before any worker starts (they inherit it) and before
-         * the autoscaler counts the CPUs it may use */
-        if (!affinity_none(d.cf.cpu_list) && affinity_apply(0, d.cf.cpu_list, &perr) < 0) {
+        /* cpu-list and numa-node: before any worker or thread starts (they
+         * inherit the CPUs and the memory policy) and before the
+         * autoscaler counts the CPUs it may use */
+        if (affinity_plan(&d.cf, NUMA_SYSFS_ROOT, &d.place, &perr) < 0 ||
+            (d.place.bound && affinity_apply(0, &d.place, &perr) < 0) ||
+            (d.place.node >= 0 && affinity_memory(d.place.node, &perr) < 0)) {
             log_error("%s", perr.msg);
             return 1;
+        }
+        if (d.place.node >= 0) {
+            char cpus[256];
+
+            if (cpus_format_list(d.place.cpus, CONF_CPUS_MAX, cpus, sizeof(cpus)) < 0)
+                snprintf(cpus + sizeof(cpus) - 4, 4, "...");
+            log_info("numa-node = %d: running on CPUs %s, memory preferred from node %d",
+                     d.place.node, cpus, d.place.node);
         }
     }
     if (catalog_open(&d) < 0)

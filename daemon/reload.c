@@ -33,11 +33,19 @@
  *                     refuses the reload); a change restarts the workers
  *                     (an attached stream's Plugin ops then run the new
  *                     file) and applies to the next ATTACH's check
+ *   cpu-list,         the CPUs (affinity.h): the main process first (a set
+ *   numa-node         with no usable CPU, or a node that does not exist or
+ *                     has no CPU or memory, refuses the reload and puts it
+ *                     back), then every worker; a new node is also the
+ *                     main process's memory policy at once, the next
+ *                     rings', and the workers' by their restart (a
+ *                     process's policy is its own to set); removing a key
+ *                     frees the daemon of it
  *
- * New datasets, log-level, max-bad-samples and pixel-cap restart the
- * workers gracefully (pool_roll): each old worker finishes the jobs it
- * holds and exits, new ones start with the new catalogue on their command
- * line, and jobs wait in the queue meanwhile, so every attached stream
+ * New datasets, log-level, max-bad-samples, pixel-cap and numa-node
+ * restart the workers gracefully (pool_roll): each old worker finishes the
+ * jobs it holds and exits, new ones start with the new catalogue on their
+ * command line, and jobs wait in the queue meanwhile, so every attached stream
  * goes on byte for byte (its batches are a pure function of its plan).
  *
  * systemd: RELOADING=1 (with MONOTONIC_USEC) first; READY=1 once the new
@@ -53,12 +61,7 @@
 #include "affinity.h"
 #include "daemon.h"
 #include "log.h"
-
-/* Every CPU cpu-list can name: a reload that drops the key frees the
- * daemon to run anywhere its cgroup allows again. */
-static const uint64_t all_cpus[CONF_CPUS_MAX / 64] = {
-    [0 ... CONF_CPUS_MAX / 64 - 1] = ~0ull,
-};
+#include "numa.h"
 
 static uv_signal_t sighup;
 static bool sighup_open;
@@ -84,8 +87,10 @@ static bool datasets_changed(const struct conf *a, const struct conf *b)
     return false;
 }
 
-/* Applies nc (already checked, datasets already applied). */
-static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, size_t cap)
+/* Applies nc (already checked, datasets already applied; the main process
+ * already where next puts it). */
+static void apply(struct daemon *d, struct conf *nc, const struct affinity_plan *next, bool roll,
+                  char *changes, size_t cap)
 {
     struct conf *old = &d->cf;
     bool workers_changed = nc->workers != old->workers || nc->workers_auto != old->workers_auto;
@@ -143,19 +148,27 @@ static void apply(struct daemon *d, struct conf *nc, bool roll, char *changes, s
         note(changes, cap, "workers");
     if (budget_changed)
         note(changes, cap, "cpu-budget");
-    if (memcmp(nc->cpu_list, old->cpu_list, sizeof(nc->cpu_list)) != 0) {
-        /* the main process took it in reload_now; now each worker */
+    if (memcmp(nc->cpu_list, old->cpu_list, sizeof(nc->cpu_list)) != 0)
         note(changes, cap, "cpu-list");
+    if (next->node != d->place.node) {
+        /* the main process took the policy in reload_now; workers only
+         * take one themselves: new ones inherit it */
+        note(changes, cap, "numa-node");
+        roll = true;
+    }
+    if (!affinity_same_cpus(next, &d->place)) {
+        /* the main process took them in reload_now; now each worker (the
+         * old ones too, for the jobs they finish) */
         for (unsigned i = 0; i < POOL_MAX; i++) {
             const struct worker *w = &d->pool.w[i];
             struct rf_err err;
 
             if (w->state != W_EMPTY && !w->exited && w->pid > 0 &&
-                affinity_apply(w->pid, affinity_none(nc->cpu_list) ? all_cpus : nc->cpu_list,
-                               &err) < 0)
+                affinity_apply(w->pid, next, &err) < 0)
                 log_warn("reload: worker %u (pid %d): %s", i, (int)w->pid, err.msg);
         }
     }
+    d->place = *next;
 
     *old = *nc;
     log_threshold = (enum log_level)d->cf.log_level;
@@ -178,7 +191,8 @@ int reload_now(struct daemon *d, const char *how, char *changes, size_t cap,
 {
     struct conf *nc = malloc(sizeof(*nc));
     struct plugin_set *np = calloc(1, sizeof(*np));
-    bool added = false, moved = false;
+    struct affinity_plan next;
+    bool added = false, moved = false, placed = false;
     int rc;
 
     changes[0] = '\0';
@@ -191,10 +205,16 @@ int reload_now(struct daemon *d, const char *how, char *changes, size_t cap,
         goto refused;
     }
     rc = daemon_load_config(nc, err);
-    if (rc == 0 && memcmp(nc->cpu_list, d->cf.cpu_list, sizeof(nc->cpu_list)) != 0) {
-        /* a list with no usable CPU refuses the reload; none: every CPU */
-        rc = affinity_apply(0, affinity_none(nc->cpu_list) ? all_cpus : nc->cpu_list, err);
+    if (rc == 0) /* a node that is not there refuses the reload */
+        rc = affinity_plan(nc, NUMA_SYSFS_ROOT, &next, err);
+    if (rc == 0 && !affinity_same_cpus(&next, &d->place)) {
+        /* a set with no usable CPU refuses the reload; none: every CPU */
+        rc = affinity_apply(0, &next, err);
         moved = rc == 0;
+    }
+    if (rc == 0 && next.node != d->place.node) {
+        rc = affinity_memory(next.node, err);
+        placed = rc == 0;
     }
     if (rc == 0)
         rc = catalog_load_plugins(nc, np, err);
@@ -212,7 +232,7 @@ int reload_now(struct daemon *d, const char *how, char *changes, size_t cap,
         memset(np, 0, sizeof(*np));
         added = true;
     }
-    apply(d, nc, added, changes, cap);
+    apply(d, nc, &next, added, changes, cap);
     plugin_set_free(np);
     free(np);
     free(nc);
@@ -224,10 +244,14 @@ int reload_now(struct daemon *d, const char *how, char *changes, size_t cap,
     return 0;
 
 refused:
-    if (moved) { /* back where the running config put it */
+    if (moved || placed) { /* back where the running config put it */
         struct rf_err e2;
 
-        (void)affinity_apply(0, affinity_none(d->cf.cpu_list) ? all_cpus : d->cf.cpu_list, &e2);
+        if (moved && affinity_apply(0, &d->place, &e2) < 0)
+            log_warn("reload refused, and the daemon's CPUs cannot be put back: %s", e2.msg);
+        if (placed && affinity_memory(d->place.node, &e2) < 0)
+            log_warn("reload refused, and the daemon's memory policy cannot be put back: %s",
+                     e2.msg);
     }
     if (np)
         plugin_set_free(np);

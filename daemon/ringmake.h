@@ -1,9 +1,10 @@
 /*
  * ringmake.h - makes and unmakes a client's ring memory off the main loop.
  *
- * Making a ring is memfd_create, ftruncate, mmap, sealing and then the
- * pages: mlock where RLIMIT_MEMLOCK allows, else fallocate, so the first
- * batch does not pay for them.  For a large ring that last step takes
+ * Making a ring is memfd_create, ftruncate, mmap, sealing, placing it on
+ * numa-node's node (affinity.h: the thread's policy and the ring's own)
+ * and then the pages: mlock where RLIMIT_MEMLOCK allows, else fallocate,
+ * so the first batch does not pay for them.  For a large ring that last step takes
  * seconds (3.4 GB: some 3 s), and unmapping and closing it a good part of
  * that again, so neither runs on the main loop: stream.c hands them to
  * libuv's thread pool (uv_queue_work) and answers ATTACH when the ring is
@@ -31,6 +32,7 @@ struct ring_make {
     struct ring_geom geom;
     bool fail_memfd, fail_mmap;    /* fault injection (fault.h), drawn on the loop */
     bool wait;                     /* fault.h ringwait: wait for cancel, then fail */
+    int numa_node;                 /* numa-node's node, -1 none (affinity.h) */
     /* set by the main loop at any time; read by the thread */
     atomic_bool cancel;
     /* out: valid after ring_make_run, read by the after-work callback */
@@ -40,6 +42,9 @@ struct ring_make {
     void *mem;                     /* the mapping, total_size bytes, or NULL */
     bool locked;                   /* mlocked, all of it */
     int lock_errno;                /* why not (mlock's errno), 0 when locked */
+    int place_errno;               /* mbind's or set_mempolicy's errno when the
+                                      ring could not be given numa_node, else 0
+                                      (the ring is made all the same) */
 };
 
 /* Makes the ring mk->geom asks for (thread-safe; blocking).  On success the

@@ -507,6 +507,10 @@ static void making_done(uv_work_t *req, int status)
         d->sched.mem_locked += st->geom.total_size;
     else if (rc == 0 && !st->dead)
         unlocked_note(d, st, mk->lock_errno);
+    if (rc == 0 && !st->dead && mk->place_errno)
+        log_warn("client %u: its ring (%llu bytes) is not placed on numa-node %d (%s): its "
+                 "pages come from any node", st->id, (unsigned long long)st->geom.total_size,
+                 mk->numa_node, strerror(mk->place_errno));
     if (!st->dead)
         d->sched.nmaking--;
     if (rc == 0 && !st->dead && d->cat[st->dataset_id].failed[0])
@@ -574,6 +578,7 @@ static int making_start(struct daemon *d, struct stream *st, struct rf_err *err)
     rj->mk.fail_memfd = fault_hit(FAULT_MEMFD);
     rj->mk.fail_mmap = fault_hit(FAULT_MMAP);
     rj->mk.wait = fault_hit(FAULT_RINGWAIT);
+    rj->mk.numa_node = conf_numa_node(&d->cf);
     atomic_init(&rj->mk.cancel, false);
     rc = uv_queue_work(d->loop, &rj->req, making_work, making_done);
     if (rc < 0) {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpus.h"
 #include "strnum.h"
 
 enum kind {
@@ -43,6 +44,8 @@ struct keydef {
     size_t count_off;    /* K_IDS: the count field */
     uint64_t min, max;
 };
+
+_Static_assert(CONF_KEY_COUNT <= 32, "conf->set holds one bit a key");
 
 #define FIELD(f) offsetof(struct conf, f), sizeof(((struct conf *)0)->f)
 
@@ -80,6 +83,7 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"plugin.NAME", CONF_PLUGIN, K_PLUGIN, FIELD(plugins), 0, 1, CONF_PATH_MAX - 1},
     {"name", CONF_NAME, K_NAME, FIELD(name), 0, 1, CONF_NAME_MAX},
     {"cpu-list", CONF_CPU_LIST, K_CPUS, FIELD(cpu_list), 0, 0, CONF_CPUS_MAX - 1},
+    {"numa-node", CONF_NUMA_NODE, K_UINT, FIELD(numa_node), 0, 0, CONF_NUMA_NODE_MAX},
 };
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
@@ -288,45 +292,14 @@ static bool is_blank(char c)
     return c == ' ' || c == '\t';
 }
 
-/* The number in p[0..len), blanks around it allowed: 0, or -EINVAL. */
-static int trimmed_u64(const char *p, size_t len, uint64_t *out)
-{
-    while (len && is_blank(*p))
-        p++, len--;
-    while (len && is_blank(p[len - 1]))
-        len--;
-    return strnum_u64(p, len, out) < 0 ? -EINVAL : 0;
-}
-
-/* "0-3,8,10-11" into the bitmap at the key's field; nothing written on a
- * refusal. */
+/* "0-3,8,10-11" into the bitmap at the key's field (cpus.h reads it);
+ * nothing written on a refusal. */
 static int set_cpus(const struct keydef *k, struct conf *c, const char *key, const char *v,
                     struct rf_err *err)
 {
-    uint64_t set[CONF_CPUS_MAX / 64] = {0};
-    const char *p = v;
-
-    for (;;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *dash = memchr(p, '-', len);
-        uint64_t a, b;
-
-        if (dash ? trimmed_u64(p, (size_t)(dash - p), &a) < 0 ||
-                       trimmed_u64(dash + 1, len - (size_t)(dash + 1 - p), &b) < 0
-                 : trimmed_u64(p, len, &a) < 0)
-            return bad_value(k, key, v, err);
-        if (!dash)
-            b = a;
-        if (a > b || b > k->max)
-            return bad_value(k, key, v, err);
-        for (uint64_t i = a; i <= b; i++)
-            set[i / 64] |= 1ull << (i % 64);
-        if (!end)
-            break;
-        p = end + 1;
-    }
-    memcpy((char *)c + k->off, set, sizeof(set));
+    if (cpus_parse_list(v, strlen(v), (uint64_t *)((char *)c + k->off),
+                        (unsigned)(k->max + 1)) < 0)
+        return bad_value(k, key, v, err);
     return 0;
 }
 
@@ -987,25 +960,10 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
     case K_LEVEL:
         snprintf(v, sizeof(v), "%s", conf_log_level_name(c->log_level));
         break;
-    case K_CPUS: {
-        const uint64_t *set = (const uint64_t *)field;
-
-        for (unsigned i = 0; i < CONF_CPUS_MAX && vu < sizeof(v);) {
-            unsigned j = i;
-
-            if (!((set[i / 64] >> (i % 64)) & 1)) {
-                i++;
-                continue;
-            }
-            while (j + 1 < CONF_CPUS_MAX && ((set[(j + 1) / 64] >> ((j + 1) % 64)) & 1))
-                j++;
-            vu += (size_t)snprintf(v + vu, sizeof(v) - vu, "%s%u", vu ? "," : "", i);
-            if (j > i && vu < sizeof(v))
-                vu += (size_t)snprintf(v + vu, sizeof(v) - vu, "-%u", j);
-            i = j + 1;
-        }
+    case K_CPUS:
+        if (cpus_format_list((const uint64_t *)field, (unsigned)(k->max + 1), v, sizeof(v)) < 0)
+            return -ENOSPC;
         break;
-    }
     case K_IDS: {
         unsigned cnt = *(const unsigned *)((const char *)c + k->count_off);
 
@@ -1095,7 +1053,9 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         a->memory_per_client.percent != b->memory_per_client.percent ||
         a->memory_per_uid.bytes != b->memory_per_uid.bytes ||
         a->memory_per_uid.percent != b->memory_per_uid.percent ||
-        a->n_recipes != b->n_recipes || a->n_plugins != b->n_plugins)
+        a->n_recipes != b->n_recipes || a->n_plugins != b->n_plugins ||
+        strcmp(a->name, b->name) != 0 || conf_numa_node(a) != conf_numa_node(b) ||
+        memcmp(a->cpu_list, b->cpu_list, sizeof(a->cpu_list)) != 0)
         return false;
     for (unsigned i = 0; i < a->n_plugins; i++)
         if (strcmp(a->plugins[i].name, b->plugins[i].name) != 0 ||
@@ -1151,6 +1111,9 @@ int conf_check_table(struct rf_err *err)
             return rf_err_set(err, -EINVAL, "config key %s: list field size", k->name);
         if (k->kind == K_IDS && k->width != CONF_ALLOW_MAX * sizeof(uint32_t))
             return rf_err_set(err, -EINVAL, "config key %s: list field size", k->name);
+        if (k->kind == K_CPUS && ((k->max + 1) % 64 || k->max + 1 > CPUS_LIST_BITS_MAX ||
+                                  k->width != (k->max + 1) / 8))
+            return rf_err_set(err, -EINVAL, "config key %s: bitmap field size", k->name);
         if (k->kind == K_CAP && k->width != sizeof(struct conf_cap))
             return rf_err_set(err, -EINVAL, "config key %s: cap field size", k->name);
         for (int j = 0; j < i; j++)

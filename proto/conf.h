@@ -31,6 +31,7 @@
  *     plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so
  *     name          = gpu0
  *     cpu-list      = 0-15,32-47
+ *     numa-node     = 0
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -148,6 +149,16 @@
  *                          to every worker; a list with no CPU the daemon
  *                          may use is refused then.  workers auto and the
  *                          default worker count follow it.
+ *   numa-node = N          the NUMA node the daemon runs on and takes its
+ *                          memory from, 0..CONF_NUMA_NODE_MAX: its CPUs
+ *                          (the kernel's nodeN/cpulist; with cpu-list, the
+ *                          CPUs in both, and none in both is refused) and
+ *                          a preferred memory policy for the main process,
+ *                          the workers and every ring made after
+ *                          (daemon/affinity.h).  A node that does not
+ *                          exist, or has no CPU or no memory, is refused
+ *                          at start and by a reload; a change restarts
+ *                          the workers.  conf_numa_node() reads it.
  *   name = NAME            this daemon's name among the node's daemons
  *                          (ringfeedd@NAME.service sets it): 1..32 of
  *                          [A-Za-z0-9._-], not starting with '-'.  METRICS
@@ -203,6 +214,7 @@
 #define CONF_GROUP_MAX 32          /* bytes of a socket-group name */
 #define CONF_NAME_MAX 32           /* bytes of a daemon's name (name =) */
 #define CONF_CPUS_MAX 1024         /* CPUs cpu-list may name: 0..CONF_CPUS_MAX-1 */
+#define CONF_NUMA_NODE_MAX 1023    /* the largest numa-node (the kernel's nodes 0..1023) */
 #define CONF_MAX_CLIENTS_MAX 1024  /* a worker maps every attached ring (wire.h) */
 #define CONF_MAX_CONNECTIONS_MAX 16384
 #define CONF_IDLE_SEC_MAX 86400
@@ -237,6 +249,7 @@ enum conf_key {
     CONF_PLUGIN, /* set once any plugin.NAME is */
     CONF_NAME,
     CONF_CPU_LIST,
+    CONF_NUMA_NODE,
     CONF_KEY_COUNT
 };
 
@@ -304,6 +317,8 @@ struct conf {
                                         daemon="" label of METRICS), "" none */
     uint64_t cpu_list[CONF_CPUS_MAX / 64]; /* cpu-list: CPU i is bit i; all 0
                                               when not set */
+    uint32_t numa_node;              /* numa-node, read through conf_numa_node
+                                        (0 is a node: the set bit says) */
     uint32_t max_clients;
     uint32_t max_connections;
     uint32_t idle_sec;
@@ -352,6 +367,12 @@ void conf_defaults(struct conf *c);
 static inline bool conf_is_set(const struct conf *c, enum conf_key k)
 {
     return (c->set >> k) & 1u;
+}
+
+/* numa-node's node, or -1 when the key is not set. */
+static inline int conf_numa_node(const struct conf *c)
+{
+    return conf_is_set(c, CONF_NUMA_NODE) ? (int)c->numa_node : -1;
 }
 
 /*

@@ -1,6 +1,6 @@
 /*
  * cpus.c - the CPUs a process may use (cpus.h): its affinity mask and the
- * cgroup v2 cpu.max quotas above it.
+ * cgroup v2 cpu.max quotas above it; CPU lists read and written.
  */
 #include "cpus.h"
 
@@ -13,6 +13,91 @@
 
 #include "fileio.h"
 #include "strnum.h"
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* The number in p[0..len), blanks around it allowed: 0, or -EINVAL. */
+static int trimmed_u64(const char *p, size_t len, uint64_t *out)
+{
+    while (len && is_blank(*p))
+        p++, len--;
+    while (len && is_blank(p[len - 1]))
+        len--;
+    return strnum_u64(p, len, out) < 0 ? -EINVAL : 0;
+}
+
+int cpus_parse_list(const char *buf, size_t len, uint64_t *set, unsigned nbits)
+{
+    uint64_t tmp[CPUS_LIST_BITS_MAX / 64] = {0};
+    size_t off = 0;
+
+    if (nbits == 0 || nbits % 64 || nbits > CPUS_LIST_BITS_MAX)
+        return -EINVAL;
+    for (;;) {
+        const char *p = buf + off, *end = memchr(p, ',', len - off);
+        size_t n = end ? (size_t)(end - p) : len - off;
+        const char *dash = memchr(p, '-', n);
+        uint64_t a, b;
+
+        if (dash ? trimmed_u64(p, (size_t)(dash - p), &a) < 0 ||
+                       trimmed_u64(dash + 1, n - (size_t)(dash + 1 - p), &b) < 0
+                 : trimmed_u64(p, n, &a) < 0)
+            return -EINVAL;
+        if (!dash)
+            b = a;
+        if (a > b || b >= nbits)
+            return -EINVAL;
+        for (uint64_t i = a; i <= b; i++)
+            tmp[i / 64] |= 1ull << (i % 64);
+        if (!end)
+            break;
+        off += n + 1;
+    }
+    memcpy(set, tmp, nbits / 8);
+    return 0;
+}
+
+static bool has(const uint64_t *set, unsigned i)
+{
+    return (set[i / 64] >> (i % 64)) & 1;
+}
+
+int cpus_format_list(const uint64_t *set, unsigned nbits, char *buf, size_t cap)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (unsigned i = 0; i < nbits;) {
+        unsigned j = i;
+        int n;
+
+        if (!has(set, i)) {
+            i++;
+            continue;
+        }
+        while (j + 1 < nbits && has(set, j + 1))
+            j++;
+        n = j > i ? snprintf(buf + used, cap - used, "%s%u-%u", used ? "," : "", i, j)
+                  : snprintf(buf + used, cap - used, "%s%u", used ? "," : "", i);
+        if (n < 0 || (size_t)n >= cap - used)
+            return -ENOSPC;
+        used += (size_t)n;
+        i = j + 1;
+    }
+    return (int)used;
+}
+
+unsigned cpus_count(const uint64_t *set, unsigned nbits)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < nbits / 64; i++)
+        n += (unsigned)__builtin_popcountll(set[i]);
+    return n;
+}
 
 int cpus_parse_cgroup(const char *buf, size_t len, char *path, size_t cap)
 {

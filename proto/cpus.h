@@ -11,6 +11,12 @@
  * quota is 0, "none".  The parsers are pure functions over buffers
  * (fuzzed: tests/fuzz/fuzz_cpus.c); the readers read /proc/self/cgroup and
  * the cpu.max files below CPUS_CGROUP_ROOT.
+ *
+ * A CPU list ("0-15,32-47", as taskset -c takes it and the kernel's
+ * cpulist files write it) is read and written here too, once for both of
+ * its readers: ringfeedd.conf's cpu-list (conf.c) and a NUMA node's CPUs
+ * (numa.c).  A set of CPUs is a bitmap of uint64_t words, CPU i bit i % 64
+ * of word i / 64.
  */
 #ifndef RINGFEED_PROTO_CPUS_H
 #define RINGFEED_PROTO_CPUS_H
@@ -20,6 +26,27 @@
 #include <stdint.h>
 
 #define CPUS_CGROUP_ROOT "/sys/fs/cgroup"
+#define CPUS_LIST_BITS_MAX 4096 /* the largest bitmap the list functions take */
+
+/*
+ * A CPU list buf[0..len): comma-separated CPU numbers and ranges A-B
+ * (A <= B), blanks (space, tab) around each number allowed, every number
+ * below nbits (a multiple of 64, at most CPUS_LIST_BITS_MAX).  Returns 0
+ * with set (nbits / 64 words) replaced by those CPUs; -EINVAL for anything
+ * else (an empty list or item, a number too large, A > B), set unchanged.
+ */
+int cpus_parse_list(const char *buf, size_t len, uint64_t *set, unsigned nbits);
+
+/*
+ * Writes set (nbits bits) as the shortest list cpus_parse_list reads back
+ * to the same set ("0-15,32-47"; "" for an empty set) into buf, cap bytes
+ * with the NUL (cap > 0).  Returns its length, or -ENOSPC when it does not
+ * fit (buf then holds a cut list, NUL-terminated).
+ */
+int cpus_format_list(const uint64_t *set, unsigned nbits, char *buf, size_t cap);
+
+/* The number of CPUs in set (nbits bits). */
+unsigned cpus_count(const uint64_t *set, unsigned nbits);
 
 /*
  * /proc/self/cgroup's text: the cgroup v2 path (the "0::PATH" line) into

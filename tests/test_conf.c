@@ -116,12 +116,14 @@ static void test_example(void)
         "recipe.cifar  = RandomCrop:size=32:padding=4,RandomHorizontalFlip\n"
         "plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so\n"
         "name          = gpu0\n"
-        "cpu-list      = 0-15,32-47\n";
+        "cpu-list      = 0-15,32-47\n"
+        "numa-node     = 0\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_IS_STR(c.name, "gpu0", "name");
     TAP_OK(c.cpu_list[0] == 0x0000ffff0000ffffull && c.cpu_list[1] == 0,
            "cpu-list 0-15,32-47: those bits");
+    TAP_IS_INT(conf_numa_node(&c), 0, "numa-node 0: node 0, not none");
 
     TAP_OK(c.n_recipes == 1 && conf_find_recipe(&c, "cifar", 5) &&
            strcmp(conf_find_recipe(&c, "cifar", 5)->spec,
@@ -678,6 +680,57 @@ static void test_cpu_list(void)
         expect_bad(bad[i], "a bad cpu-list is refused naming the key and the form",
                    "cpu-list", "ranges A-B", NULL);
     }
+    {
+        char buf[4096];
+        int n;
+
+        expect_ok("cpu-list = 7,1-3,5,1023,4\n", "cpu-list: any order");
+        n = conf_format(&c, buf, sizeof(buf));
+        TAP_IS_STR(n > 0 ? buf : "", "cpu-list = 1-5,7,1023\n", "cpu-list: written canonical");
+        TAP_OK(n > 0 && conf_parse(buf, (size_t)n, &c2, &e) == 0 && conf_equal(&c, &c2),
+               "cpu-list: and read back the same");
+        c2.cpu_list[0] ^= 1;
+        TAP_OK(!conf_equal(&c, &c2), "cpu-list: lists differ");
+    }
+}
+
+/* numa-node: a node number, 0 a node like any other; none by default */
+static void test_numa_node(void)
+{
+    char buf[4096];
+    int n;
+
+    expect_ok("", "numa-node: not set");
+    TAP_IS_INT(conf_numa_node(&c), -1, "numa-node: none by default");
+    one("numa-node", "0", 1);
+    TAP_IS_INT(conf_numa_node(&c), 0, "numa-node = 0 is node 0");
+    one("numa-node", "1023", 1);
+    TAP_IS_INT(conf_numa_node(&c), 1023, "numa-node = 1023, the largest");
+    one("numa-node", " 3 ", 1);
+    TAP_IS_INT(conf_numa_node(&c), 3, "numa-node: blanks around the number");
+    n = conf_format(&c, buf, sizeof(buf));
+    TAP_IS_STR(n > 0 ? buf : "", "numa-node = 3\n", "numa-node: written back");
+    TAP_OK(n > 0 && conf_parse(buf, (size_t)n, &c2, &e) == 0 && conf_equal(&c, &c2),
+           "numa-node: and read back the same");
+    expect_ok("numa-node = 0\n", "numa-node = 0");
+    expect_ok("", "no numa-node");
+    c2 = c;
+    expect_ok("numa-node = 0\n", "numa-node = 0 again");
+    TAP_OK(!conf_equal(&c, &c2), "numa-node: node 0 and none differ (the set bit says)");
+    for (unsigned i = 0; i < 6; i++) {
+        static const char *const bad[] = {"1024", "-1", "0x1", "node0", "", "0,1"};
+
+        one("numa-node", bad[i], 0);
+    }
+    expect_bad("numa-node = 1024\n", "numa-node: the message says the range", "numa-node",
+               "0..1023", NULL);
+    expect_bad("numa-node = 0\nnuma-node = 1\n", "numa-node: given twice is refused",
+               "numa-node", "twice", NULL);
+    conf_defaults(&c3);
+    TAP_IS_INT(conf_set(&c3, "numa-node", "2", &e), 0, "numa-node: set as a flag would");
+    expect_ok("numa-node = 1\n", "numa-node: the file");
+    TAP_IS_INT(conf_merge(&c, &c3, &e), 0, "numa-node: merged");
+    TAP_IS_INT(conf_numa_node(&c), 2, "numa-node: the later layer wins");
 }
 
 int main(void)
@@ -691,5 +744,6 @@ int main(void)
     test_format();
     test_caps();
     test_cpu_list();
+    test_numa_node();
     return tap_done();
 }

@@ -3,7 +3,8 @@
  * walk from a cgroup up to the root over a hierarchy made here in a
  * temporary folder (the tightest quota wins, rounded up; "max", a
  * malformed file and a missing one count as no quota); the affinity
- * count against sched_getaffinity; cpus_usable within both.
+ * count against sched_getaffinity; cpus_usable within both; CPU lists
+ * read, refused and written back.
  */
 #include <errno.h>
 #include <sched.h>
@@ -116,9 +117,45 @@ static void test_machine(void)
     TAP_IS_INT(use, quota && quota < aff ? quota : aff, "cpus_usable: lowered to the quota");
 }
 
+static void test_lists(void)
+{
+    uint64_t set[16], back[16];
+    char buf[64];
+
+    memset(set, 0xee, sizeof(set));
+    TAP_IS_INT(cpus_parse_list("0-15,32-47", 10, set, 1024), 0, "list: two ranges");
+    TAP_OK(set[0] == 0x0000ffff0000ffffull && set[1] == 0 && set[15] == 0,
+           "  those bits, the rest cleared");
+    TAP_IS_INT(cpus_count(set, 1024), 32, "  32 CPUs");
+    TAP_IS_INT(cpus_parse_list(" 3 , 5 - 6 ,1023", 16, set, 1024), 0,
+               "list: blanks around numbers");
+    TAP_OK(set[0] == 0x68 && set[15] == 1ull << 63, "  3, 5, 6 and 1023");
+    TAP_IS_INT(cpus_format_list(set, 1024, buf, sizeof(buf)), 10, "list: written");
+    TAP_IS_STR(buf, "3,5-6,1023", "  as the shortest list");
+    TAP_IS_INT(cpus_parse_list(buf, strlen(buf), back, 1024), 0, "  read back");
+    TAP_OK(memcmp(set, back, sizeof(set)) == 0, "  the same set");
+    TAP_IS_INT(cpus_format_list(set, 1024, buf, 6), -ENOSPC, "list: a buffer too small");
+    TAP_OK(strlen(buf) < 6, "  cut, terminated");
+    memset(back, 0, sizeof(back));
+    TAP_IS_INT(cpus_format_list(back, 1024, buf, sizeof(buf)), 0, "list: the empty set");
+    TAP_IS_STR(buf, "", "  is empty text");
+    memcpy(back, set, sizeof(set));
+    for (unsigned i = 0; i < 9; i++) {
+        static const char *const bad[] = {"", ",", "1,", ",1", "1,,2", "5-3", "1024", "a-b",
+                                          "1-2-3"};
+
+        tap_ok(cpus_parse_list(bad[i], strlen(bad[i]), set, 1024) == -EINVAL,
+               "list: \"%s\" refused", bad[i]);
+    }
+    TAP_OK(memcmp(set, back, sizeof(set)) == 0, "list: a refusal leaves the set alone");
+    TAP_IS_INT(cpus_parse_list("64", 2, set, 64), -EINVAL, "list: past nbits");
+    TAP_IS_INT(cpus_parse_list("0", 1, set, 100), -EINVAL, "list: nbits not a multiple of 64");
+}
+
 int main(void)
 {
     test_parsers();
+    test_lists();
     test_walk();
     test_machine();
     return tap_done();

@@ -5,7 +5,9 @@
  * line -ENOENT, a rest that does not fit with its NUL -ENAMETOOLONG, else
  * the rest copied and terminated); the cpu.max parser either refuses (-EINVAL,
  * nothing written) or returns a period > 0 and a quota that, printed back
- * ("max" for 0), parses to the same figures.
+ * ("max" for 0), parses to the same figures.  Read as a CPU list, the input
+ * is refused with the set untouched, or gives a set that cpus_format_list
+ * writes as a list that reads back to the same set.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,6 +48,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     ? r != -ENAMETOOLONG
                     : r != 0 || memcmp(path, rest, rest_len) != 0 || path[rest_len] != '\0')
         abort();
+
+    {
+        static const uint64_t poison = 0x5a5a5a5a5a5a5a5aull;
+        uint64_t set[16], back[16];
+        char list[4096];
+
+        for (unsigned i = 0; i < 16; i++)
+            set[i] = poison;
+        r = cpus_parse_list(buf, size, set, 1024);
+        if (r < 0) {
+            for (unsigned i = 0; i < 16; i++)
+                if (r != -EINVAL || set[i] != poison)
+                    abort();
+        } else {
+            n = cpus_format_list(set, 1024, list, sizeof(list));
+            if (r != 0 || n < 0 || (n == 0) != (cpus_count(set, 1024) == 0))
+                abort();
+            if (n > 0 && (cpus_parse_list(list, (size_t)n, back, 1024) != 0 ||
+                          memcmp(set, back, sizeof(set)) != 0))
+                abort();
+        }
+    }
 
     r = cpus_parse_cpu_max(buf, size, &q, &per);
     if (r < 0) {

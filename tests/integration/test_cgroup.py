@@ -15,9 +15,11 @@ an epoch reads whole.  Skipped (77) where no memory cgroup can be made
 here (a missing facility).  And a ring the memlock limit keeps from being
 locked is said in the log, with the limit.
 """
+import mmap
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 
@@ -176,6 +178,146 @@ def test_cpu_list(packed_fmnist, tmp_path):
         r = ctl(d.sock, "reload", check=False)
         assert r.returncode == 1 and "cpu-list: none of its CPUs" in r.stderr, r
         assert allowed(d.proc.pid) == want, "a refused reload moved the daemon"
+        out, _ = run_read(d.sock, "fm", batch=100, epochs=1)
+        assert out["samples"] == 10000
+    finally:
+        d.cleanup()
+
+
+NODES = "/sys/devices/system/node"
+
+
+def cpu_set(text):
+    """A CPU list ("0-3,8") as a set of CPU numbers."""
+    out = set()
+    for item in filter(None, text.strip().split(",")):
+        a, _, b = item.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def policy(pid, mapping=None):
+    """The memory policy /proc/PID/numa_maps shows ("prefer:0", "default")
+    for the mapping whose line names mapping, or for the stack: a mapping
+    of no policy of its own shows the thread's."""
+    with open(f"/proc/{pid}/numa_maps") as f:
+        for line in f:
+            if (mapping or " stack") in line:
+                return line.split()[1]
+    return None
+
+
+def ring_in_client(sock, line):
+    """ATTACH on a connection kept open; the ring memfd is mapped here, in
+    the test (a process of the default policy), and the policy its mapping
+    shows is returned with the connection: only the ring's own policy
+    (mbind on the daemon's side) can make it anything but "default"."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(60)
+    conn.connect(sock)
+    conn.sendall(line)
+    msg, anc, _, _ = conn.recvmsg(4096, socket.CMSG_SPACE(2 * 4))
+    assert msg.startswith(b"OK attach"), msg
+    fds = [int.from_bytes(data[i:i + 4], "little") for level, kind, data in anc
+           if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+           for i in range(0, len(data) - len(data) % 4, 4)]
+    try:
+        memfd = next(fd for fd in fds if "ringfeed-ring" in os.readlink(f"/proc/self/fd/{fd}"))
+        with mmap.mmap(memfd, os.fstat(memfd).st_size, mmap.MAP_SHARED, mmap.PROT_READ):
+            got = policy("self", "ringfeed-ring")
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return conn, got
+
+
+def test_numa_node(packed_fmnist, tmp_path):
+    """numa-node = 0 on this one-node machine: the daemon, its threads and
+    its workers run on node 0's CPUs and prefer its memory (set_mempolicy,
+    seen in numa_maps), and a ring carries the node in every process that
+    maps it (mbind); a node that does not exist is refused at start, by
+    --check-config and by a reload (the old placement kept); a reload that
+    removes the key frees the daemon and restarts the workers without the
+    policy, and one that sets it again puts it all back."""
+    if not os.path.exists(f"{NODES}/node0") or os.path.exists(f"{NODES}/node7"):
+        pytest.skip("needs a machine with a NUMA node 0 and no node 7")
+    with open(f"{NODES}/node0/cpulist") as f:
+        node0 = f.read().strip()
+    mine = os.sched_getaffinity(0)
+    if not cpu_set(node0) <= mine:
+        pytest.skip("this test runs off some of node 0's CPUs")
+    conf = tmp_path / "ringfeedd.conf"
+    base = f"dataset.fm = {packed_fmnist['test']}\n"
+    attach = b"ATTACH dataset=fm batch=100 name=numa\n"
+
+    def start_refused(text, want):
+        conf.write_text(base + text)
+        r = subprocess.run([ringfeedd(), "--socket", str(tmp_path / "no.sock"), "--config",
+                            str(conf)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and want in r.stderr, r
+        r = subprocess.run([ringfeedd(), "--check-config", "--config", str(conf)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and want in r.stderr, r
+
+    start_refused("numa-node = 7\n", "numa-node = 7: NUMA node 7 does not exist")
+    start_refused("numa-node = 0\ncpu-list = 1023\n", "have no CPU in common")
+
+    conf.write_text(base + "numa-node = 0\n")
+    d = Daemon({}, workers=2, extra=["--config", str(conf)])
+    try:
+        # started on one CPU: the node's CPUs are the daemon's doing
+        os.sched_setaffinity(0, {min(cpu_set(node0))})
+        try:
+            d.start()
+        finally:
+            os.sched_setaffinity(0, mine)
+        wait_for(lambda: (lambda s: s if s["io.backend"] != "unknown" else None)(d.stats()),
+                 "a worker's HELLO")
+        main, workers = d.proc.pid, d.worker_pids()
+        tasks = os.listdir(f"/proc/{main}/task")
+        assert all(allowed(f"{main}/task/{t}") == node0 for t in tasks), tasks
+        assert all(allowed(p) == node0 for p in workers), workers
+        assert policy(main) == "prefer:0" and all(policy(p) == "prefer:0" for p in workers)
+        held, seen = ring_in_client(d.sock, attach)
+        assert seen == "prefer:0", "the ring does not carry the node into the client"
+        assert policy(main, "ringfeed-ring") == "prefer:0"
+
+        # a node that does not exist: refused, nothing moves
+        conf.write_text(base + "numa-node = 7\n")
+        r = ctl(d.sock, "reload", check=False)
+        assert r.returncode == 1 and "numa-node = 7: NUMA node 7 does not exist" in r.stderr, r
+        assert policy(main) == "prefer:0" and allowed(main) == node0
+        assert sorted(d.worker_pids()) == sorted(workers), "a refused reload restarted workers"
+
+        def restarted(old, want):
+            """New workers only, each of the policy want."""
+            pids = d.worker_pids()
+            try:
+                return pids if pids and not set(pids) & set(old) and \
+                    all(policy(p) == want for p in pids) else None
+            except OSError:
+                return None
+
+        # the key removed: the daemon freed, workers restarted without it
+        conf.write_text(base)
+        r = ctl(d.sock, "reload")
+        assert "numa-node" in r.stdout, r.stdout
+        assert policy(main) == "default"
+        assert cpu_set(allowed(main)) >= mine
+        workers = wait_for(lambda: restarted(workers, "default"), "workers without the policy")
+        # (the held ring, the daemon's only one, keeps its node: nothing moves)
+        assert policy(main, "ringfeed-ring") == "prefer:0", "the held ring lost its placement"
+        conn, seen = ring_in_client(d.sock, attach)
+        conn.close()
+        assert seen == "default", "a ring made after the key was removed still has a node"
+
+        # and set again: all of it back
+        conf.write_text(base + "numa-node = 0\n")
+        r = ctl(d.sock, "reload")
+        assert "numa-node" in r.stdout, r.stdout
+        assert policy(main) == "prefer:0" and allowed(main) == node0
+        wait_for(lambda: restarted(workers, "prefer:0"), "workers with the policy again")
+        held.close()
         out, _ = run_read(d.sock, "fm", batch=100, epochs=1)
         assert out["samples"] == 10000
     finally:
