@@ -1,18 +1,21 @@
 /*
  * cu_backend.h - what the C side of the CUDA backend shares between its
  * files: the context's CUDA state, the error helpers, and the model ops
- * (cuda_mlp.c) that cuda_backend.c puts into kn_cuda_ops.
+ * (cuda_mlp.c) that cuda_backend.c puts into kn_cuda_ops.  The CUDA
+ * runtime is linked statically; cuBLAS is called through the table of
+ * cu_blas.h, never directly (nothing of it is linked).
  */
 #ifndef RINGFEED_KERNELS_CU_BACKEND_H
 #define RINGFEED_KERNELS_CU_BACKEND_H
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "../backend.h"
+#include "cu_blas.h"
 
 struct cu_ctx {
     int device;
+    const struct cu_blas *api;      /* the process's cuBLAS (kn_cu_blas) */
     cublasHandle_t blas;
 };
 

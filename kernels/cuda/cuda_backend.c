@@ -6,10 +6,17 @@
  * cudaEventElapsedTime), and normalize's launch.  The device code is in
  * normalize.cu and mlp.cu; the model's calls are in cuda_mlp.c.
  *
- * kn_open fails with -ENODEV, and a reason that AUTO copies into the CPU
- * context's note, when cudaGetDeviceCount fails or finds no device, when
- * the device asked for is not there, or when the device cannot run this
- * build's kernels (e.g. an older SM than the one compiled for).
+ * What it needs at run time: the CUDA runtime is linked in statically
+ * (libcudart_static.a) and opens the NVIDIA driver, libcuda.so.1, itself;
+ * cuBLAS is opened with dlopen once a device has answered (cu_blas.c).  No
+ * CUDA library is linked, so the trainer starts on any node.
+ *
+ * kn_open fails with -ENODEV, and a one-line reason that AUTO copies into
+ * the CPU context's note, when cudaGetDeviceCount fails or finds no device
+ * (no driver at all, or one older than this build's runtime, are told
+ * apart), when the device asked for is not there, when the device cannot
+ * run this build's kernels (e.g. an older SM than the one compiled for),
+ * or when cuBLAS cannot be loaded or cannot create a handle.
  *
  * The device chosen at kn_open is made current on the calling thread then;
  * a program that drives several devices from one thread must make the
@@ -36,10 +43,12 @@ int kn_cu_check(struct kn_ctx *ctx, const char *what, int e)
 
 int kn_cu_blas_check(struct kn_ctx *ctx, const char *what, cublasStatus_t st)
 {
+    const struct cu_blas *api = cu_of(ctx)->api;
+
     if (st == CUBLAS_STATUS_SUCCESS)
         return 0;
-    return kn_set_err(ctx, -EIO, "%s: %s: %s", what,
-                      cublasGetStatusName(st), cublasGetStatusString(st));
+    return kn_set_err(ctx, -EIO, "%s: %s: %s", what, api->status_name(st),
+                      api->status_string(st));
 }
 
 int kn_cu_device_count(void)
@@ -53,10 +62,37 @@ int kn_cu_device_count(void)
     return count;
 }
 
+/* Why cudaGetDeviceCount failed, in words: a missing driver and one too
+ * old for the runtime linked in both read "insufficient driver". */
+static void cu_no_device(cudaError_t e, char *why, size_t whylen)
+{
+    int drv = 0;
+
+    if (e == cudaErrorInsufficientDriver &&
+        cudaDriverGetVersion(&drv) == cudaSuccess && drv == 0) {
+        snprintf(why, whylen, "CUDA built, no device: cudaGetDeviceCount: "
+                 "no NVIDIA driver here (libcuda.so.1 not found) (%s)",
+                 cudaGetErrorName(e));
+        return;
+    }
+    if (e == cudaErrorInsufficientDriver && drv > 0) {
+        snprintf(why, whylen, "CUDA built, no device: cudaGetDeviceCount: "
+                 "the NVIDIA driver runs CUDA %d.%d, this build's runtime "
+                 "needs %d.%d (%s)", drv / 1000, drv % 1000 / 10,
+                 CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10,
+                 cudaGetErrorName(e));
+        return;
+    }
+    snprintf(why, whylen, "CUDA built, no device: cudaGetDeviceCount: "
+             "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
 static int cu_open(struct kn_ctx *ctx, const struct kn_open_opts *o,
                    char *why, size_t whylen)
 {
     struct cudaDeviceProp prop;
+    const struct cu_blas *api;
+    char blas_why[KN_MSG_MAX];
     struct cu_ctx *c;
     cublasStatus_t bst;
     cudaError_t e;
@@ -64,8 +100,8 @@ static int cu_open(struct kn_ctx *ctx, const struct kn_open_opts *o,
 
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
-        snprintf(why, whylen, "CUDA built, no device: cudaGetDeviceCount: "
-                 "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        cu_no_device(e, why, whylen);
+        cudaGetLastError();
         goto fail;
     }
     if (count == 0) {
@@ -93,6 +129,13 @@ static int cu_open(struct kn_ctx *ctx, const struct kn_open_opts *o,
                  prop.minor, cudaGetErrorString(e), cudaGetErrorName(e));
         goto fail;
     }
+    /* loaded only where a device answered: a CPU node maps none of it */
+    api = kn_cu_blas(blas_why, sizeof blas_why);
+    if (!api) {
+        snprintf(why, whylen, "CUDA device %d (%s): %s", o->device, prop.name,
+                 blas_why);
+        goto fail;
+    }
 
     rc = -ENOMEM;
     c = calloc(1, sizeof *c);
@@ -101,29 +144,32 @@ static int cu_open(struct kn_ctx *ctx, const struct kn_open_opts *o,
         goto fail;
     }
     c->device = o->device;
-    bst = cublasCreate(&c->blas);
+    c->api = api;
+    bst = api->create(&c->blas);
     if (bst != CUBLAS_STATUS_SUCCESS) {
         rc = -ENODEV;
-        snprintf(why, whylen, "CUDA device %d: cublasCreate: %s",
-                 o->device, cublasGetStatusString(bst));
+        snprintf(why, whylen, "CUDA device %d: cublasCreate (%s): %s",
+                 o->device, api->path, api->status_string(bst));
         goto fail_ctx;
     }
     /* fp32 GEMMs in full fp32: the default math mode uses no TF32. */
-    bst = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+    bst = api->set_math_mode(c->blas, CUBLAS_DEFAULT_MATH);
     if (bst != CUBLAS_STATUS_SUCCESS) {
         rc = -ENODEV;
         snprintf(why, whylen, "cublasSetMathMode: %s",
-                 cublasGetStatusString(bst));
+                 api->status_string(bst));
         goto fail_blas;
     }
     ctx->impl = c;
     snprintf(ctx->note, sizeof ctx->note, "cuda device %d of %d: %.100s, "
-             "sm_%d%d, %.1f GiB", o->device, count, prop.name, prop.major,
-             prop.minor, (double)prop.totalGlobalMem / (1 << 30));
+             "sm_%d%d, %.1f GiB; cuBLAS %d.%d.%d from %.150s", o->device,
+             count, prop.name, prop.major, prop.minor,
+             (double)prop.totalGlobalMem / (1 << 30), api->major, api->minor,
+             api->patch, api->path);
     return 0;
 
 fail_blas:
-    cublasDestroy(c->blas);
+    api->destroy(c->blas);
 fail_ctx:
     free(c);
 fail:
@@ -136,7 +182,7 @@ static void cu_close(struct kn_ctx *ctx)
 
     if (!c)
         return;
-    cublasDestroy(c->blas);
+    c->api->destroy(c->blas);
     free(c);
     ctx->impl = NULL;
 }

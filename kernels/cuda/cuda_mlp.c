@@ -15,7 +15,7 @@
  *            gemm(N, N, m=in, n=n, k=out, W, ld in, dZ, ld out, dA, ld in)
  * fp32 models call cublasSgemm (CUBLAS_DEFAULT_MATH: no TF32); bf16 models
  * call cublasGemmEx with CUDA_R_16BF inputs, CUDA_R_32F output and
- * CUBLAS_COMPUTE_32F.
+ * CUBLAS_COMPUTE_32F; both through the context's cuBLAS table (cu_blas.h).
  *
  * All device buffers are one cudaMalloc made at model creation, plus one
  * small pinned host block for reading figures back; a step allocates
@@ -198,17 +198,18 @@ static int gemm(struct kn_model *m, cublasOperation_t ta,
                 uint32_t inner, const void *a, uint32_t lda, const void *b,
                 uint32_t ldb, float beta, float *cm, uint32_t ldc)
 {
-    cublasHandle_t h = cu_of(m->ctx)->blas;
+    const struct cu_ctx *c = cu_of(m->ctx);
+    cublasHandle_t h = c->blas;
     const float one = 1.0f;
 
     if (m->precision == KN_BF16)
         return kn_cu_blas_check(m->ctx, "cublasGemmEx",
-            cublasGemmEx(h, ta, tb, (int)rows, (int)cols, (int)inner, &one,
+            c->api->gemm_ex(h, ta, tb, (int)rows, (int)cols, (int)inner, &one,
                          a, CUDA_R_16BF, (int)lda, b, CUDA_R_16BF, (int)ldb,
                          &beta, cm, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT));
     return kn_cu_blas_check(m->ctx, "cublasSgemm",
-        cublasSgemm(h, ta, tb, (int)rows, (int)cols, (int)inner, &one, a,
+        c->api->sgemm(h, ta, tb, (int)rows, (int)cols, (int)inner, &one, a,
                     (int)lda, b, (int)ldb, &beta, cm, (int)ldc));
 }
 
@@ -228,7 +229,8 @@ static int forward(struct kn_model *m, struct cu_model *c, cudaStream_t st,
     int rc;
 
     rc = kn_cu_blas_check(m->ctx, "cublasSetStream",
-                          cublasSetStream(cu_of(m->ctx)->blas, st));
+                          cu_of(m->ctx)->api->set_stream(
+                              cu_of(m->ctx)->blas, st));
     for (uint32_t l = 0; rc == 0 && l < m->n_layers; l++) {
         uint32_t in = kn_in(m, l), out = kn_out(m, l);
         int hidden = l + 1 < m->n_layers;

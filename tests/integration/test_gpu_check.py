@@ -169,3 +169,21 @@ def test_a_missing_library_is_a_skip_that_names_it(tmp_path):
     s = json.load(open(tmp_path / "out" / "gpu-check.json"))["steps"][-1]
     assert "libcublas.so.13" in s["why"] and "/usr/local/cuda/lib64" in s["why"]
     assert not report.failed
+
+
+def test_cublas_is_found_where_the_trainer_opens_it(tmp_path, monkeypatch):
+    """ringfeed-train opens cuBLAS with dlopen, so ldd cannot say it is
+    missing: find_cublas looks where kernels/cuda/cu_blas.c does."""
+    report = gc.Report(str(tmp_path / "out"), budget=60)
+    run = gc.Run(report, str(tmp_path / "t"))
+    wheel = tmp_path / "wheel"
+    wheel.mkdir()
+    (wheel / "libcublas.so.13").write_bytes(b"")
+    run.nvidia_dirs = [str(wheel)]
+    monkeypatch.delenv("RINGFEED_CUBLAS", raising=False)
+    assert gc.find_cublas(run) == str(wheel / "libcublas.so.13")
+    # $RINGFEED_CUBLAS is the trainer's only candidate when set
+    monkeypatch.setenv("RINGFEED_CUBLAS", str(tmp_path / "none.so"))
+    assert gc.find_cublas(run) is None
+    monkeypatch.setenv("RINGFEED_CUBLAS", str(wheel / "libcublas.so.13"))
+    assert gc.find_cublas(run) == str(wheel / "libcublas.so.13")

@@ -15,7 +15,10 @@ CPU twin (or CUDA where a device answers: the assertions hold on both).
   reached the backend (JSON copy_path, the text's "batches in:" line): in
   place on the CPU twin, plain copies with --copy-batches, DMA from the
   registered ring on a GPU;
-- bad usage exits 2; --json is one object.
+- bad usage exits 2; --json is one object;
+- without a usable device (here: no NVIDIA driver; the trainer links no
+  CUDA library, so it starts anyway) --backend cuda fails with a one-line
+  reason and auto trains on the CPU twin, its header giving that reason.
 
 No timing is asserted: timings only have to be present and sane.
 """
@@ -272,3 +275,11 @@ def test_cuda_backend_without_a_device_says_why(fm_daemon):
         pytest.skip("a CUDA device answered")
     assert r.returncode == 1
     assert "CUDA" in r.stderr or "cuda" in r.stderr, r.stderr
+    # one line says why (no driver, no device, no cuBLAS) ...
+    lines = [ln for ln in r.stderr.splitlines() if "CUDA" in ln or "cuBLAS" in ln]
+    assert len(lines) == 1, r.stderr
+    reason = lines[0][lines[0].index("CUDA"):]
+    # ... and auto trains on the CPU with that same reason in its header
+    out = run_json(d.sock, "--epochs", 1, "--max-steps", 5)
+    assert out["backend"] == "cpu" and out["updates"] == 5, out
+    assert out["backend_note"].startswith(reason + "; cpu: "), (reason, out["backend_note"])
