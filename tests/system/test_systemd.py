@@ -8,16 +8,21 @@ part themselves; this one installs the build into a Debian 12 root, boots
 that root's systemd (252) in a container and operates ringfeedd the way an
 administrator would:
 
-  root      `debootstrap --variant=minbase bookworm` plus systemd and the
-            libraries the build links, cached in BUILD/system-root/root
+  packages  the Debian packages of this tree, and of its rebuild as the
+            next version, from scripts/deb (BUILD/deb, BUILD/deb-rebuild;
+            a no-op when they are fresh)
+  root      `debootstrap --variant=minbase bookworm` plus systemd and what
+            the packages depend on, cached in BUILD/system-root/root
             (BUILD/system-root/stamp says how it was made; a later run only
-            installs what is missing); then `meson install --destdir`, the
-            installed example config with "workers = 2", and Fashion-MNIST's
-            test split packed at /var/lib/ringfeed/fmnist
+            installs what is missing, and purges what the last one left);
+            Fashion-MNIST's test split packed at /var/lib/ringfeed/fmnist
   boot      systemd-nspawn --boot --register=no --keep-unit, a host folder
             bound onto /run/ringfeed so host clients reach the socket;
             commands run inside with nsenter into the container's init
-  checks    socket activation and an epoch read from the host (digest equal
+  checks    `apt-get install ./*.deb` into the running system (a fresh
+            install starts cleanly and serves nothing), then the operator's
+            config (the dataset, "workers = 2", "numa-node = 0");
+            socket activation and an epoch read from the host (digest equal
             to a daemon started directly on the host on the same data); each
             I/O backend forced by a drop-in under the unit's syscall filter;
             reloads (good and bad) under a reading client; the watchdog
@@ -25,7 +30,10 @@ administrator would:
             stop under load; a user outside the ringfeed group refused (by
             the socket file, then by the daemon: ERR denied), a member
             reading; the journal's priorities; systemd-analyze security
-            against the running manager equal to --offline on the unit file
+            against the running manager equal to --offline on the unit file;
+            an upgrade to the next build while a trainer reads (digest equal,
+            the daemon on the new build, the edited config kept); remove
+            (config kept), then purge (no unit, user or packaged file left)
 
 Each check prints "ok N - what (seconds)" or "not ok N - what" with the
 reason; a failed check does not stop the later ones unless they need what
@@ -54,7 +62,11 @@ MIRROR = os.environ.get("RINGFEED_DEBIAN_MIRROR", "http://deb.debian.org/debian"
 # what the root holds besides minbase: the init, useradd, /bin/kill (the
 # unit's ExecReload); the libraries come from the build's own ldd
 BASE_PACKAGES = ["systemd", "passwd", "procps"]
-STAMP = f"debootstrap --variant=minbase {SUITE} +{','.join(BASE_PACKAGES)} v1\n"
+STAMP = f"debootstrap --variant=minbase {SUITE} +{','.join(BASE_PACKAGES)} v2\n"
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the packages scripts/deb makes, and where their .debs are copied in the root
+OURS = ("ringfeedd", "libringfeed0", "libringfeed-dev", "python3-ringfeed", "ringfeed-train")
+DEBS_IN = "/var/cache/ringfeed-system-test"
 FMNIST = "/usr/share/datasets/fashion-mnist"
 SOCK_IN = "/run/ringfeed/ringfeed.sock"
 # the watchdog and reload clients read this many epochs of 64 (a few seconds
@@ -134,31 +146,42 @@ def mirror_reachable():
         return False
 
 
-def runtime_packages(binaries):
-    """Debian packages holding the shared libraries the binaries load, and
-    libraries no package holds (CUDA's runtime under /usr/local)."""
-    libs = set()
-    for b in binaries:
-        for line in run(["ldd", b]).stdout.splitlines():
-            m = re.match(r"\s*\S+ => (/\S+) \(", line)
-            if m:
-                libs.add(m.group(1))
-    packages, loose = set(), set()
-    for lib in sorted(libs):
-        if os.path.realpath(lib).startswith(os.path.realpath(os.path.dirname(binaries[0]) + "/..")):
-            continue  # the build's own (libringfeed), installed by meson
-        found = None
-        for p in {lib, os.path.realpath(lib), re.sub(r"^/usr/", "/", lib),
-                  "/usr" + lib if not lib.startswith("/usr/") else lib}:
-            r = run(["dpkg", "-S", p], check=False)
-            if r.returncode == 0:
-                found = r.stdout.split(":")[0].strip()
-                break
-        if found:
-            packages.add(found)
-        else:
-            loose.add(lib)
-    return sorted(packages), sorted(loose)
+def build_debs(build):
+    """The .debs of this tree (scripts/deb into BUILD/deb) and of its rebuild
+    as the next version (BUILD/deb-rebuild), each a no-op when fresh: two
+    lists of paths, the -dbgsym packages left out."""
+    sets = []
+    for args, sub in (([], "deb"), (["--rebuild"], "deb-rebuild")):
+        out = os.path.join(build, sub)
+        t = time.monotonic()
+        r = run([os.path.join(SRC, "scripts", "deb")] + args + [out], check=False, timeout=1800)
+        if r.returncode == SKIP:
+            raise Skip(f"cannot build the packages: {r.stderr.strip()}")
+        if r.returncode != 0:
+            raise Fatal(f"scripts/deb {' '.join(args + [out])} exited {r.returncode}:\n"
+                        f"{r.stdout[-3000:]}{r.stderr[-2000:]}")
+        debs = sorted(os.path.join(out, f) for f in os.listdir(out)
+                      if f.endswith(".deb") and "-dbgsym_" not in f)
+        names = sorted(os.path.basename(d).split("_")[0] for d in debs)
+        assert names == sorted(OURS), f"{out} holds {names}, expected {sorted(OURS)}"
+        log(f"{stamp()} packages: {' '.join(os.path.basename(d) for d in debs)} "
+            f"({time.monotonic() - t:.0f} s)")
+        sets.append(debs)
+    return sets
+
+
+def dependencies(debs):
+    """The packages the .debs depend on besides each other: the first of
+    each alternative, without versions or architecture qualifiers."""
+    deps = set()
+    for d in debs:
+        for field in ("Pre-Depends", "Depends"):
+            text = run(["dpkg-deb", "-f", d, field]).stdout
+            for clause in text.split(","):
+                name = clause.split("|")[0].split("(")[0].strip().split(":")[0]
+                if name and name not in OURS:
+                    deps.add(name)
+    return sorted(deps)
 
 
 def chroot_missing(root, packages):
@@ -220,52 +243,17 @@ def make_root(sysroot, packages):
     return root
 
 
-def installed_files(build):
-    """meson's install plan: {build or source path: installed path}."""
-    out = run(["meson", "introspect", build, "--installed"]).stdout
-    return json.loads(out)
-
-
-def install(build, sysroot, root, loose_libs):
-    """meson install into the root, after removing what the previous run
-    left (its files, drop-ins, enable links, journal, dataset)."""
-    manifest = os.path.join(sysroot, "installed.json")
-    with contextlib.suppress(OSError, ValueError):
-        with open(manifest) as f:
-            for p in json.load(f):
-                with contextlib.suppress(OSError):
-                    os.unlink(root + p)
+def clean_root(root):
+    """Takes out what a previous run left in the cached root: the packages
+    (purged in the chroot: no systemd runs there, so their scripts skip
+    systemctl), the test's drop-ins, dataset, journal and copied .debs."""
+    installed = [p for p in OURS if not chroot_missing(root, [p])]
+    if installed:
+        run(["chroot", root, "dpkg", "--purge"] + installed, check=False, timeout=300)
     for p in ("etc/systemd/system/ringfeedd.service.d", "etc/systemd/system/ringfeedd.socket.d",
-              "var/lib/ringfeed", "var/log/journal", "usr/local/lib/ringfeed-system-test"):
+              "var/lib/ringfeed", "var/log/journal", DEBS_IN.lstrip("/")):
         shutil.rmtree(os.path.join(root, p), ignore_errors=True)
-    for p in ("etc/systemd/system/sockets.target.wants/ringfeedd.socket",
-              "etc/systemd/system/multi-user.target.wants/ringfeedd.service"):
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(root, p))
     os.makedirs(os.path.join(root, "var/log/journal"))
-    plan = installed_files(build)
-    # without --no-rebuild: `meson test` builds only the tests' depends,
-    # and install needs every installed target (man pages included)
-    run(["meson", "install", "-C", build, "--quiet", "--destdir", root], timeout=900)
-    with open(manifest, "w") as f:
-        json.dump(sorted(plan.values()), f)
-    # libraries no Debian package has (CUDA's runtime): copied in
-    if loose_libs:
-        d = os.path.join(root, "usr/local/lib/ringfeed-system-test")
-        os.makedirs(d)
-        for lib in loose_libs:
-            shutil.copy2(os.path.realpath(lib), os.path.join(d, os.path.basename(lib)))
-        with open(os.path.join(root, "etc/ld.so.conf.d/ringfeed-system-test.conf"), "w") as f:
-            f.write("/usr/local/lib/ringfeed-system-test\n")
-    run(["chroot", root, "ldconfig"])
-    return sorted(plan.values())
-
-
-def find_dest(dests, suffix, folder=""):
-    """The one installed path ending suffix (in a folder ending folder)."""
-    hits = [d for d in dests if d.endswith(suffix) and os.path.dirname(d).endswith(folder)]
-    assert len(hits) == 1, f"meson installs {len(hits)} files ending {suffix}: {hits}"
-    return hits[0]
 
 
 # ---- the container -----------------------------------------------------------------
@@ -432,6 +420,14 @@ def stats(path):
     return dict(line.partition(" ")[::2] for line in lines[1:] if line)
 
 
+def build_revision(path):
+    """The revision label of ringfeed_build_info in the daemon's METRICS."""
+    text = raw_request(path, b"METRICS\n")
+    m = re.search(r'^ringfeed_build_info\{[^}]*revision="([^"]*)"', text, re.M)
+    assert m, f"no ringfeed_build_info revision in METRICS:\n{text[:1000]}"
+    return m.group(1)
+
+
 class Reader:
     """ringfeed-read --json in the background."""
 
@@ -514,8 +510,8 @@ def exposure(text):
 def main(build):
     build = os.path.abspath(build)
     if os.geteuid() != 0:
-        raise Skip("needs root (systemd-nspawn, chroot, meson install into a root)")
-    for tool in ("systemd-nspawn", "nsenter", "chroot", "meson"):
+        raise Skip("needs root (systemd-nspawn, chroot, dpkg in a root)")
+    for tool in ("systemd-nspawn", "nsenter", "chroot", "dpkg-deb"):
         if not shutil.which(tool):
             raise Skip(f"{tool} is not installed (systemd-nspawn: package systemd-container)")
     daemon = os.path.join(build, "daemon/ringfeedd")
@@ -531,39 +527,28 @@ def main(build):
     checks = Checks()
     cleanup = []
     try:
-        # ---- the root, the install, the data ----
-        packages, loose = runtime_packages([
-            daemon, read_tool, os.path.join(build, "tools/ringfeedctl"),
-            os.path.join(build, "client/libringfeed.so")])
-        log(f"{stamp()} runtime packages: {' '.join(packages)}"
-            + (f"; copied in: {' '.join(loose)}" if loose else ""))
+        # ---- the packages, the root, the data ----
+        first, second = build_debs(build)
+        versions = [run(["dpkg-deb", "-f", debs[0], "Version"]).stdout.strip()
+                    for debs in (first, second)]
+        packages = dependencies(first + second)
+        log(f"{stamp()} what they depend on: {' '.join(packages)}")
         root = make_root(sysroot, packages)
-        dests = install(build, sysroot, root, loose)
-        unit_path = find_dest(dests, "/ringfeedd.service")
-        find_dest(dests, "/ringfeedd.socket")
-        with open(root + unit_path) as f:
-            unit = f.read()
-        m = re.search(r"^ExecStart=(\S+) --config (\S+)$", unit, re.M)
-        assert m, f"no ExecStart=... --config ... in {unit_path}"
-        exe_in, conf_in = m.group(1), m.group(2)
-        ctl_in = find_dest(dests, "/ringfeedctl", "/bin")
-        read_in = find_dest(dests, "/ringfeed-read", "/bin")
-        watchdog_s = float(re.search(r"^WatchdogSec=(\d+)s$", unit, re.M).group(1))
-        restart_s = float(re.search(r"^RestartSec=(\d+)s$", unit, re.M).group(1))
-        stop_s = float(re.search(r"^TimeoutStopSec=(\d+)s$", unit, re.M).group(1))
-        log(f"{stamp()} installed: {unit_path}, ExecStart {exe_in} --config {conf_in}")
+        clean_root(root)
+        debs_in = []
+        for n, debs in enumerate((first, second)):
+            d = f"{DEBS_IN}/{n}"
+            os.makedirs(root + d)
+            for deb in debs:
+                shutil.copy(deb, root + d)
+            debs_in.append([f"{d}/{os.path.basename(deb)}" for deb in debs])
 
         data_in = "/var/lib/ringfeed/fmnist"
-        # /var/lib/ringfeed itself comes from the tmpfiles.d entry at boot
+        # the folder is made now; the package's tmpfiles.d entry gives it to
+        # the ringfeed user at install
         os.makedirs(os.path.dirname(root + data_in), exist_ok=True)
         run([pack, "idx", "--images", f"{FMNIST}/t10k-images-idx3-ubyte.gz",
              "--labels", f"{FMNIST}/t10k-labels-idx1-ubyte.gz", root + data_in])
-        with open(root + conf_in) as f:
-            example = f.read()
-        # the shipped config serves nothing until an operator adds a dataset
-        assert not re.search(r"^dataset\.", example, re.M), \
-            f"the example config {conf_in} serves a dataset on a fresh install"
-        good_conf = example + f"\n# system test\ndataset.fmnist = {data_in}\nworkers = 2\n"
 
         # ---- a bare daemon on the host, same data: the digests to match ----
         tmp = tempfile.mkdtemp(prefix="rfsys-")
@@ -594,7 +579,6 @@ def main(build):
         c.boot()
         log(f"{stamp()} booted in {time.monotonic() - t:.1f} s: "
             f"{c.exec('systemctl', '--version').stdout.splitlines()[0]}")
-        c.write(conf_in, good_conf)
 
         def wait_running(what, pred=None, timeout=WAIT):
             def ok():
@@ -616,6 +600,63 @@ def main(build):
         def wait_attached(n=1):
             wait_for(lambda: int(stats(sock).get("clients.attached", 0)) >= n,
                      f"{n} client(s) attached")
+
+        # ---- 0. the packages installed into the running system ----
+        with checks.check("apt-get install ./*.deb: a fresh install starts cleanly, serving "
+                          "nothing; the user, the folder, the library and the Python "
+                          "package are in place"):
+            t = time.monotonic()
+            r = c.exec("apt-get", "install", "-y", "--no-install-recommends", *debs_in[0],
+                       check=False, timeout=600)
+            assert r.returncode == 0, f"apt-get install exited {r.returncode}:\n" \
+                f"{r.stdout[-3000:]}{r.stderr[-2000:]}"
+            log(f"#   apt-get install {' '.join(os.path.basename(d) for d in debs_in[0])} "
+                f"({time.monotonic() - t:.1f} s)")
+            s = wait_running("the service the package started")
+            sk = c.show("ringfeedd.socket", "ActiveState", "SubState", "UnitFileState")
+            assert sk["ActiveState"] == "active" and sk["UnitFileState"] == "enabled" and \
+                sk["SubState"] in ("listening", "running"), f"the socket unit: {sk}"
+            reply = raw_request(sock, b"DATASETS\n")
+            assert reply.splitlines()[0].startswith("OK") and \
+                not [ln for ln in reply.splitlines()[1:] if ln.strip()], \
+                f"a fresh install serves datasets: {reply!r}"
+            owner = c.sh("getent passwd ringfeed >/dev/null && stat -c %U:%G /var/lib/ringfeed")
+            assert owner.stdout.strip() == "ringfeed:ringfeed", owner.stdout
+            files = c.exec("dpkg", "-L", *OURS).stdout.split()
+            exe_in = next(f for f in files if f.endswith("/sbin/ringfeedd"))
+            version = c.exec(exe_in, "--version").stdout.strip()
+            assert f"+deb{versions[0]})" in version, version
+            py = c.exec("python3", "-c", "import ringfeed; print(ringfeed.__version__)")
+            train = c.exec("ringfeed-train", "--help", check=False)
+            assert train.returncode == 0, f"ringfeed-train --help: {train.stderr[-1000:]}"
+            log(f"#   {s}; socket {sk}; no dataset; /var/lib/ringfeed {owner.stdout.strip()}; "
+                f"{version}; import ringfeed {py.stdout.strip()}; ringfeed-train starts")
+        if checks.failed:
+            raise Fatal("the packages do not install: nothing else to check")
+
+        unit_path = next(f for f in files if f.endswith("/systemd/system/ringfeedd.service"))
+        with open(root + unit_path) as f:
+            unit = f.read()
+        m = re.search(r"^ExecStart=(\S+) --config (\S+)$", unit, re.M)
+        assert m, f"no ExecStart=... --config ... in {unit_path}"
+        assert m.group(1) == exe_in, f"ExecStart runs {m.group(1)}, the package has {exe_in}"
+        conf_in = m.group(2)
+        ctl_in = next(f for f in files if f.endswith("/bin/ringfeedctl"))
+        read_in = next(f for f in files if f.endswith("/bin/ringfeed-read"))
+        watchdog_s = float(re.search(r"^WatchdogSec=(\d+)s$", unit, re.M).group(1))
+        restart_s = float(re.search(r"^RestartSec=(\d+)s$", unit, re.M).group(1))
+        stop_s = float(re.search(r"^TimeoutStopSec=(\d+)s$", unit, re.M).group(1))
+        with open(root + conf_in) as f:
+            example = f.read()
+        # the shipped config serves nothing until an operator adds a dataset
+        assert not re.search(r"^dataset\.", example, re.M), \
+            f"the shipped config {conf_in} serves a dataset on a fresh install"
+        # the operator's config: the test's dataset, two workers, the daemon
+        # on NUMA node 0 (its CPUs and memory policy, under the unit's filter)
+        good_conf = (example + f"\n# system test\ndataset.fmnist = {data_in}\nworkers = 2\n"
+                     "numa-node = 0\n")
+        c.ctl("stop", "ringfeedd.service")
+        c.write(conf_in, good_conf)
 
         # ---- 1. socket activation ----
         with checks.check("enable --now ringfeedd.socket; the first connection starts the service"):
@@ -957,6 +998,74 @@ def main(build):
             assert doc and doc.group(1) == live[0], \
                 f"the unit's comment documents {doc.group(1) if doc else 'nothing'}, " \
                 f"systemd says {live[0]}"
+
+        # ---- 9. an upgrade to the next build under a reading trainer ----
+        with checks.check("apt-get install of the next build while a trainer reads: the "
+                          "daemon restarted on the new build, the trainer's digest equal, the "
+                          "edited config kept"):
+            c.ctl("start", "ringfeedd.socket", "ringfeedd.service")
+            s0 = wait_running("the service before the upgrade")
+            rev0 = build_revision(sock)
+            reader = Reader(read_tool, sock, *LONG, extra=["--reconnect-ms", "90000"])
+            cleanup.append(reader.kill)
+            wait_attached()
+            since = c.exec("date", "+%Y-%m-%d %H:%M:%S").stdout.strip()
+            t = time.monotonic()
+            r = c.exec("apt-get", "install", "-y", "--no-install-recommends", *debs_in[1],
+                       check=False, timeout=600)
+            took = time.monotonic() - t
+            assert r.returncode == 0, f"apt-get install (upgrade) exited {r.returncode}:\n" \
+                f"{r.stdout[-3000:]}{r.stderr[-2000:]}"
+            upgraded = [ln for ln in r.stdout.splitlines() if ln.startswith(("Unpacking",
+                                                                              "Setting up"))]
+            s1 = wait_running("the service on the new build",
+                              pred=lambda s: s["MainPID"] not in ("0", s0["MainPID"]))
+            rev1 = build_revision(sock)
+            assert rev1 != rev0 and rev1.endswith(f"+deb{versions[1]}"), \
+                f"the running daemon's revision {rev1!r} (before: {rev0!r})"
+            out = reader.json(timeout=300)
+            assert out["digest"] == digest_long, \
+                f"digest across the upgrade {out['digest']} != bare run {digest_long}"
+            with open(root + conf_in) as f:
+                assert f.read() == good_conf, f"the upgrade changed the edited {conf_in}"
+            journal = c.exec("journalctl", "--no-pager", "-u", "ringfeedd", "--since",
+                             since).stdout
+            assert not re.search(r"bad DONE|build .* refused|another build", journal), \
+                f"the journal shows builds mixed:\n{journal[-2500:]}"
+            log("#   transcript:\n" + "\n".join(f"#     {ln}" for ln in upgraded))
+            log(f"#   apt-get install took {took:.1f} s; MainPID {s0['MainPID']} -> "
+                f"{s1['MainPID']}; revision {rev0} -> {rev1}\n"
+                f"#   trainer: digest {out['digest']} (bare run {digest_long}), "
+                f"{out['reconnects']} reconnect(s); {conf_in} kept as edited")
+
+        # ---- 10. remove, then purge ----
+        with checks.check("apt-get remove stops everything and keeps the edited config; purge "
+                          "leaves no unit, user or file"):
+            files = [f for f in c.exec("dpkg", "-L", *OURS).stdout.split()
+                     if not os.path.isdir(root + f)]
+            c.exec("rm", "-rf", data_in)  # the operator's data goes first
+            r = c.exec("apt-get", "remove", "-y", *OURS, check=False, timeout=300)
+            assert r.returncode == 0, f"apt-get remove: {r.stdout[-2000:]}{r.stderr[-2000:]}"
+            assert not c.procs(exe_in), f"daemon processes after remove: {c.procs(exe_in)}"
+            with open(root + conf_in) as f:
+                assert f.read() == good_conf, f"remove changed the edited {conf_in}"
+            r = c.exec("apt-get", "purge", "-y", *OURS, check=False, timeout=300)
+            assert r.returncode == 0, f"apt-get purge: {r.stdout[-2000:]}{r.stderr[-2000:]}"
+            c.ctl("daemon-reload")
+            left = [f for f in files if os.path.lexists(root + f)]
+            left += [p for p in ("/etc/ringfeed", "/var/lib/ringfeed")
+                     if os.path.lexists(root + p)]
+            units = c.ctl("list-unit-files", "--no-legend", "ringfeed*").stdout.strip()
+            links = c.sh("find /etc/systemd/system -name 'ringfeed*' -not -path '*.d'",
+                         check=False).stdout.split()
+            user = c.sh("getent passwd ringfeed; getent group ringfeed", check=False).stdout
+            sockdir = os.listdir(hostdir)
+            log(f"#   after purge: {len(files)} packaged files gone; units {units!r}; "
+                f"links {links}; user/group {user.strip()!r}; /run/ringfeed {sockdir}")
+            assert not left, f"left after purge: {left}"
+            assert not units and not links, f"units left: {units} {links}"
+            assert not user.strip(), f"the ringfeed user or group is left: {user}"
+            assert not sockdir, f"/run/ringfeed holds {sockdir} after purge"
     finally:
         for f in cleanup:
             with contextlib.suppress(Exception):
