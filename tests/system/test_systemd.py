@@ -1049,8 +1049,10 @@ def main(build):
             assert not c.procs(exe_in), f"daemon processes after remove: {c.procs(exe_in)}"
             with open(root + conf_in) as f:
                 assert f.read() == good_conf, f"remove changed the edited {conf_in}"
-            r = c.exec("apt-get", "purge", "-y", *OURS, check=False, timeout=300)
-            assert r.returncode == 0, f"apt-get purge: {r.stdout[-2000:]}{r.stderr[-2000:]}"
+            # (dpkg: apt has no lists here, and a removed package without
+            # conffiles is gone already)
+            r = c.exec("dpkg", "--purge", *OURS, check=False, timeout=300)
+            assert r.returncode == 0, f"dpkg --purge: {r.stdout[-2000:]}{r.stderr[-2000:]}"
             c.ctl("daemon-reload")
             left = [f for f in files if os.path.lexists(root + f)]
             left += [p for p in ("/etc/ringfeed", "/var/lib/ringfeed")
