@@ -1056,7 +1056,8 @@ def main(build):
             left = [f for f in files if os.path.lexists(root + f)]
             left += [p for p in ("/etc/ringfeed", "/var/lib/ringfeed")
                      if os.path.lexists(root + p)]
-            units = c.ctl("list-unit-files", "--no-legend", "ringfeed*").stdout.strip()
+            # (exit 1 when nothing matches)
+            units = c.ctl("list-unit-files", "--no-legend", "ringfeed*", check=False).stdout.strip()
             links = c.sh("find /etc/systemd/system -name 'ringfeed*' -not -path '*.d'",
                          check=False).stdout.split()
             user = c.sh("getent passwd ringfeed; getent group ringfeed", check=False).stdout
