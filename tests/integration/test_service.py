@@ -686,10 +686,13 @@ def test_units_verify_and_security(svc, packed_fmnist):
                      "StartLimitIntervalSec=60s", "StartLimitBurst=5"):
             assert re.search(rf"^{line}$", text, re.M), line
 
-        # systemd-analyze verify: nothing to say
+        # systemd-analyze verify: nothing to say (its Documentation= check
+        # runs man(1), pointed at the pages installed into the root)
+        mandir = os.path.dirname(os.path.dirname(find_installed(root, "ringfeedd.8")))
         r = subprocess.run(["systemd-analyze", "verify", f"--root={root}",
                             f"{rel}/ringfeedd.service", f"{rel}/ringfeedd.socket"],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, MANPATH=mandir))
         assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
 
         # the instances' templates: ringfeedd@NAME reads NAME.conf, listens in
@@ -713,7 +716,8 @@ def test_units_verify_and_security(svc, packed_fmnist):
         os.symlink("ringfeedd@.socket", os.path.join(root + rel, "ringfeedd@gpu0.socket"))
         r = subprocess.run(["systemd-analyze", "verify", f"--root={root}",
                             f"{rel}/ringfeedd@gpu0.service", f"{rel}/ringfeedd@gpu0.socket"],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, MANPATH=mandir))
         assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
 
         # systemd-analyze security: the exposure figure, at most 2.0
