@@ -360,9 +360,13 @@ def test_metrics_units():
         rel = "/" + os.path.relpath(os.path.dirname(service), root)
         # ExecStopPost= runs /bin/sh, which verify looks for under the root
         shutil.copy2(shutil.which("sh") or "/bin/sh", os.path.join(root, "usr/bin/sh"))
+        # (its Documentation= check runs man(1), pointed at the root's pages)
+        mandir = next(os.path.dirname(dp) for dp, _, files in os.walk(root)
+                      if "ringfeedctl.1" in files)
         r = subprocess.run(["systemd-analyze", "verify", f"--root={root}",
                             f"{rel}/ringfeed-metrics.service", f"{rel}/ringfeed-metrics.timer"],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, MANPATH=mandir))
         assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
         # an instance's writer: its own socket and textfile (two daemons' files
         # used to collide), its own daemon as the requisite
@@ -379,7 +383,8 @@ def test_metrics_units():
         r = subprocess.run(["systemd-analyze", "verify", f"--root={root}",
                             f"{rel}/ringfeed-metrics@gpu0.service",
                             f"{rel}/ringfeed-metrics@gpu0.timer"],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, MANPATH=mandir))
         assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
     finally:
         shutil.rmtree(root, ignore_errors=True)
