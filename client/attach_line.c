@@ -127,7 +127,13 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
         at.size = o->size;
         ctl_attach_give(&at, "size");
     }
-    at.shuffle = o->shuffle != 0;
+    if (o->shuffle < RF_SHUFFLE_OFF || o->shuffle > RF_SHUFFLE_BLOCK)
+        return rf_err_set(err, -EINVAL, "option shuffle=%d: use RF_SHUFFLE_OFF (0), "
+                          "RF_SHUFFLE_GLOBAL (1) or RF_SHUFFLE_BLOCK (2)", o->shuffle);
+    if (at.block && o->shuffle != RF_SHUFFLE_BLOCK)
+        return rf_err_set(err, -EINVAL, "option params: block= is the block size of "
+                          "shuffle RF_SHUFFLE_BLOCK; shuffle is %d", o->shuffle);
+    at.shuffle = (uint32_t)o->shuffle;
     at.drop_last = o->drop_last != 0;
     at.version = a->version ? a->version : RING_VERSION;
     rc = ctl_format_attach(&at, buf, cap, &e);
