@@ -40,16 +40,11 @@ static int parse_params(const struct rf_options *o, struct ctl_attach *at,
     if (strpbrk(o->params, "\r\n"))
         return rf_err_set(err, -EINVAL, "option params=\"%.80s\": a line break in params; "
                           "separate key=value pairs with spaces", o->params);
-    n = snprintf(line, sizeof(line), "ATTACH dataset=x %s\n", o->params);
-    if (n < 0 || (size_t)n >= sizeof(line))
-        return rf_err_set(err, -EMSGSIZE, "option params is longer than the protocol's "
-                          "%d-byte line", CTL_LINE_MAX);
-    if (ctl_parse(line, (size_t)n, &req, &used) != CTL_DONE || req.err != CTL_E_NONE)
-        return rf_err_set(err, -EINVAL, "option params=\"%.80s\": %s", o->params,
-                          req.err != CTL_E_NONE ? req.msg : "not one line");
-    for (unsigned i = 1; i < req.nargs; i++) {
-        const char *k = line + req.args[i].off;
-        size_t klen = strcspn(k, "=");
+    /* the owned keys first, on the text as given: shuffle=block is added
+     * below for the parser's check of block= */
+    for (const char *k = o->params + strspn(o->params, " \t"); *k;
+         k += strcspn(k, " \t"), k += strspn(k, " \t")) {
+        size_t klen = strcspn(k, "= \t");
 
         for (size_t j = 0; j < sizeof(owned_keys) / sizeof(owned_keys[0]); j++) {
             const char *ok = owned_keys[j];
@@ -64,6 +59,16 @@ static int parse_params(const struct rf_options *o, struct ctl_attach *at,
                               ok);
         }
     }
+    /* block= (shuffle=block's block size) is checked against the shuffle
+     * the options ask for */
+    n = snprintf(line, sizeof(line), "ATTACH dataset=x %s%s\n", o->params,
+                 o->shuffle == RF_SHUFFLE_BLOCK ? " shuffle=block" : "");
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return rf_err_set(err, -EMSGSIZE, "option params is longer than the protocol's "
+                          "%d-byte line", CTL_LINE_MAX);
+    if (ctl_parse(line, (size_t)n, &req, &used) != CTL_DONE || req.err != CTL_E_NONE)
+        return rf_err_set(err, -EINVAL, "option params=\"%.80s\": %s", o->params,
+                          req.err != CTL_E_NONE ? req.msg : "not one line");
     *at = req.attach;
     return 0;
 }
@@ -84,6 +89,9 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
     struct rf_err e;
     int rc;
 
+    if (o->shuffle < RF_SHUFFLE_OFF || o->shuffle > RF_SHUFFLE_BLOCK)
+        return rf_err_set(err, -EINVAL, "option shuffle=%d: use RF_SHUFFLE_OFF (0), "
+                          "RF_SHUFFLE_GLOBAL (1) or RF_SHUFFLE_BLOCK (2)", o->shuffle);
     ctl_attach_defaults(&at);
     if (o->params && o->params[0]) {
         rc = parse_params(o, &at, err);
@@ -127,7 +135,7 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
         at.size = o->size;
         ctl_attach_give(&at, "size");
     }
-    at.shuffle = o->shuffle != 0;
+    at.shuffle = (uint32_t)o->shuffle;
     at.drop_last = o->drop_last != 0;
     at.version = a->version ? a->version : RING_VERSION;
     rc = ctl_format_attach(&at, buf, cap, &e);

@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define RF_VERSION_MAJOR 0
-#define RF_VERSION_MINOR 6
+#define RF_VERSION_MINOR 7
 
 struct rf_client;
 
@@ -83,7 +83,11 @@ struct rf_options {
     uint32_t size;           /* output side for train/eval; 0: daemon's 224 */
     uint32_t depth;          /* ring slots; 0: the daemon's default (4, or up
                                 to 16 while the ring stays within 16 MiB) */
-    int shuffle;             /* 1: shuffle every epoch (default); 0: in order */
+    int shuffle;             /* RF_SHUFFLE_*: 1 (default) shuffle every epoch;
+                                0 in order; 2 (since 0.7) shuffle blocks of
+                                consecutive samples and within each, for a
+                                cache smaller than the dataset; "block=N" in
+                                params sets the block size (libringfeed(3)) */
     int drop_last;           /* 1: drop the tail instead of padding ranks; 0 */
     const char *params;      /* more ATTACH key=value pairs, space separated
                                 (e.g. "scale=0.08,1 flip=0.5"); NULL.  Checked
@@ -96,6 +100,13 @@ struct rf_options {
     const char *name;        /* a label for the daemon's stats; NULL */
     int reconnect_ms;        /* how long to keep reconnecting; 30000 */
 };
+
+/* struct rf_options.shuffle: the epoch's order (ATTACH shuffle=0|1|block). */
+#define RF_SHUFFLE_OFF 0    /* the dataset's order (evaluation) */
+#define RF_SHUFFLE_GLOBAL 1 /* a shuffle of the whole dataset */
+#define RF_SHUFFLE_BLOCK 2  /* blocks of consecutive samples (about 4 shards
+                               each), the blocks and each block's samples
+                               shuffled (since 0.7) */
 
 /* Per-sample record of a batch. */
 struct rf_sample {

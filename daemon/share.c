@@ -6,7 +6,7 @@
  *
  * Two clients whose streams are the same function (same_function: the
  * dataset as opened, seed, transform and every parameter of it, batch,
- * rank, world, shuffle, drop_last, drop_last_batch, and the same ring
+ * rank, world, shuffle and its block, drop_last, drop_last_batch, and the same ring
  * layout: version and field table, fields.h) deliver the same bytes
  * at the same place k = epoch * B + seq (B the batches per epoch).  A
  * stream that may share (ATTACH share=1, the default) always stands in a
@@ -97,7 +97,7 @@ static bool same_function(const struct stream *a, const struct stream *b)
            a->wsub.stop == b->wsub.stop && a->wsub.crc == b->wsub.crc &&
            a->wsub.count == b->wsub.count && strcmp(a->wsub.file, b->wsub.file) == 0 &&
            a->a.seed == b->a.seed && a->a.batch == b->a.batch && a->a.rank == b->a.rank &&
-           a->a.world == b->a.world && a->a.shuffle == b->a.shuffle &&
+           a->a.world == b->a.world && a->a.shuffle == b->a.shuffle && a->block == b->block &&
            a->a.drop_last == b->a.drop_last && a->a.drop_last_batch == b->a.drop_last_batch &&
            a->xform_id == b->xform_id && memcmp(&a->xp, &b->xp, sizeof(a->xp)) == 0 &&
            a->bpe == b->bpe && a->geom.slot_stride == b->geom.slot_stride &&

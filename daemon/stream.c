@@ -105,7 +105,8 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
     m->rank = st->a.rank;
     m->world = st->a.world;
     m->batch = st->a.batch;
-    m->shuffle = st->a.shuffle;
+    m->shuffle = (uint8_t)st->a.shuffle;
+    m->shuffle_block = st->block;
     m->drop_last = st->a.drop_last;
     m->drop_last_batch = st->a.drop_last_batch;
     m->wake_always = st->version < 2;
@@ -144,6 +145,7 @@ int stream_sampler(const struct stream *st, uint64_t epoch, struct sampler *s)
         .world = st->a.world,
         .batch = st->a.batch,
         .shuffle = st->a.shuffle,
+        .block = st->block,
         .drop_last = st->a.drop_last,
         .drop_last_batch = st->a.drop_last_batch,
     };
@@ -493,7 +495,7 @@ static void making_done(uv_work_t *req, int status)
     struct daemon *d = st->d;
     struct ring_make *mk = &rj->mk;
     struct rf_err err = mk->err;
-    char sub[160];
+    char sub[160], shuf[40];
     int rc = status < 0 ? rf_err_set(&err, -ECANCELED, "the ring's making was cancelled")
                         : mk->rc;
 
@@ -554,11 +556,15 @@ static void making_done(uv_work_t *req, int status)
     } else {
         sub[0] = '\0';
     }
+    if (st->a.shuffle == SAMPLER_SHUFFLE_BLOCK)
+        snprintf(shuf, sizeof(shuf), "block of %llu", (unsigned long long)st->block);
+    else
+        snprintf(shuf, sizeof(shuf), "%s", ctl_shuffle_name(st->a.shuffle));
     log_info("client %u attached (uid %u pid %u unit %s): dataset %s%s batch %u rank %u/%u "
-             "depth %u weight %u, ring %llu bytes%s", st->id, st->uid, st->pid,
+             "shuffle %s depth %u weight %u, ring %llu bytes%s", st->id, st->uid, st->pid,
              st->unit[0] ? st->unit : "-", st->a.dataset, sub, st->a.batch, st->a.rank,
-             st->a.world, st->geom.depth, st->fq.weight, (unsigned long long)st->geom.total_size,
-             st->locked ? " (locked)" : "");
+             st->a.world, shuf, st->geom.depth, st->fq.weight,
+             (unsigned long long)st->geom.total_size, st->locked ? " (locked)" : "");
     sched_check(d);
     d->sched.ops->attach_made(st->conn, st, 0, NULL);
 }
@@ -672,6 +678,32 @@ static int stream_subset(struct stream *st, const struct dataset *ds, const stru
 }
 
 /*
+ * shuffle=block's block size for st (st->block): the ATTACH's block=, else
+ * SAMPLER_BLOCK_SHARDS of the dataset's largest shard, scaled to the
+ * stream's n when it draws from a subset (sampler_block_default).  With
+ * shards of one record count (the last maybe short) a block of the whole
+ * dataset then starts on a shard boundary.  0 with the other shuffles.
+ */
+static void stream_block(struct stream *st, const struct dataset *ds, const struct ctl_attach *a)
+{
+    const struct dataset_info *info = dataset_info(ds);
+    struct dataset_shard_info si;
+    uint64_t most = 0;
+
+    st->block = 0;
+    if (a->shuffle != SAMPLER_SHUFFLE_BLOCK)
+        return;
+    if (a->block) {
+        st->block = a->block;
+        return;
+    }
+    for (uint32_t i = 0; i < info->shards; i++)
+        if (dataset_shard_info(ds, i, &si) == 0 && si.records > most)
+            most = si.records;
+    st->block = sampler_block_default(most, st->n, info->samples);
+}
+
+/*
  * ATTACH augment=: the spec, or the config's recipe it names (@NAME),
  * parsed into the stream's transform parameters (st->xp.aug, which share
  * groups compare and WIRE_RING_ADD carries), then checked against the
@@ -780,6 +812,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     rc = stream_subset(st, d->cat[ds].ds, a, err);
     if (rc < 0)
         goto fail;
+    stream_block(st, d->cat[ds].ds, a);
     st->xp = (struct wire_xform){
         .id = (uint32_t)xi, .size = a->size,
         .layout = a->layout == CTL_LAYOUT_HWC ? RING_HWC : RING_CHW,
@@ -975,7 +1008,7 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
             "waited_s", "ready", "inflight", "ring_bytes", "locked", "failed",
             "weight", "worker_s", "worker_share", "weight_share", "group", "group_members",
             "shared_batches", "weight_asked", "boxes_dropped", "subset", "subset_samples",
-            "uid", "pid", "unit",
+            "uid", "pid", "unit", "shuffle", "shuffle_block",
         };
         enum { NV = sizeof(names) / sizeof(names[0]) };
         char vals[NV][80];
@@ -1008,6 +1041,8 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
         snprintf(vals[25], 80, "%u", st->uid);
         snprintf(vals[26], 80, "%u", st->pid);
         snprintf(vals[27], 80, "%s", st->unit[0] ? st->unit : "-");
+        snprintf(vals[28], 80, "%s", ctl_shuffle_name(st->a.shuffle));
+        snprintf(vals[29], 80, "%llu", (unsigned long long)st->block);
         for (unsigned i = 0; i < NV; i++) {
             int n = snprintf(buf + *len, cap - *len, "clients.%u.%s %s\n", st->id, names[i],
                              vals[i]);

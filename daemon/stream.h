@@ -72,6 +72,10 @@ struct stream {
                                        (stream_index); nruns 0: the whole
                                        dataset, p itself */
     struct wire_subset wsub;        /* what the workers are told of it */
+    uint64_t block;                 /* shuffle=block: samples per block (the
+                                       ATTACH's block=, else the default from
+                                       the dataset's shards: stream_block);
+                                       0 with the other shuffles */
     uint64_t bpe;                   /* batches per epoch for this rank */
     uint64_t start_epoch, start_seq;
 

@@ -94,7 +94,12 @@
  *     ratio=LO,HI       0 < LO <= HI <= 100, default 0.75,1.3333333
  *     flip=P            0 <= P <= 1, default 0.5
  *     crop=F            eval's center-crop fraction, 0 < F <= 1, default 0.875
- *     shuffle=0|1       default 1
+ *     shuffle=0|1|block default 1: 0 the dataset's order, 1 a shuffle of the
+ *                       whole, block a shuffle of blocks of consecutive
+ *                       samples and within each block (proto/sampler.h)
+ *     block=N           shuffle=block's samples per block, 1..2^62; refused
+ *                       with another shuffle; not given = 0: the daemon's
+ *                       default, 4 shards' worth (sampler_block_default)
  *     drop_last=0|1     default 0; 1 drops the tail that does not split
  *                       evenly over the ranks (DistributedSampler's
  *                       drop_last) instead of padding by wrapping
@@ -131,8 +136,8 @@
  *                       its build.  Not given: none
  *     share=0|1         default 1: a client whose stream is the same as
  *                       another's (dataset, subset, seed, transform and its
- *                       parameters, augment, batch, rank, world, shuffle, drop_last,
- *                       drop_last_batch) at the same point shares its
+ *                       parameters, augment, batch, rank, world, shuffle and its
+ *                       block, drop_last, drop_last_batch) at the same point shares its
  *                       producer (each batch decoded once, written into
  *                       both rings); 0 always decodes its own
  *
@@ -182,7 +187,7 @@
 #define CTL_WORKERS_MAX 256
 #define CTL_DATASET_NAME_MAX 64   /* bytes of [A-Za-z0-9._-] */
 #define CTL_LABEL_MAX 64          /* bytes of [A-Za-z0-9._:@/+-] */
-#define CTL_ATTACH_KEYS 25        /* rows in the ATTACH key table */
+#define CTL_ATTACH_KEYS 26        /* rows in the ATTACH key table */
 #define CTL_AUGMENT_MAX 1024      /* ATTACH augment=: bytes of its value (AUG_SPEC_MAX) */
 #define CTL_SUBSET_NAME_MAX 32    /* ATTACH subset=: a set's name (proto/subset.h) */
 #define CTL_FIELD_MAX 31          /* ATTACH field=: a schema field name (schema.h) */
@@ -257,6 +262,9 @@ enum ctl_layout {
  * names (daemon/worker/transform.c), checked against these at start-up. */
 const char *ctl_transform_name(uint32_t t);
 const char *ctl_layout_name(uint32_t l);
+/* ATTACH's shuffle= word of enum sampler_shuffle value s: "0", "1",
+ * "block"; NULL out of range. */
+const char *ctl_shuffle_name(uint32_t s);
 
 /* ATTACH subset=: a named set, a range, or neither (the whole dataset). */
 struct ctl_subset {
@@ -285,7 +293,9 @@ struct ctl_attach {
     double ratio[2];                        /* LO, HI */
     double flip;
     double crop;
-    bool shuffle;
+    uint32_t shuffle;                       /* enum sampler_shuffle: 0, 1, block */
+    uint64_t block;                         /* shuffle=block's block size; 0 when
+                                               not given (the daemon's default) */
     bool drop_last;
     bool drop_last_batch;
     uint32_t version;                       /* 0 when not given */

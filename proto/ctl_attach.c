@@ -17,6 +17,7 @@
 #include "strnum.h"
 #include "subset.h"
 #include "aug_spec.h"
+#include "sampler.h"
 
 enum kind {
     K_U32,    /* uint32_t in umin..umax */
@@ -46,6 +47,11 @@ struct key {
 
 static const char *const transforms[] = {"raw", "train", "eval", "none"};
 static const char *const layouts[] = {"chw", "hwc"};
+/* shuffle=: indexed by enum sampler_shuffle */
+static const char *const shuffles[] = {"0", "1", "block"};
+_Static_assert(SAMPLER_SHUFFLE_OFF == 0 && SAMPLER_SHUFFLE_GLOBAL == 1 &&
+               SAMPLER_SHUFFLE_BLOCK == 2 && SAMPLER_SHUFFLE_COUNT == 3,
+               "shuffles[] is indexed by enum sampler_shuffle");
 
 #define F(field) offsetof(struct ctl_attach, field)
 #define U(n, k, field, lo, hi) {n, k, F(field), lo, hi, 0, 0, false, false, NULL, 0}
@@ -69,7 +75,8 @@ static const struct key keys[] = {
     D("ratio", K_PAIR, ratio, 0, 100, true),
     D("flip", K_F64, flip, 0, 1, false),
     D("crop", K_F64, crop, 0, 1, true),
-    U("shuffle", K_BOOL, shuffle, 0, 1),
+    W("shuffle", shuffle, shuffles),
+    {"block", K_U64, F(block), 1, SAMPLER_MAX_N, 0, 0, false, true, NULL, 0},
     U("drop_last", K_BOOL, drop_last, 0, 1),
     U("drop_last_batch", K_BOOL, drop_last_batch, 0, 1),
     {"version", K_U32, F(version), 1, UINT32_MAX, 0, 0, false, true, NULL, 0},
@@ -106,7 +113,8 @@ void ctl_attach_defaults(struct ctl_attach *a)
     a->ratio[1] = 1.3333333;
     a->flip = 0.5;
     a->crop = 0.875;
-    a->shuffle = true;
+    a->shuffle = SAMPLER_SHUFFLE_GLOBAL;
+    a->block = 0; /* the daemon's default (stream.c, sampler_block_default) */
     a->drop_last = false;
     a->drop_last_batch = false;
     a->version = 0;
@@ -122,6 +130,11 @@ const char *ctl_transform_name(uint32_t t)
 const char *ctl_layout_name(uint32_t l)
 {
     return l < CTL_LAYOUT_COUNT ? layouts[l] : NULL;
+}
+
+const char *ctl_shuffle_name(uint32_t s)
+{
+    return s < SAMPLER_SHUFFLE_COUNT ? shuffles[s] : NULL;
 }
 
 bool ctl_label_ok(const char *s, size_t len)
@@ -505,6 +518,10 @@ int ctl_attach_check(const struct ctl_attach *a, struct rf_err *err)
     if (a->rank >= a->world)
         return rf_err_set(err, -EINVAL, "rank=%u must be less than world=%u", a->rank,
                           a->world);
+    if (a->block != 0 && a->shuffle != SAMPLER_SHUFFLE_BLOCK)
+        return rf_err_set(err, -EINVAL, "block=%llu is shuffle=block's block size; with "
+                          "shuffle=%s leave it out", (unsigned long long)a->block,
+                          shuffles[a->shuffle]);
     return 0;
 }
 
@@ -675,7 +692,8 @@ int ctl_attach_check_table(struct rf_err *err)
                 return rf_err_set(err, -EINVAL, "ATTACH key %s appears twice", k->name);
     }
     if (sizeof(transforms) / sizeof(transforms[0]) != CTL_TRANSFORM_COUNT ||
-        sizeof(layouts) / sizeof(layouts[0]) != CTL_LAYOUT_COUNT)
+        sizeof(layouts) / sizeof(layouts[0]) != CTL_LAYOUT_COUNT ||
+        sizeof(shuffles) / sizeof(shuffles[0]) != SAMPLER_SHUFFLE_COUNT)
         return rf_err_set(err, -EINVAL, "ATTACH word lists do not match their enums");
     /* the defaults, with a dataset named, must be a valid request */
     ctl_attach_defaults(&def);

@@ -29,6 +29,11 @@
  *     RNG_INDEX_SAMPLER_KEYS   the epoch permutation's round keys (sampler.c)
  *     RNG_INDEX_SPLIT_KEYS     a validation split's permutation keys, the
  *                              stratum in the epoch word (subset.c)
+ *     RNG_INDEX_BLOCK_ORDER_KEYS  shuffle=block: the keys of the blocks'
+ *                              order (sampler.c)
+ *     RNG_INDEX_BLOCK_KEYS + b shuffle=block: block b's own permutation
+ *                              keys, b < 2^62 (the top quarter of the
+ *                              index space, so no b reaches the others)
  *
  * A stream hands out the words of each block in order, so a sample's k-th
  * rng_u32() is word k % 4 of block k / 4.  rng_u64() takes two words, high
@@ -47,6 +52,11 @@
 #define RNG_INDEX_SAMPLER_KEYS (RNG_INDEX_RESERVED + 1)
 /* Index whose stream keys a validation split's permutations (subset.c). */
 #define RNG_INDEX_SPLIT_KEYS (RNG_INDEX_RESERVED + 2)
+/* shuffle=block: the stream keying the order of the blocks (sampler.c). */
+#define RNG_INDEX_BLOCK_ORDER_KEYS (RNG_INDEX_RESERVED + 3)
+/* shuffle=block: block b's keys are stream RNG_INDEX_BLOCK_KEYS + b, for
+ * b < 2^62 (a block holds at least one of at most 2^62 samples). */
+#define RNG_INDEX_BLOCK_KEYS (RNG_INDEX_RESERVED + ((uint64_t)1 << 62))
 
 /*
  * Philox4x32-10: out = Philox(ctr, key), 10 rounds.  Pure; out may not alias

@@ -10,10 +10,22 @@
  *
  * Three steps, each its own function of the one before:
  *
- * 1. The epoch order.  perm = a permutation of [0, n) keyed by (seed,
- *    epoch), evaluated at one position at a time (sampler_perm_at).  With
- *    shuffle off it is the identity (evaluation runs).  The construction and
- *    why it is a bijection are in sampler.c.
+ * 1. The epoch order.  order = a permutation of [0, n) keyed by (seed,
+ *    epoch), evaluated at one position at a time (sampler_order_at), of
+ *    one of three kinds (enum sampler_shuffle, ATTACH shuffle=0|1|block):
+ *
+ *      off     the identity (evaluation runs);
+ *      global  one keyed permutation of [0, n) (sampler_perm_at): the best
+ *              mixing, and consecutive positions anywhere in the dataset;
+ *      block   the indices cut into blocks of `block` consecutive ones
+ *              (the last block takes the remainder, so it is longer, up
+ *              to 2 * block - 1), the blocks in a keyed order, each
+ *              block's indices in its own keyed order, each block's
+ *              positions one run: every window of W consecutive positions
+ *              touches at most ceil(W / block) + 1 blocks, so a cache of a
+ *              few blocks' shards serves a whole stretch of the epoch.
+ *
+ *    The constructions and why each is a bijection are in sampler.c.
  *
  * 2. The rank split, as PyTorch's DistributedSampler does it.  Positions of
  *    the epoch order are numbered p = 0, 1, ... and rank r takes positions
@@ -57,6 +69,19 @@
 
 #include "err.h"
 
+/* The kinds of epoch order; the values are ATTACH's shuffle= words' order
+ * (0, 1, block: ctl_attach.c) and WIRE_RING_ADD's shuffle byte. */
+enum sampler_shuffle {
+    SAMPLER_SHUFFLE_OFF = 0,    /* the identity */
+    SAMPLER_SHUFFLE_GLOBAL = 1, /* one permutation of [0, n) */
+    SAMPLER_SHUFFLE_BLOCK = 2,  /* blocks of consecutive indices (sampler.c) */
+    SAMPLER_SHUFFLE_COUNT
+};
+
+/* shuffle=block's default block: this many of the dataset's shards
+ * (sampler_block_default). */
+#define SAMPLER_BLOCK_SHARDS 4
+
 /* Largest dataset a sampler takes (2^62 samples; keeps every sum in range). */
 #define SAMPLER_MAX_N ((uint64_t)1 << 62)
 /* Feistel rounds of the permutation (Luby-Rackoff needs 4; 6 for margin). */
@@ -96,6 +121,49 @@ uint64_t sampler_perm_at(const struct sampler_perm *pm, uint64_t i);
 uint64_t sampler_perm_domain(const struct sampler_perm *pm);
 uint64_t sampler_perm_feistel(const struct sampler_perm *pm, uint64_t x);
 
+/* y's preimage: the i < n with sampler_perm_at(pm, i) == y; SAMPLER_NONE
+ * when y >= n.  Pure, O(1) expected (walks the Feistel backwards). */
+uint64_t sampler_perm_index(const struct sampler_perm *pm, uint64_t y);
+
+/* The epoch's order of any kind.  Plain data, no free. */
+struct sampler_order {
+    struct sampler_perm perm; /* global: of [0, n); block: of the blocks */
+    uint64_t n;
+    uint64_t seed;
+    uint64_t block;           /* block: samples per block (K); else 0 */
+    uint64_t blocks;          /* block: m = max(1, floor(n / K)); else 0 */
+    uint64_t long_run;        /* block: the run holding block m - 1 */
+    uint32_t epoch;
+    uint32_t mode;            /* enum sampler_shuffle */
+};
+
+/*
+ * Sets up the order of kind mode for (seed, epoch) over n elements; block
+ * is K for SAMPLER_SHUFFLE_BLOCK and ignored otherwise.  n at most
+ * SAMPLER_MAX_N, mode below SAMPLER_SHUFFLE_COUNT, K >= 1 in block mode
+ * (asserted: sampler_init checks them for callers with untrusted values).
+ * Global is sampler_perm_init's permutation exactly.
+ */
+void sampler_order_init(struct sampler_order *o, uint64_t n, uint64_t seed, uint32_t epoch,
+                        uint32_t mode, uint64_t block);
+
+/* order[pos] for pos < n; SAMPLER_NONE when pos >= n.  Pure, O(1) expected. */
+uint64_t sampler_order_at(const struct sampler_order *o, uint64_t pos);
+
+/* Block mode: the block dataset position i lies in, min(i / K, m - 1);
+ * SAMPLER_NONE when i >= n or the order is not block mode. */
+uint64_t sampler_order_block_of(const struct sampler_order *o, uint64_t i);
+
+/*
+ * shuffle=block's default K for a stream of n samples drawn from a dataset
+ * of `samples` whose largest shard holds shard_records: the samples of
+ * SAMPLER_BLOCK_SHARDS shards, scaled by n / samples for a subset (a
+ * subset's positions are its own), rounded up, at least 1.  Over a whole
+ * dataset whose shards hold shard_records each (the last maybe fewer),
+ * every block starts on a shard boundary.
+ */
+uint64_t sampler_block_default(uint64_t shard_records, uint64_t n, uint64_t samples);
+
 struct sampler_params {
     uint64_t n;             /* dataset size: 1 .. SAMPLER_MAX_N */
     uint64_t seed;
@@ -103,14 +171,16 @@ struct sampler_params {
     uint32_t rank;          /* < world */
     uint32_t world;         /* >= 1 */
     uint32_t batch;         /* samples per batch, >= 1 */
-    bool shuffle;           /* false: identity order (evaluation) */
+    uint32_t shuffle;       /* enum sampler_shuffle; 0: identity order */
+    uint64_t block;         /* SAMPLER_SHUFFLE_BLOCK: samples per block,
+                               1..SAMPLER_MAX_N; 0 with the other kinds */
     bool drop_last;         /* drop the tail instead of padding; n >= world */
     bool drop_last_batch;   /* drop each rank's final partial batch */
 };
 
-/* Everything a lookup needs, about 100 bytes whatever n is. */
+/* Everything a lookup needs, about 150 bytes whatever n is. */
 struct sampler {
-    struct sampler_perm perm;
+    struct sampler_order order;
     uint64_t n;
     uint64_t total;         /* positions over all ranks */
     uint64_t per_rank;      /* samples this rank gets (= every rank's) */
@@ -124,7 +194,9 @@ struct sampler {
 /*
  * Validates p and fills s.  Returns 0, or -EINVAL with a message in err
  * (when err is not NULL) naming the parameter: n outside 1..SAMPLER_MAX_N,
- * world 0, rank >= world, batch 0, or drop_last with n < world.  s is
+ * world 0, rank >= world, batch 0, drop_last with n < world, shuffle not
+ * an enum sampler_shuffle, a block size outside 1..SAMPLER_MAX_N in block
+ * mode, or one given (not 0) with another kind.  s is
  * untouched on error.  s holds no resources.
  */
 int sampler_init(struct sampler *s, const struct sampler_params *p,

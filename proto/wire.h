@@ -105,6 +105,8 @@ struct wire_ring_add {
     uint32_t rank, world, batch;
     uint8_t shuffle, drop_last, drop_last_batch;
     uint8_t wake_always;  /* a version-1 client: FUTEX_WAKE every publish (ring.h W2) */
+    uint64_t shuffle_block; /* shuffle (enum sampler_shuffle) block: samples
+                               per block; 0 with the other kinds */
     uint32_t ring_version; /* the layout the ring was made in (1..3): the
                               worker recomputes the field table of a
                               version-3 ring from its own schema */

@@ -38,6 +38,9 @@ static void clear_env(void)
         unsetenv(vars[i]);
 }
 
+/* rf_options.shuffle for attach() */
+static int g_shuffle = RF_SHUFFLE_GLOBAL;
+
 /* rf_open with env pairs set ("NAME=value" strings, NULL-terminated) and
  * rank/world options; returns its result, the line sent in line (or ""),
  * the message in g_msg. */
@@ -62,6 +65,7 @@ static int attach(const char *const *env, int32_t rank, int32_t world, const cha
     o.rank = rank;
     o.world = world;
     o.params = params;
+    o.shuffle = g_shuffle;
     rc = rf_open(&o, &c);
     snprintf(g_msg, sizeof(g_msg), "%s", rf_last_error(c));
     rf_close(c);
@@ -206,6 +210,29 @@ static void options(void)
     rc = attach(NULL, -1, -1, p, "depth=8 size=64", line, sizeof(line));
     TAP_OK(strstr(line, " depth=8") && strstr(line, " size=64"),
            "params may set depth and size left at the default");
+
+    /* shuffle: RF_SHUFFLE_BLOCK and its block size in params */
+    g_shuffle = RF_SHUFFLE_BLOCK;
+    rc = attach(NULL, -1, -1, p, NULL, line, sizeof(line));
+    TAP_OK(strstr(line, " shuffle=block") && !strstr(line, " block="),
+           "RF_SHUFFLE_BLOCK sends shuffle=block, the block left to the daemon");
+    rc = attach(NULL, -1, -1, p, "block=40000", line, sizeof(line));
+    TAP_OK(strstr(line, " shuffle=block block=40000"), "block=40000 in params reaches the line");
+    rc = attach(NULL, -1, -1, p, "shuffle=0", line, sizeof(line));
+    TAP_OK(rc == -EINVAL && strstr(g_msg, "shuffle= is set through struct rf_options") &&
+           !line[0], "params repeating shuffle refused");
+    g_shuffle = RF_SHUFFLE_GLOBAL;
+    rc = attach(NULL, -1, -1, p, "block=40000", line, sizeof(line));
+    TAP_OK(rc == -EINVAL && strstr(g_msg, "shuffle=block") && !line[0],
+           "block= without RF_SHUFFLE_BLOCK refused, naming shuffle=block");
+    g_shuffle = 3;
+    rc = attach(NULL, -1, -1, p, NULL, line, sizeof(line));
+    TAP_OK(rc == -EINVAL && strstr(g_msg, "option shuffle=3") && !line[0],
+           "shuffle 3 refused, naming the option");
+    g_shuffle = -1;
+    rc = attach(NULL, -1, -1, p, NULL, line, sizeof(line));
+    TAP_OK(rc == -EINVAL && strstr(g_msg, "RF_SHUFFLE_BLOCK (2)"), "shuffle -1 refused");
+    g_shuffle = RF_SHUFFLE_GLOBAL;
 
     clear_env();
     rf_options_init(&o);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "sampler.h"
 #include "tap.h"
 
 static struct ctl_req req;
@@ -507,6 +508,21 @@ static void test_attach_bounds(void)
     attach_kv("shuffle=1", 1, "shuffle 1");
     attach_kv("shuffle=2", 0, "shuffle 2");
     attach_kv("shuffle=true", 0, "shuffle true");
+    attach_kv("shuffle=block", 1, "shuffle block");
+    TAP_OK(req.attach.shuffle == SAMPLER_SHUFFLE_BLOCK && req.attach.block == 0,
+           "shuffle=block parsed, block left to the daemon");
+    attach_kv("shuffle=BLOCK", 1, "shuffle block in capitals");
+    attach_kv("shuffle=blocks", 0, "shuffle blocks");
+    attach_kv("shuffle=block block=40000", 1, "block size");
+    TAP_IS_INT(req.attach.block, 40000, "block=40000 parsed");
+    attach_kv("shuffle=block block=1", 1, "block 1");
+    attach_kv("shuffle=block block=4611686018427387904", 1, "block 2^62");
+    attach_kv("block=4611686018427387905 shuffle=block", 0, "block past 2^62");
+    attach_kv("block=0 shuffle=block", 0, "block 0");
+    attach_kv("block=-4 shuffle=block", 0, "block negative");
+    attach_kv("block=64", 0, "block without shuffle=block");
+    TAP_OK(strstr(req.msg, "shuffle=block") != NULL, "  the refusal says shuffle=block");
+    attach_kv("block=64 shuffle=0", 0, "block with shuffle=0");
     attach_kv("drop_last=0", 1, "drop_last 0");
     attach_kv("drop_last=1", 1, "drop_last 1");
     attach_kv("drop_last=01", 0, "drop_last 01");
@@ -567,18 +583,20 @@ static void test_attach_bounds(void)
     TAP_IS_INT(req.attach.batch, 8, "batch=08 -> 8");
     expect_ok("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
               "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
-              "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0 "
-              "field=img_2 subset=val augment=RandomInvert:p=1,RandomVerticalFlip\n",
-              CTL_VERB_ATTACH, "all 25 keys at once");
+              "shuffle=block block=7 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 "
+              "share=0 field=img_2 subset=val augment=RandomInvert:p=1,RandomVerticalFlip\n",
+              CTL_VERB_ATTACH, "all 26 keys at once");
+    TAP_OK(req.attach.shuffle == SAMPLER_SHUFFLE_BLOCK && req.attach.block == 7,
+           "shuffle=block block=7 parsed");
     TAP_IS_STR(req.attach.augment, "RandomInvert:p=1,RandomVerticalFlip", "augment= kept as given");
     TAP_IS_STR(req.attach.field, "img_2", "field=img_2 parsed");
     TAP_OK(req.attach.weight == 7 && !req.attach.share, "weight=7 share=0 parsed");
     TAP_OK(req.attach.drop_last && req.attach.drop_last_batch, "drop_last_batch=1 parsed");
     expect_err("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
                "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
-               "shuffle=0 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 share=0 "
-               "field=a subset=v augment=RandomInvert name=y\n",
-               CTL_E_BAD_ARG, "26 arguments", "takes 1 to 25", NULL);
+               "shuffle=block block=7 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 "
+               "share=0 field=a subset=v augment=RandomInvert name=y\n",
+               CTL_E_BAD_ARG, "27 arguments", "takes 1 to 26", NULL);
     /* augment=: a spec, checked whole, or @RECIPE (the daemon looks it up) */
     expect_ok("ATTACH dataset=d augment=@cifar-1\n", CTL_VERB_ATTACH, "augment=@cifar-1");
     TAP_IS_STR(req.attach.augment, "@cifar-1", "augment=@cifar-1 kept");
@@ -654,7 +672,7 @@ static int attach_same(const struct ctl_attach *a, const struct ctl_attach *b)
            a->transform == b->transform && a->depth == b->depth && a->size == b->size &&
            a->layout == b->layout && a->scale[0] == b->scale[0] && a->scale[1] == b->scale[1] &&
            a->ratio[0] == b->ratio[0] && a->ratio[1] == b->ratio[1] && a->flip == b->flip &&
-           a->crop == b->crop && a->shuffle == b->shuffle && a->drop_last == b->drop_last &&
+           a->crop == b->crop && a->shuffle == b->shuffle && a->block == b->block && a->drop_last == b->drop_last &&
            a->version == b->version && strcmp(a->field, b->field) == 0;
 }
 
@@ -705,7 +723,8 @@ static void random_attach(struct ctl_attach *a)
     a->ratio[0] = x < y ? x : y, a->ratio[1] = x < y ? y : x;
     a->flip = rnd_unit(1, 1);
     a->crop = rnd_unit(1, 0);
-    a->shuffle = rnd() % 2;
+    a->shuffle = (uint32_t)(rnd() % SAMPLER_SHUFFLE_COUNT);
+    a->block = a->shuffle == SAMPLER_SHUFFLE_BLOCK && rnd() % 2 ? 1 + rnd() % 1000000 : 0;
     a->drop_last = rnd() % 2;
     a->version = rnd() % 2 ? (uint32_t)(1 + rnd() % 100) : 0;
 }
@@ -727,7 +746,7 @@ static void test_attach_format(void)
     a.transform = CTL_TRANSFORM_TRAIN;
     a.scale[0] = 0.25;
     a.flip = 0;
-    a.shuffle = false;
+    a.shuffle = SAMPLER_SHUFFLE_OFF;
     a.version = 1;
     snprintf(a.name, sizeof(a.name), "r0");
     n = ctl_format_attach(&a, buf, sizeof(buf), &e);

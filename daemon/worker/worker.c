@@ -916,12 +916,13 @@ static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64
                       size_t reason_cap)
 {
     struct dataset *ds = ws->ds[r->p.dataset_id];
-    struct sampler_perm pm;
+    struct sampler_order order;
     uint64_t n = r->p.dataset_samples;
 
-    sampler_perm_init(&pm, n, r->p.seed, (uint32_t)epoch, r->p.shuffle != 0);
+    /* the parameters passed sampler_init when the job was planned */
+    sampler_order_init(&order, n, r->p.seed, (uint32_t)epoch, r->p.shuffle, r->p.shuffle_block);
     for (uint32_t k = 1; k <= r->p.max_bad && k < n; k++) {
-        uint64_t idx = ring_index(r, sampler_perm_at(&pm, (pos + k) % n));
+        uint64_t idx = ring_index(r, sampler_order_at(&order, (pos + k) % n));
         struct dataset_loc loc;
         enum wire_bad why = BAD_READ;
         const uint8_t *stored;
@@ -1009,7 +1010,8 @@ static int plan_job(const struct wring *r, const struct wire_job *job, struct sa
         .rank = r->p.rank,
         .world = r->p.world,
         .batch = r->p.batch,
-        .shuffle = r->p.shuffle != 0,
+        .shuffle = r->p.shuffle,
+        .block = r->p.shuffle_block,
         .drop_last = r->p.drop_last != 0,
         .drop_last_batch = r->p.drop_last_batch != 0,
     };

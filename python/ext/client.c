@@ -232,7 +232,7 @@ static int client_init(ext_client *o, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "ringfeed: Client is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOOOOOsOOppzzzOp:Client", names, &dataset,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|OOOOOOsOOipzzzOp:Client", names, &dataset,
                                      &batch_o, &rank_o, &world_o, &seed_o, &epoch_o, &seq_o,
                                      &transform, &size_o, &depth_o, &shuffle, &drop_last,
                                      &params, &name, &sock, &rms_o, &dlpack))

@@ -273,6 +273,11 @@ class Loader:
       its config names it, else by your own daemon, which the library
       starts when none runs (``ringfeedd --user``; it exits when idle).
     batch_size, shuffle, seed, drop_last: as DataLoader and DistributedSampler.
+      shuffle="block" shuffles blocks of consecutive samples (about 4 of
+      the pack's shards each) and the samples within each block: for data
+      behind a cache smaller than the dataset, at the cost of batches that
+      mix few shards (docs/design/determinism.md says which to use when);
+      shuffle_block: its block size in samples (None: the daemon's).
     transform: "raw" (tensor datasets as stored, in their own dtype), "train" (RandomResizedCrop
       + RandomHorizontalFlip) or "eval" (Resize + CenterCrop) for JPEGs;
       size: their output side (daemon's default 224); "none" for JPEG
@@ -350,7 +355,7 @@ class Loader:
                  shuffle=True, drop_last=False, rank=None, world_size=None, socket=None,
                  depth=None, params=None, name=None, output=None, copy=False, device=None,
                  layout=None, timeout=None, reconnect_timeout=30.0, dtype=None,
-                 normalize=None, subset=None, augment=None):
+                 normalize=None, subset=None, augment=None, shuffle_block=None):
         self._client = None
         self._pid = os.getpid()
         self._torch = None
@@ -385,11 +390,14 @@ class Loader:
         reconnect_ms = _millis("reconnect_timeout", reconnect_timeout)
         self.subset, subset_key = self._subset_param(subset)
         self.augment = _transforms.render(augment)
+        shuffle, shuffle_mode = self._shuffle_param(shuffle, shuffle_block)
         self._params = self._join_params(params, layout, drop_last, subset_key, self.augment)
+        if shuffle_block is not None:
+            self._params = " ".join(filter(None, [self._params, f"block={shuffle_block}"]))
         self._opts = dict(
             dataset=os.fspath(dataset), batch=batch_size, rank=-1 if rank is None else rank,
             world=-1 if world_size is None else world_size, seed=seed, transform=transform,
-            size=size or 0, depth=depth or 0, shuffle=bool(shuffle),
+            size=size or 0, depth=depth or 0, shuffle=shuffle_mode,
             drop_last=bool(drop_last), params=self._params or None, name=name,
             socket=os.fspath(socket) if socket is not None else None,
             reconnect_ms=reconnect_ms, dlpack=self.output == "torch")
@@ -404,7 +412,8 @@ class Loader:
         self.dataset = os.fspath(dataset)
         self.batch_size = batch_size
         self.seed = seed
-        self.shuffle = bool(shuffle)
+        self.shuffle = shuffle
+        self.shuffle_block = shuffle_block
         self.drop_last = bool(drop_last)
         self.transform = transform
         self.size = size
@@ -527,6 +536,24 @@ class Loader:
         if start == 0 and stop is None:
             return None, None  # the whole dataset
         return (start, stop), f"{start}:{'' if stop is None else stop}"
+
+    @staticmethod
+    def _shuffle_param(shuffle, block):
+        """shuffle= and shuffle_block= as (what self.shuffle keeps, the
+        libringfeed RF_SHUFFLE_* number)."""
+        if isinstance(shuffle, str):
+            if shuffle != "block":
+                raise _bad(f'shuffle={shuffle!r}: use True, False or "block"')
+            mode = 2
+        else:
+            shuffle = bool(shuffle)
+            mode = int(shuffle)
+        if block is not None:
+            if mode != 2:
+                raise _bad(f'shuffle_block={block!r} is the block size of shuffle="block"; '
+                           f"shuffle is {shuffle!r}")
+            _integer("shuffle_block", block, 1, 1 << 62)
+        return shuffle, mode
 
     @staticmethod
     def _join_params(params, layout, drop_last, subset=None, augment=None):
@@ -672,6 +699,7 @@ class Loader:
         return {"dataset": self.dataset, "batch_size": self.batch_size, "seed": self.seed,
                 "rank": self.rank, "world_size": self.world_size,
                 "transform": self.transform, "size": self.size, "shuffle": self.shuffle,
+                "shuffle_block": self.shuffle_block,
                 "drop_last": self.drop_last, "params": self._params,
                 "subset": self.subset, "augment": self.augment}
 
