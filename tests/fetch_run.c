@@ -33,14 +33,19 @@
 
 extern char **environ;
 
+static struct fetch_client *fc;
+
+/* Prints the error line and frees the client: the exit path of a failure. */
 static int fail(const struct fetch_result *res, const struct rf_err *err)
 {
+    fetch_client_free(fc);
+    fc = NULL;
     printf("error tries=%u status=%ld: %s\n", res ? res->tries : 0, res ? res->status : 0,
            err->msg);
     return 1;
 }
 
-static int manifest_get(struct fetch_client *fc, const char *base, char **text, size_t *len,
+static int manifest_get(const char *base, char **text, size_t *len,
                         struct manifest *m, struct rf_err *err)
 {
     static char buf[1 << 20];
@@ -60,7 +65,6 @@ static int manifest_get(struct fetch_client *fc, const char *base, char **text, 
 int main(int argc, char **argv)
 {
     struct fetch_opts o;
-    struct fetch_client *fc = NULL;
     struct fetch_result res = {0};
     struct rf_err err = {{0}};
     int i = 1, r;
@@ -117,8 +121,11 @@ int main(int argc, char **argv)
         uint64_t budget = n == 3 ? strtoull(argv[i + 2], NULL, 10) : UINT64_MAX;
         if (cache_open(argv[i], budget, &c, &err) < 0)
             return fail(NULL, &err);
-        if (manifest_get(fc, argv[i + 1], &text, &len, &m, &err) < 0)
+        if (manifest_get(argv[i + 1], &text, &len, &m, &err) < 0) {
+            manifest_free(&m);
+            cache_close(c);
             return fail(NULL, &err);
+        }
         uint64_t id = dataset_identity_of(text, len);
         int bad = 0;
         for (uint32_t s = 0; s < m.nshards; s++) {
@@ -158,6 +165,7 @@ int main(int argc, char **argv)
         cache_close(c);
     } else {
         fprintf(stderr, "usage: see fetch_run.c\n");
+        fetch_client_free(fc);
         return 2;
     }
     fetch_client_free(fc);
