@@ -763,15 +763,8 @@ def test_units_verify_and_security(svc, packed_fmnist):
             env = dict(os.environ, PKG_CONFIG_PATH=pcdir, PKG_CONFIG_SYSROOT_DIR=root)
             flags = subprocess.run([pkgconfig, "--cflags", "--libs", "ringfeed"], env=env,
                                    capture_output=True, text=True, check=True).stdout.split()
-            src = os.path.join(d, "client.c")
-            with open(src, "w") as f:
-                f.write("#include <stddef.h>\n#include <ringfeed.h>\n"
-                        "int main(int argc, char **argv) {\n"
-                        "    struct rf_client *c = NULL;\n"
-                        "    (void)argv;\n"
-                        "    if (argc > 99 && rf_open(NULL, &c) == 0)\n"
-                        "        rf_close(c);\n"
-                        "    return 0;\n}\n")
+            src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "pkgconfig_client.c")
             r = subprocess.run(["cc", src, "-o", os.path.join(d, "client")] + flags,
                                capture_output=True, text=True)
             assert r.returncode == 0, r.stderr

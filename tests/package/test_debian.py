@@ -110,15 +110,7 @@ def main():
         env = dict(os.environ, PKG_CONFIG_PATH=pcdir[0] if pcdir else "",
                    PKG_CONFIG_SYSROOT_DIR=tree, PKG_CONFIG_LIBDIR="")
         flags = run(["pkg-config", "--cflags", "--libs", "ringfeed"], env=env)
-        src = os.path.join(tmp, "client.c")
-        with open(src, "w") as f:
-            f.write("#include <stddef.h>\n#include <ringfeed.h>\n"
-                    "int main(int argc, char **argv) {\n"
-                    "    struct rf_client *c = NULL;\n"
-                    "    (void)argv;\n"
-                    "    if (argc > 99 && rf_open(NULL, &c) == 0)\n"
-                    "        rf_close(c);\n"
-                    "    return 0;\n}\n")
+        src = os.path.join(SRC, "tests", "pkgconfig_client.c")
         exe = os.path.join(tmp, "client")
         cc = run(["cc", src, "-o", exe] + flags.stdout.split())
         check(flags.returncode == 0 and cc.returncode == 0,
