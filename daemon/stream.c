@@ -1008,7 +1008,7 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
             "waited_s", "ready", "inflight", "ring_bytes", "locked", "failed",
             "weight", "worker_s", "worker_share", "weight_share", "group", "group_members",
             "shared_batches", "weight_asked", "boxes_dropped", "subset", "subset_samples",
-            "uid", "pid", "unit", "shuffle", "shuffle_block",
+            "uid", "pid", "unit", "shuffle",
         };
         enum { NV = sizeof(names) / sizeof(names[0]) };
         char vals[NV][80];
@@ -1041,8 +1041,13 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
         snprintf(vals[25], 80, "%u", st->uid);
         snprintf(vals[26], 80, "%u", st->pid);
         snprintf(vals[27], 80, "%s", st->unit[0] ? st->unit : "-");
-        snprintf(vals[28], 80, "%s", ctl_shuffle_name(st->a.shuffle));
-        snprintf(vals[29], 80, "%llu", (unsigned long long)st->block);
+        /* one line, "0", "1" or "block:K" (K samples a block): a client's
+         * lines must fit CTL_REPLY_LINES_MAX at max-clients */
+        if (st->block)
+            snprintf(vals[28], 80, "%s:%llu", ctl_shuffle_name(st->a.shuffle),
+                     (unsigned long long)st->block);
+        else
+            snprintf(vals[28], 80, "%s", ctl_shuffle_name(st->a.shuffle));
         for (unsigned i = 0; i < NV; i++) {
             int n = snprintf(buf + *len, cap - *len, "clients.%u.%s %s\n", st->id, names[i],
                              vals[i]);
