@@ -885,7 +885,7 @@ def main(build):
             journal = c.exec("journalctl", "--no-pager", "-u", "ringfeedd", "--since",
                              since).stdout
             restarted = [ln for ln in journal.splitlines()
-                         if "Starting ringfeedd.service" in ln or " attached: " in ln]
+                         if "Starting ringfeedd.service" in ln or " attached (" in ln]
             assert s["ActiveState"] == "inactive", (
                 f"the service is {s['ActiveState']}/{s['SubState']} after stop: a client "
                 f"told never to reconnect connected again and the socket started it:\n"
