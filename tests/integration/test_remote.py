@@ -1,0 +1,147 @@
+"""test_remote.py - remote datasets end to end (daemon/remote.h): a pack
+served by nginx and by moto_server on loopback, fetched whole into the
+node cache and read with the same digest as the local folder; a restart
+fetches nothing again; a server that is down, a 404 shard and a cache-size
+too small each fail their dataset alone, naming why, while a local dataset
+serves on.  Every wait is bounded (conftest.wait_for on STATS)."""
+import os
+import shutil
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conftest import Daemon, run_read, wait_for  # noqa: E402
+from servers import (free_port, idx_pack, moto_server, nginx_server,  # noqa: E402
+                     requests_for)
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory):
+    return idx_pack(tmp_path_factory.mktemp("pack"))
+
+
+@pytest.fixture(scope="module")
+def nginx(pack, tmp_path_factory):
+    with nginx_server(pack[0].parent, tmp_path_factory.mktemp("nginx")) as srv:
+        yield srv
+
+
+def pack_files(folder):
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+
+
+def start(tmp_path, datasets, lines, env=None, name="rf.conf"):
+    """A daemon with datasets (name -> folder or URL) and config lines."""
+    conf = tmp_path / name
+    conf.write_text("".join(f"dataset.{k} = {v}\n" for k, v in datasets.items()) +
+                    "".join(f"{line}\n" for line in lines))
+    d = Daemon({}, extra=("--config", str(conf)), env=env)
+    try:
+        return d.start()
+    except BaseException:
+        d.cleanup()
+        raise
+
+
+def settled(d, served, failing=0):
+    """Waits until STATS shows served datasets and failing ones; returns STATS."""
+    wait_for(lambda: int(d.stats()["datasets"]) == served and
+             int(d.stats()["datasets.failing"]) == failing,
+             f"{served} dataset(s) served, {failing} failing", timeout=60)
+    return d.stats()
+
+
+def digest(d, name):
+    out, _ = run_read(d.sock, name, batch=64, extra=("--seed", "7"))
+    return out["digest"]
+
+
+def test_http_dataset_then_restart(nginx, pack, tmp_path):
+    base, log = nginx
+    cache = tmp_path / "cache"
+    lines = [f"cache-dir = {cache}", "cache-size = 1G"]
+    files = pack_files(pack[0])
+    d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]}, lines)
+    try:
+        st = settled(d, 2)
+        assert digest(d, "web") == digest(d, "local")
+        assert int(st["fetch.objects"]) == len(files), st
+        assert int(st["cache.limit_bytes"]) == 1 << 30
+        size = sum((pack[0] / f).stat().st_size for f in files)
+        assert int(st["cache.bytes"]) == size, st
+        assert int(st["fetch.failures"]) == 0 and int(st["fetch.retries"]) == 0
+    finally:
+        d.cleanup()
+    for f in files:
+        assert requests_for(log, f"/fm/{f}") == (2 if f == "MANIFEST" else 1), f
+    # a restart reads the MANIFEST (the pack may have changed) and nothing else
+    d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]}, lines)
+    try:
+        st = settled(d, 2)
+        assert int(st["fetch.objects"]) == 0, st
+        assert digest(d, "web") == digest(d, "local")
+    finally:
+        d.cleanup()
+    for f in files:
+        assert requests_for(log, f"/fm/{f}") == (3 if f == "MANIFEST" else 1), f
+
+
+def test_s3_dataset(pack, tmp_path):
+    with moto_server(pack[0], tmp_path) as endpoint:
+        env = {"AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": "secrettest",
+               "HOME": str(tmp_path)}
+        d = start(tmp_path, {"lake": "s3://rf-packs/fm/", "local": pack[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}", f"s3-endpoint = {endpoint}",
+                   "s3-region = us-east-1"], env=env)
+        try:
+            settled(d, 2)
+            assert digest(d, "lake") == digest(d, "local")
+        finally:
+            d.cleanup()
+
+
+def test_server_down_fails_alone(pack, tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/fm/"
+    d = start(tmp_path, {"down": url, "local": pack[0]},
+              [f"cache-dir = {tmp_path / 'cache'}", "fetch-retries = 1"])
+    try:
+        st = settled(d, 1, failing=1)
+        assert int(st["fetch.failures"]) == 1 and int(st["fetch.retries"]) == 1, st
+        _, r = run_read(d.sock, "down", check=False)
+        assert r.returncode != 0 and url in r.stderr and "curl error 7" in r.stderr, r.stderr
+        digest(d, "local")
+    finally:
+        d.cleanup()
+
+
+def test_404_shard_one_request(pack, tmp_path):
+    root = tmp_path / "srv"
+    shutil.copytree(pack[0], root / "fm")
+    (root / "fm" / pack[1][1]).unlink()
+    with nginx_server(root, tmp_path) as (base, log):
+        d = start(tmp_path, {"holey": f"{base}/fm/", "local": pack[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}", "fetch-retries = 4"])
+        try:
+            settled(d, 1, failing=1)
+            _, r = run_read(d.sock, "holey", check=False)
+            assert r.returncode != 0 and "404" in r.stderr and pack[1][1] in r.stderr, r.stderr
+        finally:
+            d.cleanup()
+        assert requests_for(log, f"/fm/{pack[1][1]}") == 1
+
+
+def test_cache_size_too_small(tmp_path):
+    (tmp_path / "big").mkdir()
+    big, _ = idx_pack(tmp_path / "big", n=300, h=64, w=64, shard_size="256K")
+    with nginx_server(big.parent, tmp_path) as (base, log):
+        d = start(tmp_path, {"big": f"{base}/fm/"},
+                  [f"cache-dir = {tmp_path / 'cache'}", "cache-size = 1M"])
+        try:
+            settled(d, 0, failing=1)
+            _, r = run_read(d.sock, "big", check=False)
+            assert r.returncode != 0 and "cache-size is 1048576" in r.stderr, r.stderr
+            assert "fetching ahead and evicting are not built yet" in r.stderr, r.stderr
+        finally:
+            d.cleanup()
+        assert requests_for(log, "/fm/MANIFEST") == 1
