@@ -3,15 +3,20 @@ served by nginx and by moto_server on loopback, fetched whole into the
 node cache and read with the same digest as the local folder; a restart
 fetches nothing again; a server that is down, a 404 shard and a cache-size
 too small each fail their dataset alone, naming why, while a local dataset
-serves on.  Every wait is bounded (conftest.wait_for on STATS)."""
+serves on; a reload fetches a failed one again; ATTACH while the shards are
+held back by the server is refused with the progress.  Every wait is bounded (conftest.wait_for on STATS)."""
+import functools
+import http.server
 import os
 import shutil
+import signal
 import sys
+import threading
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import Daemon, run_read, wait_for  # noqa: E402
+from conftest import Daemon, raw_request, run_read, wait_for  # noqa: E402
 from servers import (free_port, idx_pack, moto_server, nginx_server,  # noqa: E402
                      requests_for)
 
@@ -145,3 +150,67 @@ def test_cache_size_too_small(tmp_path):
         finally:
             d.cleanup()
         assert requests_for(log, "/fm/MANIFEST") == 1
+
+
+def test_reload_fetches_a_failed_one(pack, tmp_path):
+    root = tmp_path / "srv"
+    (root / "fm").mkdir(parents=True)
+    with nginx_server(root, tmp_path) as (base, _):
+        d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}", "fetch-retries = 0"])
+        try:
+            settled(d, 1, failing=1)
+            reply = raw_request(d.sock, b"ATTACH dataset=web batch=10\n").decode()
+            assert reply.startswith("ERR ") and "404" in reply and f"{base}/fm/" in reply, reply
+            # the operator publishes the pack and reloads: it is fetched and served
+            shutil.rmtree(root / "fm")
+            shutil.copytree(pack[0], root / "fm")
+            reloads = int(d.stats()["reloads"])
+            d.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: int(d.stats()["reloads"]) > reloads, "the reload", timeout=60)
+            st = settled(d, 2)
+            assert st["reloads.failed"] == "0", d.read_log()[-2000:]
+            assert digest(d, "web") == digest(d, "local")
+        finally:
+            d.cleanup()
+
+
+class HeldHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the pack, but holds every shard until the test releases it."""
+    release = threading.Event()
+    asked = threading.Event()
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        if self.path.endswith(".rfs"):
+            self.asked.set()
+            self.release.wait(60)
+        super().do_GET()
+
+
+def test_attach_while_fetching_is_refused_with_progress(pack, tmp_path):
+    handler = functools.partial(HeldHandler, directory=str(pack[0].parent))
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    d = None
+    try:
+        d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}"])
+        assert HeldHandler.asked.wait(60), "no shard was asked for"
+        st = d.stats()
+        assert st["datasets"] == "1" and st["datasets.failing"] == "0", st
+        reply = raw_request(d.sock, b"ATTACH dataset=web batch=10\n").decode()
+        assert reply.startswith("ERR ") and "not served yet, still fetching: 0 of " in reply, reply
+        assert f"{base}/fm/" in reply, reply
+        HeldHandler.release.set()
+        settled(d, 2)
+        assert digest(d, "web") == digest(d, "local")
+    finally:
+        HeldHandler.release.set()
+        if d:
+            d.cleanup()
+        srv.shutdown()
+        srv.server_close()
