@@ -45,6 +45,7 @@ struct fetch_job {
     int rc;
     struct rf_err err;
     char folder[CACHE_DIR_MAX + 64];       /* the pack's folder in the cache */
+    bool running;                          /* queued on the thread pool */
     struct fetch_job *next;
 };
 
@@ -54,8 +55,14 @@ struct remote {
     char cache_dir[CONF_PATH_MAX];         /* the folder it opened */
     struct fetch_client *fc;
     _Atomic uint64_t fetch_bytes, fetch_objects, fetch_retries, fetch_failures;
-    struct fetch_job *jobs;                      /* running, for progress */
+    struct fetch_job *jobs;                /* in order: the running one, then the
+                                              waiting (REMOTE_RUNNING_MAX at once) */
 };
+
+/* Fetches on the thread pool at once: one, so a long fetch holds one of
+ * libuv's threads (4 by default) and never starves the ring work that
+ * ATTACH queues there (stream.c); the others wait their turn in order. */
+#define REMOTE_RUNNING_MAX 1
 
 bool remote_built(void)
 {
@@ -226,21 +233,62 @@ static void fetch_work(uv_work_t *req)
     free(text);
 }
 
-/* The loop's part: place or fail the slot, forget the job. */
+static void fetch_done(uv_work_t *req, int status);
+
+/* Removes j from the list. */
+static void unlink_job(struct remote *r, struct fetch_job *j)
+{
+    struct fetch_job **p;
+
+    for (p = &r->jobs; *p && *p != j; p = &(*p)->next)
+        ;
+    if (*p)
+        *p = j->next;
+}
+
+/* Starts waiting jobs while fewer than REMOTE_RUNNING_MAX run; one that
+ * cannot be queued fails its slot. */
+static void start_waiting(struct daemon *d)
+{
+    unsigned running = 0;
+
+    for (struct fetch_job *j = d->remote->jobs; j; j = j->next)
+        running += j->running;
+    while (running < REMOTE_RUNNING_MAX && !d->stopping) {
+        struct fetch_job *j = d->remote->jobs;
+        int rc;
+
+        while (j && j->running)
+            j = j->next;
+        if (!j)
+            return;
+        rc = uv_queue_work(d->loop, &j->req, fetch_work, fetch_done);
+        if (rc == 0) {
+            j->running = true;
+            running++;
+            log_info("dataset %s: fetching %s into the cache folder %s", j->name, j->url,
+                     d->remote->cache_dir);
+            continue;
+        }
+        unlink_job(d->remote, j);
+        rf_err_set(&j->err, -EIO, "%s: cannot queue the fetch: %s", j->url, uv_strerror(rc));
+        catalog_fetch_failed(d, j->slot, j->name, j->url, j->err.msg);
+        free(j);
+    }
+}
+
+/* The loop's part: place or fail the slot, forget the job, start the next. */
 static void fetch_done(uv_work_t *req, int status)
 {
     struct fetch_job *j = req->data;
     struct daemon *d = req->loop->data;
-    struct fetch_job **p;
 
-    for (p = &j->r->jobs; *p && *p != j; p = &(*p)->next)
-        ;
-    if (*p)
-        *p = j->next;
+    unlink_job(j->r, j);
     if (status == UV_ECANCELED || d->stopping) {
         free(j);
         return;
     }
+    start_waiting(d);
     if (j->rc == 0) {
         struct dataset *ds;
         int rc = dataset_open(j->folder, &ds, &j->err);
@@ -259,7 +307,7 @@ static void fetch_done(uv_work_t *req, int status)
 int remote_fetch(struct daemon *d, const struct conf *cf, uint32_t slot, const char *name,
                  const char *url, struct rf_err *err)
 {
-    struct fetch_job *j;
+    struct fetch_job *j, **p;
     int rc = remote_ensure(d, cf, err);
 
     if (rc < 0)
@@ -274,15 +322,10 @@ int remote_fetch(struct daemon *d, const struct conf *cf, uint32_t slot, const c
     snprintf(j->s3_endpoint, sizeof(j->s3_endpoint), "%s", cf->s3_endpoint);
     snprintf(j->s3_region, sizeof(j->s3_region), "%s", cf->s3_region);
     j->req.data = j;
-    rc = uv_queue_work(d->loop, &j->req, fetch_work, fetch_done);
-    if (rc < 0) {
-        free(j);
-        return rf_err_set(err, -EIO, "cannot queue the fetch: %s", uv_strerror(rc));
-    }
-    j->next = d->remote->jobs;
-    d->remote->jobs = j;
-    log_info("dataset %s: fetching %s into the cache folder %s", name, url,
-             d->remote->cache_dir);
+    for (p = &d->remote->jobs; *p; p = &(*p)->next) /* at the end: in order */
+        ;
+    *p = j;
+    start_waiting(d);
     return 0;
 }
 
@@ -293,7 +336,9 @@ int remote_progress(const struct daemon *d, uint32_t slot, char *buf, size_t cap
 
         if (j->slot != slot)
             continue;
-        if (total == 0)
+        if (!j->running)
+            snprintf(buf, cap, "%s waits for the fetch before it", j->url);
+        else if (total == 0)
             snprintf(buf, cap, "reading the MANIFEST of %s", j->url);
         else
             snprintf(buf, cap, "%u of %u files of %s are in the cache",
@@ -329,6 +374,12 @@ void remote_close(struct daemon *d)
 {
     if (!d->remote)
         return;
+    while (d->remote->jobs) { /* waiting ones: never queued */
+        struct fetch_job *j = d->remote->jobs;
+
+        d->remote->jobs = j->next;
+        free(j);
+    }
     fetch_client_free(d->remote->fc);
     cache_close(d->remote->cache);
     free(d->remote);

@@ -19,6 +19,8 @@
  *     in its slot (the workers restart gracefully to learn it), or fails
  *     the slot alone with the URL and the status; a reload retries it.
  * Two datasets of one pack (the same MANIFEST) share the cache's files.
+ * One fetch runs at a time, the others wait in order (remote.c says why);
+ * their progress says so.
  *
  * The cache and the fetch client are made when the first remote dataset
  * is fetched, with cache-dir, cache-size and fetch-retries as they are
