@@ -225,7 +225,7 @@ static void fetch_work(uv_work_t *req)
     if (rc == 0 && (rc = cache_path(r->cache, &keys[n - 1], j->folder, sizeof(j->folder),
                                     &j->err)) == 0)
         *strrchr(j->folder, '/') = '\0'; /* .../packs/ID/MANIFEST -> .../packs/ID */
-    if (rc < 0 && rc != -EFBIG && total <= cache_budget(r->cache) && !strstr(j->err.msg, j->url))
+    if (rc < 0 && !strstr(j->err.msg, j->url)) /* an s3 object's https URL, a cache error */
         rf_err_prefix(&j->err, "%s", j->url);
     j->rc = rc;
     free(keys);
