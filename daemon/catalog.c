@@ -23,6 +23,13 @@
  * reason, ATTACH to it is refused with that reason, the daemon serves the
  * rest, and a reload that opens it places it as an addition.  Only running
  * out of memory stops the start.
+ *
+ * A remote dataset (dataset.NAME = URL, remote.h) starts as a "fetching"
+ * hole: not offered, not failing, its slot kept for it; ATTACH to it is
+ * refused with its progress.  remote.c's completion places it
+ * (catalog_fetched: the folder is the pack's in the cache, url keeps the
+ * config's value, which a reload compares) or fails it alone
+ * (catalog_fetch_failed); a reload that names a failed one fetches again.
  */
 #include <errno.h>
 #include <limits.h>
@@ -32,6 +39,99 @@
 
 #include "daemon.h"
 #include "log.h"
+
+/* The config value entry e was opened from: its URL, or its folder. */
+static const char *source(const struct catalog_entry *e)
+{
+    return e->url[0] ? e->url : e->dir;
+}
+
+/* Makes entry e a hole kept for name's fetch of url. */
+static void mark_fetching(struct catalog_entry *e, const char *name, const char *url)
+{
+    memset(e, 0, sizeof(*e));
+    snprintf(e->name, sizeof(e->name), "-"); /* workers read "-=" */
+    snprintf(e->failed_name, sizeof(e->failed_name), "%s", name);
+    snprintf(e->url, sizeof(e->url), "%s", url);
+    e->fetching = true;
+}
+
+/* A slot no dataset and no fetch holds, or -ENOSPC. */
+static int free_slot(const struct daemon *d)
+{
+    uint32_t slot = 0;
+
+    while (slot < d->ncat && (d->cat[slot].ds || d->cat[slot].fetching))
+        slot++;
+    return slot < CONF_DATASETS_MAX ? (int)slot : -ENOSPC;
+}
+
+/* Forgets the failures recorded under name (it is opened or fetched anew). */
+static void forget_failure(struct daemon *d, const char *name)
+{
+    for (uint32_t j = 0; j < CONF_DATASETS_MAX; j++)
+        if (!d->cat[j].ds && !d->cat[j].fetching && strcmp(d->cat[j].failed_name, name) == 0)
+            d->cat[j].failed[0] = d->cat[j].failed_name[0] = '\0';
+}
+
+/* Starts slot's fetch; one that cannot start fails the slot alone. */
+static void start_fetch(struct daemon *d, const struct conf *cf, uint32_t slot)
+{
+    struct catalog_entry *e = &d->cat[slot];
+    char name[sizeof(e->failed_name)], url[sizeof(e->url)];
+    struct rf_err err;
+
+    memcpy(name, e->failed_name, sizeof(name));
+    memcpy(url, e->url, sizeof(url));
+    if (remote_fetch(d, cf, slot, name, url, &err) < 0)
+        catalog_fetch_failed(d, slot, name, url, err.msg);
+}
+
+void catalog_start_fetches(struct daemon *d)
+{
+    for (uint32_t i = 0; i < d->ncat; i++)
+        if (d->cat[i].fetching)
+            start_fetch(d, &d->cf, i);
+}
+
+void catalog_fetched(struct daemon *d, uint32_t slot, const char *name, const char *url,
+                     const char *dir, struct dataset *ds)
+{
+    struct catalog_entry *e = &d->cat[slot];
+    const struct dataset_info *info;
+
+    if (!e->fetching || strcmp(e->failed_name, name) != 0 || strcmp(e->url, url) != 0) {
+        dataset_close(ds); /* a reload dropped it while it was fetched */
+        return;
+    }
+    e->fetching = false;
+    e->failed_name[0] = '\0';
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    snprintf(e->dir, sizeof(e->dir), "%s", dir);
+    e->ds = ds;
+    if (slot >= d->ncat)
+        d->ncat = slot + 1;
+    info = dataset_info(ds);
+    log_info("dataset %s: %s, %llu samples of %s, %u classes (fetched from %s)", e->name,
+             e->dir, (unsigned long long)info->samples, dataset_kind_name(info->kind),
+             info->classes, url);
+    pool_roll(d); /* the workers learn it */
+}
+
+void catalog_fetch_failed(struct daemon *d, uint32_t slot, const char *name, const char *url,
+                          const char *why)
+{
+    struct catalog_entry *e = &d->cat[slot];
+
+    if (!e->fetching || strcmp(e->failed_name, name) != 0 || strcmp(e->url, url) != 0)
+        return;
+    e->fetching = false;
+    snprintf(e->failed, sizeof(e->failed), "%.255s", why);
+    d->datasets_failed++;
+    log_error("dataset %s (%s) is not served: %s; the daemon serves the rest, attaches to it "
+              "are refused with this reason until a reload (SIGHUP) fetches it again",
+              name, url, why);
+}
 
 int catalog_open(struct daemon *d)
 {
@@ -45,10 +145,15 @@ int catalog_open(struct daemon *d)
         struct rf_err err;
         int rc;
 
+        d->ncat = i + 1;
+        if (conf_dataset_remote(d->cf.datasets[i].dir)) {
+            /* fetched once the loop runs (catalog_start_fetches) */
+            mark_fetching(e, d->cf.datasets[i].name, d->cf.datasets[i].dir);
+            continue;
+        }
         snprintf(e->name, sizeof(e->name), "%s", d->cf.datasets[i].name);
         snprintf(e->dir, sizeof(e->dir), "%s", d->cf.datasets[i].dir);
         rc = dataset_open(e->dir, &e->ds, &err);
-        d->ncat = i + 1;
         if (rc == -ENOMEM) {
             log_error("dataset %s: %s", e->name, err.msg);
             return rc;
@@ -153,9 +258,20 @@ static void fail_again(struct daemon *d, const char *name, const char *why)
 
 const char *catalog_failed_reason(const struct daemon *d, const char *name)
 {
-    for (uint32_t i = 0; i < CONF_DATASETS_MAX; i++) /* holes past ncat too */
-        if (d->cat[i].failed[0] && strcmp(d->cat[i].failed_name, name) == 0)
-            return d->cat[i].failed;
+    for (uint32_t i = 0; i < CONF_DATASETS_MAX; i++) { /* holes past ncat too */
+        struct catalog_entry *e = &d->cat[i];
+        char progress[1280];
+
+        if (e->fetching && strcmp(e->failed_name, name) == 0) {
+            if (remote_progress(d, i, progress, sizeof(progress)) < 0)
+                snprintf(progress, sizeof(progress), "%s", e->url);
+            snprintf(e->why, sizeof(e->why), CATALOG_FETCHING "%s; attaches are refused until "
+                     "every file is in the node's cache, then it is served", progress);
+            return e->why;
+        }
+        if (e->failed[0] && strcmp(e->failed_name, name) == 0)
+            return e->failed;
+    }
     return NULL;
 }
 
@@ -255,7 +371,7 @@ void catalog_sweep(struct daemon *d)
                                                       : "removed by a reload");
         make_hole(d, i);
     }
-    while (d->ncat > 0 && !d->cat[d->ncat - 1].ds)
+    while (d->ncat > 0 && !d->cat[d->ncat - 1].ds && !d->cat[d->ncat - 1].fetching)
         d->ncat--;
 }
 
@@ -272,22 +388,18 @@ int catalog_add(struct daemon *d, const char *name, const char *dir, struct data
 {
     const struct dataset_info *info;
     struct catalog_entry *e;
-    uint32_t slot = 0;
+    int slot = free_slot(d);
 
-    while (slot < d->ncat && d->cat[slot].ds)
-        slot++;
-    if (slot >= CONF_DATASETS_MAX)
-        return -ENOSPC;
+    if (slot < 0)
+        return slot;
     e = &d->cat[slot];
     memset(e, 0, sizeof(*e));
-    for (uint32_t j = 0; j < CONF_DATASETS_MAX; j++) /* opened again: forget its failure */
-        if (!d->cat[j].ds && strcmp(d->cat[j].failed_name, name) == 0)
-            d->cat[j].failed[0] = d->cat[j].failed_name[0] = '\0';
+    forget_failure(d, name); /* opened again */
     snprintf(e->name, sizeof(e->name), "%s", name);
     snprintf(e->dir, sizeof(e->dir), "%s", dir);
     e->ds = ds;
     e->on_demand = on_demand;
-    if (slot == d->ncat)
+    if ((uint32_t)slot == d->ncat)
         d->ncat++;
     info = dataset_info(e->ds);
     log_info("dataset %s: %s, %llu samples of %s, %u classes (%s)", e->name, e->dir,
@@ -324,6 +436,16 @@ uint32_t catalog_retire_unused(struct daemon *d)
     return n;
 }
 
+/* The slot fetching cd (same name, same URL), or -1. */
+static int fetching_slot(const struct daemon *d, const struct conf_dataset *cd)
+{
+    for (uint32_t j = 0; j < d->ncat; j++)
+        if (d->cat[j].fetching && strcmp(d->cat[j].failed_name, cd->name) == 0 &&
+            strcmp(d->cat[j].url, cd->dir) == 0)
+            return (int)j;
+    return -1;
+}
+
 int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct rf_err *err)
 {
     struct dataset *opened[CONF_DATASETS_MAX] = { 0 };
@@ -338,19 +460,21 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
         int i = find_live(d, cd->name);
 
         revive[k] = -1;
-        if (i >= 0 && strcmp(d->cat[i].dir, cd->dir) == 0)
+        if (i >= 0 && strcmp(source(&d->cat[i]), cd->dir) == 0)
+            continue;
+        if (fetching_slot(d, cd) >= 0)
             continue;
         for (uint32_t j = 0; j < d->ncat && i < 0; j++)
             if (d->cat[j].ds && d->cat[j].retired && !d->cat[j].failed[0] &&
                 strcmp(d->cat[j].name, cd->name) == 0 &&
-                strcmp(d->cat[j].dir, cd->dir) == 0)
+                strcmp(source(&d->cat[j]), cd->dir) == 0)
                 revive[k] = (int)j;
         if (revive[k] >= 0)
             continue;
         need++;
     }
     for (uint32_t j = 0; j < CONF_DATASETS_MAX; j++)
-        free_slots += j >= d->ncat || !d->cat[j].ds;
+        free_slots += j >= d->ncat || (!d->cat[j].ds && !d->cat[j].fetching);
     if (need > free_slots)
         return rf_err_set(err, -E2BIG,
                           "%u new dataset(s) but only %u free catalogue slot(s): datasets a "
@@ -361,7 +485,8 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
         const struct conf_dataset *cd = &nc->datasets[k];
         int i = find_live(d, cd->name);
 
-        if ((i >= 0 && strcmp(d->cat[i].dir, cd->dir) == 0) || revive[k] >= 0)
+        if ((i >= 0 && strcmp(source(&d->cat[i]), cd->dir) == 0) || revive[k] >= 0 ||
+            conf_dataset_remote(cd->dir)) /* fetched in step 3 */
             continue;
         rc = dataset_open(cd->dir, &opened[k], err);
         if (rc < 0 && catalog_failed_reason(d, cd->name)) {
@@ -380,14 +505,30 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
             return rc;
         }
     }
-    /* 3. commit: retire what is gone (or moved), revive, place the new */
+    /* 3. commit: drop fetches the config no longer names (their results are
+     * dropped on completion), retire what is gone (or moved), revive,
+     * place the new */
+    for (uint32_t i = 0; i < d->ncat; i++) {
+        const struct conf_dataset *cd;
+
+        if (!d->cat[i].fetching)
+            continue;
+        cd = conf_find_dataset(nc, d->cat[i].failed_name);
+        if (cd && strcmp(cd->dir, d->cat[i].url) == 0)
+            continue;
+        log_info("dataset %s (%s): removed by the reload while it was fetched; what the fetch "
+                 "brings stays in the cache and is not served", d->cat[i].failed_name,
+                 d->cat[i].url);
+        memset(&d->cat[i], 0, sizeof(d->cat[i]));
+        snprintf(d->cat[i].name, sizeof(d->cat[i].name), "-");
+    }
     for (uint32_t i = 0; i < d->ncat; i++) {
         const struct conf_dataset *cd;
 
         if (!catalog_offers(d, i) || d->cat[i].on_demand)
             continue;
         cd = conf_find_dataset(nc, d->cat[i].name);
-        if (cd && strcmp(cd->dir, d->cat[i].dir) == 0)
+        if (cd && strcmp(cd->dir, source(&d->cat[i])) == 0)
             continue;
         d->cat[i].retired = true;
         log_info("dataset %s (%s): removed by the reload; %u attached client(s) keep reading "
@@ -400,6 +541,20 @@ int catalog_reload(struct daemon *d, const struct conf *nc, bool *added, struct 
         if (revive[k] >= 0) {
             d->cat[revive[k]].retired = false;
             log_info("dataset %s: offered again", cd->name);
+            continue;
+        }
+        if (conf_dataset_remote(cd->dir) && find_live(d, cd->name) < 0 &&
+            fetching_slot(d, cd) < 0) {
+            /* step 1 counted the free slots: this cannot fail */
+            int slot = free_slot(d);
+
+            if (slot < 0)
+                continue;
+            forget_failure(d, cd->name);
+            mark_fetching(&d->cat[slot], cd->name, cd->dir);
+            if ((uint32_t)slot >= d->ncat)
+                d->ncat = (uint32_t)slot + 1;
+            start_fetch(d, nc, (uint32_t)slot);
             continue;
         }
         if (!opened[k])

@@ -16,6 +16,10 @@ struct plugin_set;
 struct conf;
 struct rf_err;
 
+/* How catalog_failed_reason's text for a dataset still being fetched
+ * begins (stream.c words its refusal by it). */
+#define CATALOG_FETCHING "still fetching: "
+
 struct catalog_entry {
     char name[65];
     char dir[4096];
@@ -26,6 +30,11 @@ struct catalog_entry {
     char failed_name[65];      /* the name it failed under (kept in a hole) */
     bool on_demand;            /* opened by OPEN (ringfeedd --user, userd.c), not
                                 * named by the config: a reload leaves it be */
+    char url[1024];            /* a remote dataset's URL (the config's value; dir
+                                * is then its folder in the cache), else "" */
+    bool fetching;             /* a hole waiting for remote_fetch: failed_name
+                                * and url say which; not offered, not failing */
+    char why[1536];            /* catalog_failed_reason's text for a fetching slot */
 };
 
 
@@ -83,6 +92,14 @@ const char *catalog_failed_reason(const struct daemon *d, const char *name);
 /* Bytes of every shard of every open entry (workers pick their read
  * backend by it, daemon/worker/io.h). */
 uint64_t catalog_data_bytes(const struct daemon *d);
+/* Slot's remote fetch ended: place ds (its folder in the cache dir) there
+ * and restart the workers (pool_roll), or fail the slot alone with why. */
+void catalog_fetched(struct daemon *d, uint32_t slot, const char *name, const char *url,
+                     const char *dir, struct dataset *ds);
+void catalog_fetch_failed(struct daemon *d, uint32_t slot, const char *name, const char *url,
+                          const char *why);
+/* Starts the remote fetches catalog_open marked (the loop runs now). */
+void catalog_start_fetches(struct daemon *d);
 /* Closes removed datasets no client reads any more. */
 void catalog_sweep(struct daemon *d);
 

@@ -22,6 +22,7 @@
 #include "fileio.h"
 #include "numa.h"
 #include "plugin.h"
+#include "remote.h"
 #include "strnum.h"
 
 #define CHECK_MAX_PROBLEMS 100
@@ -162,7 +163,7 @@ int checkconf_run(const char *path, const struct conf *flags, FILE *out, FILE *e
     static char files[1 + CONFLOAD_DROPINS_MAX][4096];
     struct plugin_set plugins = {0};
     struct notes notes = {err};
-    unsigned problems = 0, warnings = 0, datasets = 0;
+    unsigned problems = 0, warnings = 0, datasets = 0, remote = 0;
     int nfiles = 0;
     struct rf_err e;
 
@@ -222,6 +223,21 @@ int checkconf_run(const char *path, const struct conf *flags, FILE *out, FILE *e
         struct dataset *ds;
 
         snprintf(key, sizeof(key), "dataset.%s", cd->name);
+        if (conf_dataset_remote(cd->dir)) {
+            /* the URL was checked by the parser; its files are fetched at
+             * start, off the loop (remote.h), not here */
+            if (!remote_built()) {
+                unsigned line = 0;
+
+                where(err, locate(files, nfiles, key, &line), line);
+                fprintf(err, "warning: %s = %s: this ringfeedd was built without remote "
+                             "datasets (libcurl); the daemon starts without it\n", key, cd->dir);
+                warnings++;
+                continue;
+            }
+            remote++;
+            continue;
+        }
         if (dataset_open(cd->dir, &ds, &e) < 0) {
             unsigned line = 0;
             const char *file = conf_is_set(flags, CONF_DATASET) &&
@@ -243,8 +259,9 @@ int checkconf_run(const char *path, const struct conf *flags, FILE *out, FILE *e
         fprintf(err, "%s: %u problem(s)%s\n", path ? path : "ringfeedd", problems,
                 problems >= CHECK_MAX_PROBLEMS ? " (the first ones)" : "");
     else
-        fprintf(out, "%s: the configuration is good: %u dataset(s) open, %u warning(s)%s\n",
+        fprintf(out, "%s: the configuration is good: %u dataset(s) open, %u warning(s)%s%s\n",
                 path ? path : "the command line", datasets, warnings,
-                nfiles > 1 ? ", drop-ins read" : "");
+                nfiles > 1 ? ", drop-ins read" : "",
+                remote ? ", remote dataset(s) fetched into cache-dir at start" : "");
     return problems ? 1 : 0;
 }

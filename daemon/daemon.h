@@ -43,6 +43,7 @@
 #include "plugin.h"
 #include "pool.h"
 #include "reload.h"
+#include "remote.h"
 #include "sampler.h"
 #include "scheduler.h"
 #include "server.h"
@@ -78,6 +79,8 @@ struct daemon {
     /* totals that outlive streams and workers */
     uint64_t attaches, detaches, attach_refused, clients_killed;
     uint64_t datasets_failed;  /* catalogue entries failed (catalog_fail) */
+    struct remote *remote;     /* remote.c's: the cache and fetch client, NULL until the
+                                  first remote dataset is fetched */
     uint64_t batches, samples;
     struct quarantine quarantine; /* catalog.c's: samples that killed workers */
     uint64_t conn_total, conn_open, bad_requests;

@@ -341,6 +341,7 @@ void daemon_stop(struct daemon *d, const char *why)
     server_stop(d);
     server_close_all(d);
     autoscale_stop(d);
+    remote_stop(d);
     pool_stop(d);
     sched_close(d);
     reload_close(d);
@@ -504,6 +505,7 @@ int main(int argc, char **argv)
     reload_init(&d);
     sched_init(&d, &sched_ops);
     userd_start(&d);
+    catalog_start_fetches(&d); /* remote datasets: on the thread pool (remote.h) */
     if (d.cf.workers_auto)
         log_info("ringfeedd %s: workers auto from %u, cpu budget %u: %s; %u dataset(s), ring "
                  "budget %llu bytes", RINGFEED_VERSION, d.cf.workers, d.autoscale.budget,
@@ -525,6 +527,7 @@ int main(int argc, char **argv)
     rc = uv_loop_close(&loop);
     if (rc < 0)
         log_debug("loop closed with handles open: %s", uv_strerror(rc));
+    remote_close(&d);
     catalog_close(&d);
     service_exit();
     log_info("stopped");

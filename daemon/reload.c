@@ -11,6 +11,11 @@
  *   socket            cannot change (clients know the path): the running
  *                     one stays and the log says so
  *   socket-mode/-group applied to the socket file the daemon created
+ *   cache-dir,        read when the first remote dataset is fetched (with
+ *   cache-size,       the config of that start or reload); once the cache
+ *   fetch-retries     is open, a change applies at the next start (logged)
+ *   s3-endpoint/      the next fetch (remote.h)
+ *   -region
  *   dataset.*         catalog_reload: added ones opened and offered,
  *                     removed ones no longer offered (attached clients
  *                     read on until they detach)
@@ -102,6 +107,19 @@ static void apply(struct daemon *d, struct conf *nc, const struct affinity_plan 
                  old->socket, nc->socket);
         snprintf(nc->socket, sizeof(nc->socket), "%s", old->socket);
     }
+    if (d->remote && (strcmp(nc->cache_dir, old->cache_dir) != 0 ||
+                      nc->cache_size != old->cache_size ||
+                      nc->fetch_retries != old->fetch_retries)) {
+        log_warn("reload: cache-dir, cache-size and fetch-retries apply at the next start: the "
+                 "cache folder %s (cache-size %llu, fetch-retries %u) is open and stays",
+                 old->cache_dir, (unsigned long long)old->cache_size, old->fetch_retries);
+        snprintf(nc->cache_dir, sizeof(nc->cache_dir), "%s", old->cache_dir);
+        nc->cache_size = old->cache_size;
+        nc->fetch_retries = old->fetch_retries;
+    }
+    if (strcmp(nc->s3_endpoint, old->s3_endpoint) != 0 ||
+        strcmp(nc->s3_region, old->s3_region) != 0)
+        note(changes, cap, "s3-endpoint/-region");
     if (nc->log_level != old->log_level) {
         note(changes, cap, "log-level");
         roll = true;

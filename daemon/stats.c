@@ -75,6 +75,14 @@ static double bad_total(struct daemon *d)
     return n;
 }
 
+static struct remote_counts remote(const struct daemon *d)
+{
+    struct remote_counts c;
+
+    remote_counts(d, &c);
+    return c;
+}
+
 /* X(dotted name, counter|gauge, help, value expression over d) */
 #define STATS_MAP(X)                                                                     \
     X("uptime_seconds", "gauge", "Seconds since the daemon started", uptime_s(d))         \
@@ -118,6 +126,17 @@ static double bad_total(struct daemon *d)
       "served", d->datasets_failed)                                                        \
     X("datasets.failing", "gauge", "Configured datasets not served now (failed), until a "   \
       "reload opens them again", catalog_failing(d))                                       \
+    X("cache.bytes", "gauge", "Bytes in the node's cache folder for remote datasets "         \
+      "(fetches in flight included)", remote(d).cache_bytes)                                 \
+    X("cache.limit_bytes", "gauge", "The cache folder's budget (cache-size)",                \
+      remote(d).cache_limit)                                                                 \
+    X("fetch.bytes", "counter", "Bytes received from remote datasets' servers",              \
+      remote(d).fetch_bytes)                                                                 \
+    X("fetch.objects", "counter", "Remote files fetched into the cache", remote(d).fetch_objects) \
+    X("fetch.retries", "counter", "Remote requests repeated after a retried failure",        \
+      remote(d).fetch_retries)                                                               \
+    X("fetch.failures", "counter", "Remote files that could not be fetched",                 \
+      remote(d).fetch_failures)                                                              \
     X("requests.errors", "counter", "Requests answered with ERR", d->bad_requests)       \
     X("jobs.queued", "gauge", "Jobs waiting for a worker", d->sched.fq.queued)                    \
     X("jobs.running", "gauge", "Jobs sent to workers, their DONE not back yet",         \

@@ -786,9 +786,15 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
                           "detaches, or raise max-clients (at most %u)",
                           d->sched.nstreams + d->sched.nmaking, CONF_MAX_CLIENTS_MAX);
     ds = d->sched.ops->find_dataset(d, a->dataset);
-    if (ds < 0 && d->sched.ops->failed_reason(d, a->dataset))
+    if (ds < 0 && d->sched.ops->failed_reason(d, a->dataset)) {
+        const char *why = d->sched.ops->failed_reason(d, a->dataset);
+
+        if (strncmp(why, CATALOG_FETCHING, strlen(CATALOG_FETCHING)) == 0)
+            return rf_err_set(err, -EBADMSG, "dataset %s is not served yet, %s", a->dataset,
+                              why);
         return rf_err_set(err, -EBADMSG, "dataset %s failed and is not served until a reload: %s",
-                          a->dataset, d->sched.ops->failed_reason(d, a->dataset));
+                          a->dataset, why);
+    }
     if (ds < 0) {
         char names[1024];
 

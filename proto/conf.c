@@ -17,6 +17,7 @@
 
 #include "cpus.h"
 #include "strnum.h"
+#include "url.h"
 
 enum kind {
     K_PATH,    /* char[] absolute path, at most max bytes */
@@ -34,6 +35,8 @@ enum kind {
     K_CAP,     /* struct conf_cap: a size in min..max, or "P%" with P in 1..100 */
     K_RECIPE,  /* recipe.NAME = SPEC, into recipes[] */
     K_PLUGIN,  /* plugin.NAME = PATH, into plugins[] */
+    K_ENDPOINT, /* char[] http(s)://HOST[:PORT] (url.h), no path, at most max bytes */
+    K_REGION,  /* char[] 1..max of [a-z0-9-] */
 };
 
 struct keydef {
@@ -84,7 +87,16 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"name", CONF_NAME, K_NAME, FIELD(name), 0, 1, CONF_NAME_MAX},
     {"cpu-list", CONF_CPU_LIST, K_CPUS, FIELD(cpu_list), 0, 0, CONF_CPUS_MAX - 1},
     {"numa-node", CONF_NUMA_NODE, K_UINT, FIELD(numa_node), 0, 0, CONF_NUMA_NODE_MAX},
+    {"cache-dir", CONF_CACHE_DIR, K_PATH, FIELD(cache_dir), 0, 1, CONF_PATH_MAX - 1},
+    {"cache-size", CONF_CACHE_SIZE, K_SIZE, FIELD(cache_size), 0, CONF_MEMORY_BUDGET_MIN,
+     UINT64_MAX},
+    {"s3-endpoint", CONF_S3_ENDPOINT, K_ENDPOINT, FIELD(s3_endpoint), 0, 1, CONF_ENDPOINT_MAX},
+    {"s3-region", CONF_S3_REGION, K_REGION, FIELD(s3_region), 0, 1, CONF_S3_REGION_MAX},
+    {"fetch-retries", CONF_FETCH_RETRIES, K_UINT, FIELD(fetch_retries), 0, 0,
+     CONF_FETCH_RETRIES_MAX},
 };
+
+_Static_assert(CONF_ENDPOINT_MAX == URL_MAX, "an endpoint is a URL");
 
 static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "debug"};
 
@@ -110,6 +122,9 @@ void conf_defaults(struct conf *c)
     c->max_weight = 1;
     c->memory_per_client.percent = CONF_MEMORY_PER_CLIENT_PCT;
     c->memory_per_uid.percent = CONF_MEMORY_PER_UID_PCT;
+    snprintf(c->cache_dir, sizeof(c->cache_dir), "%s", CONF_DEFAULT_CACHE_DIR);
+    c->cache_size = CONF_DEFAULT_CACHE_SIZE;
+    c->fetch_retries = CONF_DEFAULT_FETCH_RETRIES;
 }
 
 uint64_t conf_cap_bytes(const struct conf_cap *cap, uint64_t budget)
@@ -132,6 +147,11 @@ const struct conf_dataset *conf_find_dataset(const struct conf *c, const char *n
         if (strcmp(c->datasets[i].name, name) == 0)
             return &c->datasets[i];
     return NULL;
+}
+
+bool conf_dataset_remote(const char *dir)
+{
+    return strstr(dir, "://") != NULL;
 }
 
 const struct conf_recipe *conf_find_recipe(const struct conf *c, const char *name, size_t len)
@@ -217,7 +237,14 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         snprintf(buf, cap, "an absolute path of at most %llu bytes", (unsigned long long)k->max);
         return;
     case K_DATASET:
-        snprintf(buf, cap, "an absolute folder path of at most %llu bytes",
+        snprintf(buf, cap, "an absolute folder path or an http://, https:// or s3:// URL of "
+                 "at most %llu bytes", (unsigned long long)k->max);
+        return;
+    case K_ENDPOINT:
+        snprintf(buf, cap, "http://HOST[:PORT] or https://HOST[:PORT] with no path");
+        return;
+    case K_REGION:
+        snprintf(buf, cap, "a region: 1 to %llu of a-z 0-9 -, e.g. us-east-1",
                  (unsigned long long)k->max);
         return;
     case K_PLUGIN:
@@ -453,8 +480,16 @@ static int set_dataset(const struct keydef *k, struct conf *c, const char *key, 
                           key, CTL_DATASET_NAME_MAX);
     if (conf_find_dataset(c, name))
         return rf_err_set(err, -EEXIST, "%s: given twice", key);
-    if (v[0] != '/' || vlen > k->max)
+    if (vlen > k->max || (v[0] != '/' && !conf_dataset_remote(v)))
         return bad_value(k, key, v, err);
+    if (conf_dataset_remote(v)) {
+        struct url u;
+
+        if (url_parse(v, vlen, &u, err) < 0) {
+            rf_err_prefix(err, "%s", key);
+            return -EINVAL;
+        }
+    }
     if (c->n_datasets == CONF_DATASETS_MAX)
         return rf_err_set(err, -E2BIG, "%s: more than %d datasets", key, CONF_DATASETS_MAX);
     d = &c->datasets[c->n_datasets++];
@@ -638,6 +673,29 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
         memset(field, 0, k->width);
         memcpy(field, v, vlen);
         return 0;
+    case K_ENDPOINT: {
+        struct url url;
+
+        if (vlen > k->max || url_parse(v, vlen, &url, err) < 0) {
+            if (vlen <= k->max) {
+                rf_err_prefix(err, "%s", key);
+                return -EINVAL;
+            }
+            return bad_value(k, key, v, err);
+        }
+        if (url.scheme == URL_S3 || url.path_len > 1)
+            return bad_value(k, key, v, err);
+        memset(field, 0, k->width);
+        memcpy(field, v, vlen);
+        return 0;
+    }
+    case K_REGION:
+        if (vlen < k->min || vlen > k->max || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-")
+            != vlen)
+            return bad_value(k, key, v, err);
+        memset(field, 0, k->width);
+        memcpy(field, v, vlen);
+        return 0;
     }
     return -EINVAL;
 }
@@ -658,7 +716,7 @@ static const struct keydef *find_key(const char *key)
 
 static int unknown_key(const char *key, struct rf_err *err)
 {
-    char list[512];
+    char list[1024];
     size_t used = 0;
 
     list[0] = '\0';
@@ -928,6 +986,8 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
     case K_PATH:
     case K_GROUP:
     case K_NAME:
+    case K_ENDPOINT:
+    case K_REGION:
         snprintf(v, sizeof(v), "%s", field);
         break;
     case K_MODE:
@@ -1055,7 +1115,10 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         a->memory_per_uid.percent != b->memory_per_uid.percent ||
         a->n_recipes != b->n_recipes || a->n_plugins != b->n_plugins ||
         strcmp(a->name, b->name) != 0 || conf_numa_node(a) != conf_numa_node(b) ||
-        memcmp(a->cpu_list, b->cpu_list, sizeof(a->cpu_list)) != 0)
+        memcmp(a->cpu_list, b->cpu_list, sizeof(a->cpu_list)) != 0 ||
+        strcmp(a->cache_dir, b->cache_dir) != 0 || a->cache_size != b->cache_size ||
+        strcmp(a->s3_endpoint, b->s3_endpoint) != 0 ||
+        strcmp(a->s3_region, b->s3_region) != 0 || a->fetch_retries != b->fetch_retries)
         return false;
     for (unsigned i = 0; i < a->n_plugins; i++)
         if (strcmp(a->plugins[i].name, b->plugins[i].name) != 0 ||
@@ -1101,7 +1164,8 @@ int conf_check_table(struct rf_err *err)
         if (k->kind == K_WORKERS &&
             (k->width != sizeof(uint32_t) || k->min < 1 || k->max > UINT32_MAX))
             return rf_err_set(err, -EINVAL, "config key %s: count field or range", k->name);
-        if ((k->kind == K_PATH || k->kind == K_GROUP || k->kind == K_NAME) &&
+        if ((k->kind == K_PATH || k->kind == K_GROUP || k->kind == K_NAME ||
+             k->kind == K_ENDPOINT || k->kind == K_REGION) &&
             k->max >= k->width)
             return rf_err_set(err, -EINVAL, "config key %s: path bound past its field",
                               k->name);
@@ -1127,7 +1191,8 @@ int conf_check_table(struct rf_err *err)
     def.set = 1u << CONF_SOCKET | 1u << CONF_LOG_LEVEL | 1u << CONF_WATCHDOG_SEC |
               1u << CONF_MAX_BAD_SAMPLES | 1u << CONF_PIXEL_CAP | 1u << CONF_SOCKET_MODE |
               1u << CONF_MAX_CLIENTS | 1u << CONF_MAX_CONNECTIONS | 1u << CONF_IDLE_SEC |
-              1u << CONF_MAX_WEIGHT | 1u << CONF_MEMORY_PER_CLIENT | 1u << CONF_MEMORY_PER_UID;
+              1u << CONF_MAX_WEIGHT | 1u << CONF_MEMORY_PER_CLIENT | 1u << CONF_MEMORY_PER_UID |
+              1u << CONF_CACHE_DIR | 1u << CONF_CACHE_SIZE | 1u << CONF_FETCH_RETRIES;
     if (conf_format(&def, text, sizeof(text)) < 0)
         return rf_err_set(err, -EINVAL, "config defaults do not format");
     if (conf_parse(text, strlen(text), &back, err) < 0) {

@@ -32,6 +32,13 @@
  *     name          = gpu0
  *     cpu-list      = 0-15,32-47
  *     numa-node     = 0
+ *     dataset.web   = https://data.example.org/packs/imagenet/
+ *     dataset.lake  = s3://training-data/imagenet/
+ *     cache-dir     = /var/cache/ringfeed
+ *     cache-size    = 64G
+ *     s3-endpoint   = http://127.0.0.1:9000
+ *     s3-region     = eu-west-1
+ *     fetch-retries = 4
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -46,11 +53,16 @@
  * Keys:
  *   socket = PATH          the control socket, absolute, at most 107 bytes
  *                          (sun_path).  Default CONF_DEFAULT_SOCKET.
- *   dataset.NAME = DIR     serve the dataset in the absolute folder DIR as
+ *   dataset.NAME = DIR|URL serve the dataset in the absolute folder DIR as
  *                          NAME (1..64 of [A-Za-z0-9._-], what ATTACH names).
  *                          One line per dataset, at most CONF_DATASETS_MAX;
  *                          a NAME given twice is an error.  Clients never
- *                          name paths: the daemon opens only these.
+ *                          name paths: the daemon opens only these.  A
+ *                          value with "://" is a remote pack's URL,
+ *                          http://, https:// or s3:// as proto/url.h
+ *                          accepts it (a bad one is an error naming the
+ *                          line and the byte); conf_dataset_remote says
+ *                          which a value is.
  *   workers = N | auto     worker processes, 1..256, or "auto": the daemon
  *                          sizes the pool itself under cpu-budget
  *                          (daemon/autoscale.c has the rules), starting
@@ -164,6 +176,26 @@
  *                          [A-Za-z0-9._-], not starting with '-'.  METRICS
  *                          labels every sample daemon="NAME".  A reload
  *                          applies it to the next METRICS.
+ *   cache-dir = PATH       the node's cache folder for remote datasets'
+ *                          files (daemon/fetch/cache.h), absolute.
+ *                          Default CONF_DEFAULT_CACHE_DIR (the unit's
+ *                          CacheDirectory=ringfeed).
+ *   cache-size = SIZE      the most bytes that folder may hold, at least
+ *                          1M, as memory-budget takes a size.  Default
+ *                          CONF_DEFAULT_CACHE_SIZE (64G): a fixed figure an
+ *                          operator can reason about, not a share of a file
+ *                          system that other tenants also fill.
+ *   s3-endpoint = URL      the S3 endpoint, http(s)://HOST[:PORT] with no
+ *                          path (MinIO, Ceph, a local test server); not
+ *                          set: the environment's, else AWS's own
+ *                          (daemon/fetch/s3.h has the order).
+ *   s3-region = REGION     the S3 region, 1..CONF_S3_REGION_MAX of
+ *                          [a-z0-9-]; not set: the environment's, the
+ *                          AWS config file's, else us-east-1.
+ *   fetch-retries = N      tries after the first for one remote object,
+ *                          0..CONF_FETCH_RETRIES_MAX (daemon/fetch/fetch.h
+ *                          says which failures are retried).  Default
+ *                          CONF_DEFAULT_FETCH_RETRIES.
  *   memory-per-client = CAP  the largest ring one client may have, and
  *   memory-per-uid = CAP     the most ring memory the clients of one user
  *                          (SO_PEERCRED uid) may hold together: a SIZE as
@@ -222,6 +254,12 @@
 #define CONF_CPU_BUDGET_MAX 256    /* as many as the pool may hold (POOL_MAX) */
 #define CONF_MEMORY_PER_CLIENT_PCT 25 /* memory-per-client's default, % of the budget */
 #define CONF_MEMORY_PER_UID_PCT 50    /* memory-per-uid's default */
+#define CONF_DEFAULT_CACHE_DIR "/var/cache/ringfeed"
+#define CONF_DEFAULT_CACHE_SIZE (64ull << 30)
+#define CONF_S3_REGION_MAX 63      /* = S3_REGION_MAX (daemon/fetch/s3.h) */
+#define CONF_ENDPOINT_MAX 1023     /* = URL_MAX (proto/url.h) */
+#define CONF_FETCH_RETRIES_MAX 20  /* = FETCH_RETRIES_MAX (daemon/fetch/fetch.h) */
+#define CONF_DEFAULT_FETCH_RETRIES 4 /* = FETCH_RETRIES_DEFAULT */
 
 /* The keys, in the order conf_format writes them; bits of conf->set. */
 enum conf_key {
@@ -250,6 +288,11 @@ enum conf_key {
     CONF_NAME,
     CONF_CPU_LIST,
     CONF_NUMA_NODE,
+    CONF_CACHE_DIR,
+    CONF_CACHE_SIZE,
+    CONF_S3_ENDPOINT,
+    CONF_S3_REGION,
+    CONF_FETCH_RETRIES,
     CONF_KEY_COUNT
 };
 
@@ -319,6 +362,11 @@ struct conf {
                                               when not set */
     uint32_t numa_node;              /* numa-node, read through conf_numa_node
                                         (0 is a node: the set bit says) */
+    char cache_dir[CONF_PATH_MAX];   /* cache-dir */
+    uint64_t cache_size;             /* cache-size, bytes */
+    char s3_endpoint[CONF_ENDPOINT_MAX + 1]; /* "" when not set */
+    char s3_region[CONF_S3_REGION_MAX + 1];  /* "" when not set */
+    uint32_t fetch_retries;
     uint32_t max_clients;
     uint32_t max_connections;
     uint32_t idle_sec;
@@ -409,6 +457,10 @@ int conf_parse_size(const char *s, uint64_t *out);
 
 /* The dataset called name, or NULL. */
 const struct conf_dataset *conf_find_dataset(const struct conf *c, const char *name);
+
+/* Is a dataset.NAME value (checked by conf_set) a remote pack's URL rather
+ * than a local folder? */
+bool conf_dataset_remote(const char *dir);
 
 /* "error", "warn", "info", "debug"; NULL out of range. */
 const char *conf_log_level_name(enum conf_log_level l);

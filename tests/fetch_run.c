@@ -140,7 +140,7 @@ int main(int argc, char **argv)
             snprintf(url, sizeof(url), "%s%s", argv[i + 1], key.name);
             struct fetch_req req = {.url = url};
             err.msg[0] = '\0';
-            r = cache_fetch(c, fc, &req, &key, &err);
+            r = cache_fetch(c, fc, &req, &key, NULL, &err);
             if (r < 0) {
                 bad = 1;
                 printf("error %s: %s\n", key.name, err.msg);

@@ -117,7 +117,14 @@ static void test_example(void)
         "plugin.sepia  = /usr/lib/ringfeed/plugins/sepia.so\n"
         "name          = gpu0\n"
         "cpu-list      = 0-15,32-47\n"
-        "numa-node     = 0\n";
+        "numa-node     = 0\n"
+        "dataset.web   = https://data.example.org/packs/imagenet/\n"
+        "dataset.lake  = s3://training-data/imagenet/\n"
+        "cache-dir     = /var/cache/ringfeed\n"
+        "cache-size    = 64G\n"
+        "s3-endpoint   = http://127.0.0.1:9000\n"
+        "s3-region     = eu-west-1\n"
+        "fetch-retries = 4\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_IS_STR(c.name, "gpu0", "name");
@@ -143,7 +150,15 @@ static void test_example(void)
     TAP_OK(!c.workers_auto, "workers = 8 is a fixed count");
     TAP_IS_INT(c.cpu_budget, 8, "cpu-budget");
     TAP_IS_INT(c.memory_budget, 16ull << 30, "memory-budget 16G");
-    TAP_IS_INT(c.n_datasets, 2, "two datasets");
+    TAP_IS_INT(c.n_datasets, 4, "four datasets, two of them remote");
+    TAP_OK(!conf_dataset_remote(c.datasets[0].dir) && conf_dataset_remote(c.datasets[2].dir) &&
+           conf_dataset_remote(c.datasets[3].dir), "a URL value is remote, a folder is not");
+    TAP_IS_STR(c.datasets[3].dir, "s3://training-data/imagenet/", "an s3 dataset as written");
+    TAP_IS_STR(c.cache_dir, "/var/cache/ringfeed", "cache-dir");
+    TAP_IS_INT(c.cache_size, 64ull << 30, "cache-size 64G");
+    TAP_IS_STR(c.s3_endpoint, "http://127.0.0.1:9000", "s3-endpoint");
+    TAP_IS_STR(c.s3_region, "eu-west-1", "s3-region");
+    TAP_IS_INT(c.fetch_retries, 4, "fetch-retries");
     TAP_IS_STR(c.datasets[1].name, "imagenet", "dataset name");
     TAP_IS_STR(c.datasets[1].dir, "/srv/data/imagenet", "dataset dir");
     TAP_OK(conf_find_dataset(&c, "fmnist") == &c.datasets[0], "find a dataset");
@@ -733,6 +748,65 @@ static void test_numa_node(void)
     TAP_IS_INT(conf_numa_node(&c), 2, "numa-node: the later layer wins");
 }
 
+/* Remote datasets and the cache and fetch keys. */
+static void test_remote(void)
+{
+    char buf[4096];
+    int n;
+
+    expect_ok("", "remote keys: not set");
+    TAP_IS_STR(c.cache_dir, CONF_DEFAULT_CACHE_DIR, "cache-dir's default");
+    TAP_IS_INT(c.cache_size, CONF_DEFAULT_CACHE_SIZE, "cache-size's default, 64G");
+    TAP_IS_INT(c.fetch_retries, CONF_DEFAULT_FETCH_RETRIES, "fetch-retries' default");
+    TAP_OK(c.s3_endpoint[0] == '\0' && c.s3_region[0] == '\0', "no s3-endpoint, no s3-region");
+    one("dataset.a", "http://127.0.0.1:8080/pack/", 1);
+    one("dataset.a", "https://[::1]/p", 1);
+    one("dataset.a", "s3://bucket-1", 1);
+    expect_bad("dataset.a = /ok\ndataset.b = https://host/a//b/\n",
+               "a bad dataset URL names the line, the key and the byte", "line 2", "dataset.b",
+               "byte", NULL);
+    expect_bad("dataset.b = ftp://host/x\n", "an unknown scheme is refused", "line 1",
+               "dataset.b", NULL);
+    expect_bad("dataset.b = s3://AB/x\n", "a bad bucket is refused", "line 1", "dataset.b",
+               NULL);
+    one("dataset.a", "relative/dir", 0);
+    one("cache-dir", "/srv/cache", 1);
+    one("cache-dir", "cache", 0);
+    one("cache-size", "1M", 1);
+    one("cache-size", "2T", 1);
+    one("cache-size", "1K", 0);
+    one("cache-size", "lots", 0);
+    one("s3-endpoint", "http://127.0.0.1:9000", 1);
+    one("s3-endpoint", "https://minio.example.org/", 1);
+    one("s3-endpoint", "https://minio.example.org/path", 0);
+    one("s3-endpoint", "s3://bucket", 0);
+    one("s3-endpoint", "minio:9000", 0);
+    one("s3-region", "us-east-1", 1);
+    one("s3-region", "US-EAST-1", 0);
+    one("s3-region", "us east", 0);
+    one("s3-region", "a123456789012345678901234567890123456789012345678901234567890123", 0);
+    one("fetch-retries", "0", 1);
+    one("fetch-retries", "20", 1);
+    one("fetch-retries", "21", 0);
+    expect_bad("fetch-retries = 21\n", "fetch-retries: the message says the range",
+               "fetch-retries", "0..20", NULL);
+    expect_ok("dataset.w = https://h.example/p/\ncache-dir = /c\ncache-size = 3G\n"
+              "s3-endpoint = http://[::1]:9000\ns3-region = eu-west-1\nfetch-retries = 0\n",
+              "every remote key at once");
+    n = conf_format(&c, buf, sizeof(buf));
+    TAP_OK(n > 0 && strstr(buf, "dataset.w = https://h.example/p/\n") &&
+           strstr(buf, "cache-size = 3G\n") && strstr(buf, "s3-endpoint = http://[::1]:9000\n"),
+           "remote keys: written back");
+    TAP_OK(n > 0 && conf_parse(buf, (size_t)n, &c2, &e) == 0 && conf_equal(&c, &c2),
+           "remote keys: and read back the same");
+    c2.fetch_retries = 1;
+    TAP_OK(!conf_equal(&c, &c2), "remote keys: fetch-retries differ");
+    conf_defaults(&c3);
+    TAP_IS_INT(conf_set(&c3, "s3-region", "ap-south-1", &e), 0, "s3-region: set as a flag");
+    TAP_IS_INT(conf_merge(&c, &c3, &e), 0, "s3-region: merged");
+    TAP_IS_STR(c.s3_region, "ap-south-1", "s3-region: the later layer wins");
+}
+
 int main(void)
 {
     test_table_and_defaults();
@@ -745,5 +819,6 @@ int main(void)
     test_caps();
     test_cpu_list();
     test_numa_node();
+    test_remote();
     return tap_done();
 }

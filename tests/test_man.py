@@ -93,10 +93,10 @@ def conf_keys(conf_h):
     and from the file-top Keys list (which names them as the file does)."""
     src = open(conf_h).read()
     enum = re.search(r"enum conf_key \{(.*?)\};", src, re.S).group(1)
-    names = [k for k in re.findall(r"CONF_([A-Z_]+)", enum) if k != "KEY_COUNT"]
+    names = [k for k in re.findall(r"CONF_([A-Z0-9_]+)", enum) if k != "KEY_COUNT"]
     per_name = {"DATASET": "dataset.NAME", "RECIPE": "recipe.NAME", "PLUGIN": "plugin.NAME"}  # one line per NAME
     from_enum = [per_name.get(k, k.lower().replace("_", "-")) for k in names]
-    listed = re.findall(r"^ \*   ([a-z][a-z.A-Z-]*) = ", src, re.M)
+    listed = re.findall(r"^ \*   ([a-z][a-z0-9.A-Z-]*) = ", src, re.M)
     return from_enum, listed
 
 
@@ -201,7 +201,7 @@ def main():
            f"enum: {sorted(from_enum)}\nlisted: {sorted(listed)}")
         keys_part = conf.split("\nKEYS\n", 1)[-1].split("\nENVIRONMENT\n", 1)[0]
         heads = [(m.start(), m.group(1)) for m in
-                 re.finditer(r"^ {7}([a-z][a-zA-Z.-]*) = \S+$", keys_part, re.M)]
+                 re.finditer(r"^ {7}([a-z][a-z0-9A-Z.-]*) = \S+$", keys_part, re.M)]
         documented = [k for _, k in heads]
         missing = [k for k in from_enum if k not in documented]
         ok(not missing, "ringfeedd.conf.5: every key of proto/conf.h", f"missing: {missing}")

@@ -308,12 +308,14 @@ int cache_lookup(struct cache *c, const struct cache_key *key, struct rf_err *er
 }
 
 int cache_fetch(struct cache *c, struct fetch_client *fc, const struct fetch_req *req,
-                const struct cache_key *key, struct rf_err *err)
+                const struct cache_key *key, struct fetch_result *res, struct rf_err *err)
 {
     char p[CACHE_DIR_MAX + 300], part[CACHE_DIR_MAX + 400], pack_dir[CACHE_DIR_MAX + 32];
     struct fetch_sink sink = {.fd = -1};
     int r, fd = -1;
 
+    if (res)
+        memset(res, 0, sizeof(*res));
     r = cache_lookup(c, key, err);
     if (r != 0)
         return r < 0 ? r : 0;
@@ -344,7 +346,7 @@ int cache_fetch(struct cache *c, struct fetch_client *fc, const struct fetch_req
         goto unreserve;
     }
     sink.fd = fd;
-    r = fetch_get(fc, req, &sink, NULL, err);
+    r = fetch_get(fc, req, &sink, res, err);
     if (r < 0)
         goto unlink_part;
     if (fsync(fd) == -1) {

@@ -101,10 +101,11 @@ int cache_lookup(struct cache *c, const struct cache_key *key, struct rf_err *er
  * else a GET into cache-dir/packs/ID/.part-NAME-PID-N, fsync, verify,
  * rename over NAME.  Returns 0, -ENOBUFS over the budget, -EBADMSG when
  * the download does not verify (the part file is removed), or fetch_get's
- * and the file system's errors; each naming the object.
+ * and the file system's errors; each naming the object.  res (NULL
+ * accepted) is fetch_get's result when a GET was made (tries 0: none).
  */
 int cache_fetch(struct cache *c, struct fetch_client *fc, const struct fetch_req *req,
-                const struct cache_key *key, struct rf_err *err);
+                const struct cache_key *key, struct fetch_result *res, struct rf_err *err);
 
 /* Removes key's file (absent: 0) and its bytes from used. */
 int cache_evict(struct cache *c, const struct cache_key *key, struct rf_err *err);

@@ -143,3 +143,23 @@ def test_dropin_folder(daemon_factory, packed_fmnist, tmp_path):
     (dropins / "50-bad.conf").write_text("max-clients = 80\n")
     r = ctl(d.sock, "reload")
     assert r.stdout == "reloaded: max-clients\n", r.stdout
+
+
+def test_remote_datasets(tmp_path, packed_fmnist):
+    """A remote dataset's URL is checked by the parser (a bad one names the
+    line and the byte); a good one is not fetched by the check."""
+    conf = tmp_path / "ringfeedd.conf"
+    conf.write_text(f"dataset.fm = {packed_fmnist['test']}\n"
+                    "dataset.web = http://127.0.0.1:9/packs/web/\n"
+                    "cache-size = 2G\n"
+                    "s3-region = eu-west-1\n")
+    r = check("--config", str(conf))
+    assert r.returncode == 0, r
+    assert r.stdout == (f"{conf}: the configuration is good: 1 dataset(s) open, 0 warning(s), "
+                        "remote dataset(s) fetched into cache-dir at start\n"), r.stdout
+    conf.write_text("dataset.web = https://host/a//b/\ns3-endpoint = s3://bucket\n")
+    r = check("--config", str(conf))
+    assert r.returncode == 1, r
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith(f"{conf}:1: dataset.web: URL 'https://host/a//b/': byte "), lines
+    assert lines[1].startswith(f"{conf}:2: s3-endpoint: "), lines

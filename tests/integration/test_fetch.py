@@ -8,9 +8,6 @@ where moto or boto3 is missing).  Every wait is bounded.
 """
 import http.server
 import os
-import shutil
-import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -18,13 +15,11 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import wait_for  # noqa: E402
+from servers import (free_port, idx_pack, moto_server, nginx_server,  # noqa: E402
+                     requests_for)
 
 FETCH_RUN = os.environ.get("RINGFEED_FETCH_RUN", os.path.join(
     os.environ.get("RINGFEED_BUILD_DIR", "build"), "tests/fetch_run"))
-PACK = os.environ.get("RINGFEED_PACK", os.path.join(
-    os.environ.get("RINGFEED_BUILD_DIR", "build"), "tools/ringfeed-pack"))
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 
 def run(*args, retries=2, backoff=10, input=None):
@@ -34,85 +29,17 @@ def run(*args, retries=2, backoff=10, input=None):
     return p.returncode, p.stdout + p.stderr
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def listening(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory):
     """A tensor pack of 300 8x8 images in several small shards."""
-    root = tmp_path_factory.mktemp("pack")
-    n, h, w = 300, 8, 8
-    images = bytes((i * 7 + j) % 251 for i in range(n) for j in range(h * w))
-    with open(root / "images", "wb") as f:
-        f.write(struct.pack(">BBBBIII", 0, 0, 8, 3, n, h, w) + images)
-    with open(root / "labels", "wb") as f:
-        f.write(struct.pack(">BBBBI", 0, 0, 8, 1, n) + bytes(i % 10 for i in range(n)))
-    out = root / "srv" / "fm"
-    out.parent.mkdir()
-    subprocess.run([PACK, "idx", "--images", str(root / "images"), "--labels",
-                    str(root / "labels"), "--codec", "none", "--shard-size", "8K", str(out)],
-                   check=True, capture_output=True, timeout=60)
-    shards = sorted(p.name for p in out.iterdir() if p.name.endswith(".rfs"))
-    assert len(shards) >= 3
-    return out, shards
+    return idx_pack(tmp_path_factory.mktemp("pack"))
 
 
 @pytest.fixture(scope="module")
 def nginx(pack, tmp_path_factory):
     """nginx serving the pack's parent folder; /forbidden/ answers 403."""
-    if not os.path.exists(NGINX):
-        pytest.skip("nginx is not installed (scripts/install-deps installs nginx-light)")
-    d = tmp_path_factory.mktemp("nginx")
-    port = free_port()
-    conf = d / "nginx.conf"
-    temps = "".join(f"{k}_temp_path {d}/{k};\n" for k in ("client_body", "proxy", "fastcgi"))
-    # as root, nginx's workers would switch to nobody, who cannot read the
-    # test's 0700 temporary folders
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf.write_text(f"""daemon off;
-{user}
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
-events {{ worker_connections 64; }}
-http {{
-  access_log {d}/access.log;
-  {temps}
-  server {{
-    listen 127.0.0.1:{port};
-    root {pack[0].parent};
-    location /forbidden/ {{ return 403; }}
-  }}
-}}
-""")
-    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_for(lambda: listening(port) or proc.poll() is not None, "nginx", timeout=15)
-        if proc.poll() is not None:
-            pytest.fail(f"nginx did not start: {proc.stderr.read().decode()}")
-        yield f"http://127.0.0.1:{port}", d / "access.log"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
-
-
-def requests_for(log, path):
-    with open(log) as f:
-        return sum(1 for line in f if f"GET {path} " in line)
+    with nginx_server(pack[0].parent, tmp_path_factory.mktemp("nginx")) as srv:
+        yield srv
 
 
 def test_whole_and_ranged(nginx, pack, tmp_path):
@@ -284,44 +211,10 @@ def test_cache_folder_removed(faulty, tmp_path):
     assert rc == 1 and "cache folder /proc/no-such-place/cache" in out, out
 
 
-def boto_python():
-    for py in ("/usr/bin/python3", shutil.which("python3.11")):
-        if py and subprocess.run([py, "-c", "import boto3"], capture_output=True).returncode == 0:
-            return py
-    return None
-
-
 @pytest.fixture(scope="module")
 def moto(pack, tmp_path_factory):
-    server = shutil.which("moto_server")
-    if not server:
-        pytest.skip("moto_server is not installed")
-    py = boto_python()
-    if not py:
-        pytest.skip("no python3 with boto3 (neither /usr/bin/python3 nor python3.11)")
-    port = free_port()
-    d = tmp_path_factory.mktemp("moto")
-    log = open(d / "moto.log", "w")
-    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=log,
-                            stderr=subprocess.STDOUT)
-    try:
-        wait_for(lambda: listening(port) or proc.poll() is not None, "moto_server", timeout=30)
-        assert proc.poll() is None, (d / "moto.log").read_text()
-        endpoint = f"http://127.0.0.1:{port}"
-        setup = f"""
-import boto3, os, sys
-s3 = boto3.client("s3", endpoint_url="{endpoint}", region_name="us-east-1",
-                  aws_access_key_id="AKIDTEST", aws_secret_access_key="secrettest")
-s3.create_bucket(Bucket="rf-packs")
-for name in sorted(os.listdir("{pack[0]}")):
-    s3.upload_file(os.path.join("{pack[0]}", name), "rf-packs", "fm/" + name)
-"""
-        subprocess.run([py, "-c", setup], check=True, capture_output=True, timeout=60)
+    with moto_server(pack[0], tmp_path_factory.mktemp("moto")) as endpoint:
         yield endpoint
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
-        log.close()
 
 
 def test_s3_signed_get(moto, pack, tmp_path):

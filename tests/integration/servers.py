@@ -1,0 +1,142 @@
+"""servers.py - what test_fetch.py and test_remote.py share: a small idx
+pack, nginx serving a folder on loopback (with its access log, to count
+requests), and moto_server holding a pack in a bucket.  Each server is a
+context manager whose waits are bounded; a missing program skips the test,
+saying which."""
+import contextlib
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conftest import wait_for  # noqa: E402
+
+PACK = os.environ.get("RINGFEED_PACK", os.path.join(
+    os.environ.get("RINGFEED_BUILD_DIR", "build"), "tools/ringfeed-pack"))
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def listening(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def idx_pack(root, n=300, h=8, w=8, shard_size="8K"):
+    """A tensor pack of n h x w images in several small shards, in
+    root/srv/fm; returns (its folder, its shard names)."""
+    images = bytes((i * 7 + j) % 251 for i in range(n) for j in range(h * w))
+    with open(root / "images", "wb") as f:
+        f.write(struct.pack(">BBBBIII", 0, 0, 8, 3, n, h, w) + images)
+    with open(root / "labels", "wb") as f:
+        f.write(struct.pack(">BBBBI", 0, 0, 8, 1, n) + bytes(i % 10 for i in range(n)))
+    out = root / "srv" / "fm"
+    out.parent.mkdir()
+    subprocess.run([PACK, "idx", "--images", str(root / "images"), "--labels",
+                    str(root / "labels"), "--codec", "none", "--shard-size", shard_size, str(out)],
+                   check=True, capture_output=True, timeout=60)
+    shards = sorted(p.name for p in out.iterdir() if p.name.endswith(".rfs"))
+    assert len(shards) >= 3
+    return out, shards
+
+
+@contextlib.contextmanager
+def nginx_server(root, d):
+    """nginx serving the folder root, its files under d; /forbidden/ answers
+    403.  Yields (base URL, access log path)."""
+    if not os.path.exists(NGINX):
+        pytest.skip("nginx is not installed (scripts/install-deps installs nginx-light)")
+    port = free_port()
+    conf = d / "nginx.conf"
+    temps = "".join(f"{k}_temp_path {d}/{k};\n" for k in ("client_body", "proxy", "fastcgi"))
+    # as root, nginx's workers would switch to nobody, who cannot read the
+    # test's 0700 temporary folders
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf.write_text(f"""daemon off;
+{user}
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log {d}/access.log;
+  {temps}
+  server {{
+    listen 127.0.0.1:{port};
+    root {root};
+    location /forbidden/ {{ return 403; }}
+  }}
+}}
+""")
+    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: listening(port) or proc.poll() is not None, "nginx", timeout=15)
+        if proc.poll() is not None:
+            pytest.fail(f"nginx did not start: {proc.stderr.read().decode()}")
+        yield f"http://127.0.0.1:{port}", d / "access.log"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def requests_for(log, path):
+    """GETs of path in an nginx access log."""
+    with open(log) as f:
+        return sum(1 for line in f if f"GET {path} " in line)
+
+
+def boto_python():
+    for py in ("/usr/bin/python3", shutil.which("python3.11")):
+        if py and subprocess.run([py, "-c", "import boto3"], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+@contextlib.contextmanager
+def moto_server(pack_dir, d):
+    """moto_server on loopback with pack_dir's files under s3://rf-packs/fm/;
+    yields its endpoint.  Skips where moto or boto3 is missing."""
+    server = shutil.which("moto_server")
+    if not server:
+        pytest.skip("moto_server is not installed")
+    py = boto_python()
+    if not py:
+        pytest.skip("no python3 with boto3 (neither /usr/bin/python3 nor python3.11)")
+    port = free_port()
+    log = open(d / "moto.log", "w")
+    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: listening(port) or proc.poll() is not None, "moto_server", timeout=30)
+        assert proc.poll() is None, (d / "moto.log").read_text()
+        endpoint = f"http://127.0.0.1:{port}"
+        setup = f"""
+import boto3, os, sys
+s3 = boto3.client("s3", endpoint_url="{endpoint}", region_name="us-east-1",
+                  aws_access_key_id="AKIDTEST", aws_secret_access_key="secrettest")
+s3.create_bucket(Bucket="rf-packs")
+for name in sorted(os.listdir("{pack_dir}")):
+    s3.upload_file(os.path.join("{pack_dir}", name), "rf-packs", "fm/" + name)
+"""
+        subprocess.run([py, "-c", setup], check=True, capture_output=True, timeout=60)
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()

@@ -1,0 +1,219 @@
+"""test_remote.py - remote datasets end to end (daemon/remote.h): a pack
+served by nginx and by moto_server on loopback, fetched whole into the
+node cache and read with the same digest as the local folder; a restart
+fetches nothing again; a server that is down, a 404 shard and a cache-size
+too small each fail their dataset alone, naming why, while a local dataset
+serves on; a reload fetches a failed one again; ATTACH while the shards are
+held back by the server is refused with the progress.  Every wait is bounded (conftest.wait_for on STATS)."""
+import functools
+import http.server
+import os
+import shutil
+import signal
+import sys
+import threading
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conftest import Daemon, raw_request, run_read, wait_for  # noqa: E402
+from servers import (free_port, idx_pack, moto_server, nginx_server,  # noqa: E402
+                     requests_for)
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory):
+    return idx_pack(tmp_path_factory.mktemp("pack"))
+
+
+@pytest.fixture(scope="module")
+def nginx(pack, tmp_path_factory):
+    with nginx_server(pack[0].parent, tmp_path_factory.mktemp("nginx")) as srv:
+        yield srv
+
+
+def pack_files(folder):
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+
+
+def start(tmp_path, datasets, lines, env=None, name="rf.conf"):
+    """A daemon with datasets (name -> folder or URL) and config lines."""
+    conf = tmp_path / name
+    conf.write_text("".join(f"dataset.{k} = {v}\n" for k, v in datasets.items()) +
+                    "".join(f"{line}\n" for line in lines))
+    d = Daemon({}, extra=("--config", str(conf)), env=env)
+    try:
+        return d.start()
+    except BaseException:
+        d.cleanup()
+        raise
+
+
+def settled(d, served, failing=0):
+    """Waits until STATS shows served datasets and failing ones; returns STATS."""
+    wait_for(lambda: int(d.stats()["datasets"]) == served and
+             int(d.stats()["datasets.failing"]) == failing,
+             f"{served} dataset(s) served, {failing} failing", timeout=60)
+    return d.stats()
+
+
+def digest(d, name):
+    out, _ = run_read(d.sock, name, batch=64, extra=("--seed", "7"))
+    return out["digest"]
+
+
+def test_http_dataset_then_restart(nginx, pack, tmp_path):
+    base, log = nginx
+    cache = tmp_path / "cache"
+    lines = [f"cache-dir = {cache}", "cache-size = 1G"]
+    files = pack_files(pack[0])
+    # two datasets of one pack share the cache's files: fetched once
+    remote = {"web": f"{base}/fm/", "web2": f"{base}/fm/"}
+    d = start(tmp_path, {**remote, "local": pack[0]}, lines)
+    try:
+        st = settled(d, 3)
+        assert digest(d, "web") == digest(d, "local") == digest(d, "web2")
+        assert int(st["fetch.objects"]) == len(files), st
+        assert int(st["cache.limit_bytes"]) == 1 << 30
+        size = sum((pack[0] / f).stat().st_size for f in files)
+        assert int(st["cache.bytes"]) == size, st
+        assert int(st["fetch.failures"]) == 0 and int(st["fetch.retries"]) == 0
+    finally:
+        d.cleanup()
+    # each dataset reads the MANIFEST; the first also fetches it into the cache
+    for f in files:
+        assert requests_for(log, f"/fm/{f}") == (3 if f == "MANIFEST" else 1), f
+    # a restart reads the MANIFEST (the pack may have changed) and nothing else
+    d = start(tmp_path, {**remote, "local": pack[0]}, lines)
+    try:
+        st = settled(d, 3)
+        assert int(st["fetch.objects"]) == 0, st
+        assert digest(d, "web") == digest(d, "local")
+    finally:
+        d.cleanup()
+    for f in files:
+        assert requests_for(log, f"/fm/{f}") == (5 if f == "MANIFEST" else 1), f
+
+
+def test_s3_dataset(pack, tmp_path):
+    with moto_server(pack[0], tmp_path) as endpoint:
+        env = {"AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": "secrettest",
+               "HOME": str(tmp_path)}
+        d = start(tmp_path, {"lake": "s3://rf-packs/fm/", "local": pack[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}", f"s3-endpoint = {endpoint}",
+                   "s3-region = us-east-1"], env=env)
+        try:
+            settled(d, 2)
+            assert digest(d, "lake") == digest(d, "local")
+        finally:
+            d.cleanup()
+
+
+def test_server_down_fails_alone(pack, tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/fm/"
+    d = start(tmp_path, {"down": url, "local": pack[0]},
+              [f"cache-dir = {tmp_path / 'cache'}", "fetch-retries = 1"])
+    try:
+        st = settled(d, 1, failing=1)
+        assert int(st["fetch.failures"]) == 1 and int(st["fetch.retries"]) == 1, st
+        _, r = run_read(d.sock, "down", check=False)
+        assert r.returncode != 0 and url in r.stderr and "curl error 7" in r.stderr, r.stderr
+        digest(d, "local")
+    finally:
+        d.cleanup()
+
+
+def test_404_shard_one_request(pack, tmp_path):
+    root = tmp_path / "srv"
+    shutil.copytree(pack[0], root / "fm")
+    (root / "fm" / pack[1][1]).unlink()
+    with nginx_server(root, tmp_path) as (base, log):
+        d = start(tmp_path, {"holey": f"{base}/fm/", "local": pack[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}", "fetch-retries = 4"])
+        try:
+            settled(d, 1, failing=1)
+            _, r = run_read(d.sock, "holey", check=False)
+            assert r.returncode != 0 and "404" in r.stderr and pack[1][1] in r.stderr, r.stderr
+        finally:
+            d.cleanup()
+        assert requests_for(log, f"/fm/{pack[1][1]}") == 1
+
+
+def test_cache_size_too_small(tmp_path):
+    (tmp_path / "big").mkdir()
+    big, _ = idx_pack(tmp_path / "big", n=300, h=64, w=64, shard_size="256K")
+    with nginx_server(big.parent, tmp_path) as (base, log):
+        d = start(tmp_path, {"big": f"{base}/fm/"},
+                  [f"cache-dir = {tmp_path / 'cache'}", "cache-size = 1M"])
+        try:
+            settled(d, 0, failing=1)
+            _, r = run_read(d.sock, "big", check=False)
+            assert r.returncode != 0 and "cache-size is 1048576" in r.stderr, r.stderr
+            assert "fetching ahead and evicting are not built yet" in r.stderr, r.stderr
+        finally:
+            d.cleanup()
+        assert requests_for(log, "/fm/MANIFEST") == 1
+
+
+def test_reload_fetches_a_failed_one(pack, tmp_path):
+    root = tmp_path / "srv"
+    (root / "fm").mkdir(parents=True)
+    with nginx_server(root, tmp_path) as (base, _):
+        d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}", "fetch-retries = 0"])
+        try:
+            settled(d, 1, failing=1)
+            reply = raw_request(d.sock, b"ATTACH dataset=web batch=10\n").decode()
+            assert reply.startswith("ERR ") and "404" in reply and f"{base}/fm/" in reply, reply
+            # the operator publishes the pack and reloads: it is fetched and served
+            shutil.rmtree(root / "fm")
+            shutil.copytree(pack[0], root / "fm")
+            reloads = int(d.stats()["reloads"])
+            d.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: int(d.stats()["reloads"]) > reloads, "the reload", timeout=60)
+            st = settled(d, 2)
+            assert st["reloads.failed"] == "0", d.read_log()[-2000:]
+            assert digest(d, "web") == digest(d, "local")
+        finally:
+            d.cleanup()
+
+
+class HeldHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the pack, but holds every shard until the test releases it."""
+    release = threading.Event()
+    asked = threading.Event()
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        if self.path.endswith(".rfs"):
+            self.asked.set()
+            self.release.wait(60)
+        super().do_GET()
+
+
+def test_attach_while_fetching_is_refused_with_progress(pack, tmp_path):
+    handler = functools.partial(HeldHandler, directory=str(pack[0].parent))
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    d = None
+    try:
+        d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}"])
+        assert HeldHandler.asked.wait(60), "no shard was asked for"
+        st = d.stats()
+        assert st["datasets"] == "1" and st["datasets.failing"] == "0", st
+        reply = raw_request(d.sock, b"ATTACH dataset=web batch=10\n").decode()
+        assert reply.startswith("ERR ") and "not served yet, still fetching: 0 of " in reply, reply
+        assert f"{base}/fm/" in reply, reply
+        HeldHandler.release.set()
+        settled(d, 2)
+        assert digest(d, "web") == digest(d, "local")
+    finally:
+        HeldHandler.release.set()
+        if d:
+            d.cleanup()
+        srv.shutdown()
+        srv.server_close()
