@@ -1054,7 +1054,7 @@ def main(build):
             assert r.returncode == 0, f"dpkg --purge: {r.stdout[-2000:]}{r.stderr[-2000:]}"
             c.ctl("daemon-reload")
             left = [f for f in files if os.path.lexists(root + f)]
-            left += [p for p in ("/etc/ringfeed", "/var/lib/ringfeed")
+            left += [p for p in ("/etc/ringfeed", "/var/lib/ringfeed", "/var/cache/ringfeed")
                      if os.path.lexists(root + p)]
             # (exit 1 when nothing matches)
             units = c.ctl("list-unit-files", "--no-legend", "ringfeed*", check=False).stdout.strip()
