@@ -140,3 +140,16 @@ for name in sorted(os.listdir("{pack_dir}")):
         proc.terminate()
         proc.wait(timeout=15)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory):
+    """A tensor pack of 300 8x8 images in several small shards (idx_pack)."""
+    return idx_pack(tmp_path_factory.mktemp("pack"))
+
+
+@pytest.fixture(scope="module")
+def nginx(pack, tmp_path_factory):
+    """nginx serving the pack's parent folder; /forbidden/ answers 403."""
+    with nginx_server(pack[0].parent, tmp_path_factory.mktemp("nginx")) as srv:
+        yield srv

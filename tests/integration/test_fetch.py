@@ -15,8 +15,8 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from servers import (free_port, idx_pack, moto_server, nginx_server,  # noqa: E402
-                     requests_for)
+from servers import (free_port, moto_server, requests_for,  # noqa: E402
+                     nginx, pack)  # noqa: F401 (fixtures)
 
 FETCH_RUN = os.environ.get("RINGFEED_FETCH_RUN", os.path.join(
     os.environ.get("RINGFEED_BUILD_DIR", "build"), "tests/fetch_run"))
@@ -27,19 +27,6 @@ def run(*args, retries=2, backoff=10, input=None):
     p = subprocess.run([FETCH_RUN, "--retries", str(retries), "--backoff-ms", str(backoff),
                         *args], capture_output=True, text=True, timeout=60, input=input)
     return p.returncode, p.stdout + p.stderr
-
-
-@pytest.fixture(scope="module")
-def pack(tmp_path_factory):
-    """A tensor pack of 300 8x8 images in several small shards."""
-    return idx_pack(tmp_path_factory.mktemp("pack"))
-
-
-@pytest.fixture(scope="module")
-def nginx(pack, tmp_path_factory):
-    """nginx serving the pack's parent folder; /forbidden/ answers 403."""
-    with nginx_server(pack[0].parent, tmp_path_factory.mktemp("nginx")) as srv:
-        yield srv
 
 
 def test_whole_and_ranged(nginx, pack, tmp_path):

@@ -17,19 +17,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import Daemon, raw_request, run_read, wait_for  # noqa: E402
-from servers import (free_port, idx_pack, moto_server, nginx_server,  # noqa: E402
-                     requests_for)
-
-
-@pytest.fixture(scope="module")
-def pack(tmp_path_factory):
-    return idx_pack(tmp_path_factory.mktemp("pack"))
-
-
-@pytest.fixture(scope="module")
-def nginx(pack, tmp_path_factory):
-    with nginx_server(pack[0].parent, tmp_path_factory.mktemp("nginx")) as srv:
-        yield srv
+from servers import (free_port, idx_pack, moto_server, nginx_server, requests_for,  # noqa: E402
+                     nginx, pack)  # noqa: F401 (fixtures)
 
 
 def pack_files(folder):
