@@ -143,6 +143,7 @@ static void take_samples(struct daemon *d, uint64_t now)
             t->share = -1;
         }
         t->waited[k] = c.waited_ns;
+        t->net_waited[k] = c.net_waited_ns;
         t->full[k] = c.depth && c.ready >= c.depth;
         t->failed = c.failed;
     }
@@ -178,6 +179,8 @@ static void make_snapshot(struct daemon *d, struct as_snapshot *s)
             .id = t->id,
             .span_ns = as->t[k] - as->t[f],
             .waited_ns = t->waited[k] >= t->waited[f] ? t->waited[k] - t->waited[f] : 0,
+            .net_waited_ns = t->net_waited[k] >= t->net_waited[f]
+                             ? t->net_waited[k] - t->net_waited[f] : 0,
             .samples = (uint32_t)(tick - from + 1),
             .failed = t->failed,
         };

@@ -59,6 +59,9 @@ enum as_bound {
     AS_BOUND_NONE,     /* "-": too new to judge, failed, or in between */
     AS_BOUND_INPUT,    /* "input": it waited on the daemon more than input_share */
     AS_BOUND_COMPUTE,  /* "compute": it hardly waited, or its ring stayed full */
+    AS_BOUND_NETWORK,  /* "network": input-bound, while its next batch waited for a
+                          remote shard at least half as long (ahead.h): more
+                          workers would not help, the link or the cache would */
     AS_BOUND_COUNT
 };
 
@@ -76,6 +79,7 @@ struct as_client_obs {
     uint32_t id;
     uint64_t span_ns;            /* of the window it was followed (first to last sample) */
     uint64_t waited_ns;          /* its wait (sched_client.waited_ns) over span_ns */
+    uint64_t net_waited_ns;      /* its stream's network wait (sched_client.net_waited_ns) */
     uint32_t samples;            /* samples in that span, both ends included */
     uint32_t full;               /* of them, with its ring full (ready >= depth) */
     bool failed;                 /* its stream failed: it needs no workers */
@@ -140,6 +144,7 @@ struct as_track {
     uint32_t id;
     uint64_t since;              /* the tick it was first seen */
     uint64_t waited[AS_HIST];    /* its waited_ns at each tick, by tick % AS_HIST */
+    uint64_t net_waited[AS_HIST]; /* its net_waited_ns likewise */
     bool full[AS_HIST];          /* its ring full at each tick */
     bool failed;
     enum as_bound bound;         /* the last tick's verdict */

@@ -18,6 +18,11 @@
  *   - followed for less than half the window (samples - 1 < (W + 1) / 2),
  *     or failed: "-", it counts for nothing;
  *   - input-bound: it waited more than input_share (10%) of the span;
+ *   - network-bound: input-bound, and its stream's next batch waited for
+ *     a remote shard (sched_client.net_waited_ns) at least half as long as
+ *     it waited: it counts as neither input- nor compute-bound, so it
+ *     neither grows the pool (workers would not fetch faster) nor lets it
+ *     shrink;
  *   - compute-bound: it waited at most compute_share (2%), or its ring was
  *     full at full_share (half) of the samples or more;
  *   - else "-": in between, it neither asks for a worker nor gives one up.
@@ -103,6 +108,7 @@ const char *autoscale_bound_name(enum as_bound b)
         [AS_BOUND_NONE] = "-",
         [AS_BOUND_INPUT] = "input",
         [AS_BOUND_COMPUTE] = "compute",
+        [AS_BOUND_NETWORK] = "network",
     };
 
     return (unsigned)b < AS_BOUND_COUNT ? names[b] : "?";
@@ -125,7 +131,7 @@ enum as_bound autoscale_classify(const struct as_params *p, const struct as_clie
     if (c->failed)
         return AS_BOUND_NONE;
     if (s > p->input_share)
-        return AS_BOUND_INPUT;
+        return c->net_waited_ns * 2 >= c->waited_ns ? AS_BOUND_NETWORK : AS_BOUND_INPUT;
     if (s <= p->compute_share || (double)c->full >= p->full_share * (double)c->samples)
         return AS_BOUND_COMPUTE;
     return AS_BOUND_NONE;

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ahead.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -94,15 +95,15 @@ void catalog_start_fetches(struct daemon *d)
             start_fetch(d, &d->cf, i);
 }
 
-void catalog_fetched(struct daemon *d, uint32_t slot, const char *name, const char *url,
-                     const char *dir, struct dataset *ds)
+int catalog_fetched(struct daemon *d, uint32_t slot, const char *name, const char *url,
+                    const char *dir, struct dataset *ds)
 {
     struct catalog_entry *e = &d->cat[slot];
     const struct dataset_info *info;
 
     if (!e->fetching || strcmp(e->failed_name, name) != 0 || strcmp(e->url, url) != 0) {
         dataset_close(ds); /* a reload dropped it while it was fetched */
-        return;
+        return -ESTALE;
     }
     e->fetching = false;
     e->failed_name[0] = '\0';
@@ -116,6 +117,7 @@ void catalog_fetched(struct daemon *d, uint32_t slot, const char *name, const ch
              e->dir, (unsigned long long)info->samples, dataset_kind_name(info->kind),
              info->classes, url);
     pool_roll(d); /* the workers learn it */
+    return 0;
 }
 
 void catalog_fetch_failed(struct daemon *d, uint32_t slot, const char *name, const char *url,
@@ -346,6 +348,7 @@ static void make_hole(struct daemon *d, uint32_t i)
     char failed[sizeof(d->cat[i].failed)], failed_name[sizeof(d->cat[i].failed_name)];
     uint32_t kept = 0;
 
+    ahead_forget(d, i); /* a remote dataset's shard states */
     dataset_close(d->cat[i].ds);
     for (uint32_t q = 0; q < d->quarantine.n; q++)
         if (d->quarantine.items[q].dataset_id != i)

@@ -93,9 +93,11 @@ const char *catalog_failed_reason(const struct daemon *d, const char *name);
  * backend by it, daemon/worker/io.h). */
 uint64_t catalog_data_bytes(const struct daemon *d);
 /* Slot's remote fetch ended: place ds (its folder in the cache dir) there
- * and restart the workers (pool_roll), or fail the slot alone with why. */
-void catalog_fetched(struct daemon *d, uint32_t slot, const char *name, const char *url,
-                     const char *dir, struct dataset *ds);
+ * and restart the workers (pool_roll): 0; or -ESTALE when a reload dropped
+ * the slot meanwhile (ds closed).  catalog_fetch_failed fails the slot
+ * alone with why. */
+int catalog_fetched(struct daemon *d, uint32_t slot, const char *name, const char *url,
+                    const char *dir, struct dataset *ds);
 void catalog_fetch_failed(struct daemon *d, uint32_t slot, const char *name, const char *url,
                           const char *why);
 /* Starts the remote fetches catalog_open marked (the loop runs now). */

@@ -79,6 +79,8 @@ struct daemon {
     /* totals that outlive streams and workers */
     uint64_t attaches, detaches, attach_refused, clients_killed;
     uint64_t datasets_failed;  /* catalogue entries failed (catalog_fail) */
+    struct ahead *ahead;       /* ahead.c's: remote datasets' shards, NULL until the
+                                  first remote dataset is fetched */
     struct remote *remote;     /* remote.c's: the cache and fetch client, NULL until the
                                   first remote dataset is fetched */
     uint64_t batches, samples;

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "affinity.h"
+#include "ahead.h"
 #include "buildid.h"
 #include "checkconf.h"
 #include "confload.h"
@@ -383,6 +384,10 @@ static const struct sched_ops sched_ops = {
     .find_dataset = catalog_find,
     .failed_reason = catalog_failed_reason,
     .dataset_names = catalog_names,
+    .on_demand = ahead_serves,
+    .shards_ready = ahead_ready,
+    .shards_hold = ahead_hold,
+    .shards_release = ahead_release,
 };
 
 int main(int argc, char **argv)
@@ -471,6 +476,15 @@ int main(int argc, char **argv)
     }
     if (catalog_open(&d) < 0)
         return 1;
+    /* libuv's pool runs ring work (stream.c) and fetches of remote shards
+     * (ahead.h): room for AHEAD_FETCHES beside its default 4, unless the
+     * environment sizes it */
+    {
+        char n[16];
+
+        snprintf(n, sizeof(n), "%d", AHEAD_FETCHES_POOL);
+        setenv("UV_THREADPOOL_SIZE", n, 0);
+    }
     uv_loop_init(&loop);
     loop.data = &d;
     d.loop = &loop;

@@ -69,6 +69,8 @@ size_t sched_job_message(const struct job *j, struct wire_job *m)
  * with its last job), and so does its group. */
 void plan_job_free(struct daemon *d, struct job *j)
 {
+    if (j->hold.n)
+        d->sched.ops->shards_release(d, &j->hold);
     for (uint32_t i = 0; i < j->ntargets; i++) {
         struct stream *st = j->t[i].st;
 
@@ -143,6 +145,57 @@ void plan_untarget_queued(struct daemon *d, struct stream *st)
     }
 }
 
+/* Ends the network waits of m[] (NET_WAITS in stream.h), if any. */
+static void net_wait_end(struct daemon *d, struct stream *const *m, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!m[i]->net_wait_since)
+            continue;
+        m[i]->net_wait_ns += sched_now(d) - m[i]->net_wait_since;
+        m[i]->net_waits++;
+        m[i]->net_wait_since = 0;
+    }
+}
+
+/*
+ * An on-demand dataset's batch (ahead.h): its samples into a new *out,
+ * then is every shard they lie in in the node cache?  0: yes (the caller
+ * holds them per job and frees *out); -EAGAIN: not yet, the streams wait
+ * on the network (their wait begins now, if it had not); -ECANCELED: the
+ * shards cannot be had, and the streams failed with why; -ENOMEM.
+ */
+static int shards_gate(struct daemon *d, struct stream *const *m, uint32_t n,
+                       const struct sampler *s, uint64_t seq, uint32_t count, uint64_t **out)
+{
+    struct stream *st = m[0];
+    uint64_t *samples = malloc((count ? count : 1) * sizeof(*samples));
+    struct rf_err err;
+    int rc;
+
+    *out = NULL;
+    if (!samples)
+        return -ENOMEM;
+    for (uint32_t j = 0; j < count; j++)
+        samples[j] = stream_index(st, sampler_sample(s, seq, j));
+    rc = d->sched.ops->shards_ready(d, st->dataset_id, samples, count, &err);
+    if (rc == 0) {
+        net_wait_end(d, m, n);
+        *out = samples;
+        return 0;
+    }
+    free(samples);
+    if (rc == -EAGAIN) {
+        for (uint32_t i = 0; i < n; i++)
+            if (!m[i]->net_wait_since)
+                m[i]->net_wait_since = sched_now(d) | 1;
+        return -EAGAIN;
+    }
+    net_wait_end(d, m, n);
+    for (uint32_t i = 0; i < n; i++)
+        stream_fail(d, m[i], rc, err.msg);
+    return -ECANCELED;
+}
+
 int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
                       struct share_group *grp)
 {
@@ -151,6 +204,7 @@ int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
     struct sampler s;
     uint32_t count, per, chunks;
     struct job *jobs[RING_MAX_CHUNKS];
+    uint64_t *samples = NULL;       /* an on-demand dataset's: the batch's samples */
 
     stream_batch_pos(st, st->next_g, &epoch, &seq);
     if (epoch > SCHED_EPOCH_MAX)
@@ -159,6 +213,13 @@ int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
         return -EINVAL;
     /* how many samples; which ones, the workers work out (wire.h) */
     count = sampler_batch_count(&s, seq);
+    if (d->sched.ops->shards_ready && d->sched.ops->on_demand &&
+        d->sched.ops->on_demand(d, st->dataset_id)) {
+        int rc = shards_gate(d, m, n, &s, seq, count, &samples);
+
+        if (rc < 0)
+            return rc;
+    }
     per = (count + RING_MAX_CHUNKS - 1) / RING_MAX_CHUNKS;
     if (per < JOB_WORK_NS / st->cost_ns)
         per = (uint32_t)(JOB_WORK_NS / st->cost_ns);
@@ -173,12 +234,27 @@ int plan_batch(struct daemon *d, struct stream *const *m, uint32_t n,
     /* every job first: a batch is planned whole or not at all */
     for (uint32_t c = 0; c < chunks; c++) {
         jobs[c] = fault_calloc(1, sizeof(*jobs[c]));
+        if (jobs[c] && samples) {
+            uint32_t first = c * per, cnt = count - first < per ? count - first : per;
+
+            if (d->sched.ops->shards_hold(d, st->dataset_id, samples + first, cnt,
+                                          &jobs[c]->hold) < 0) {
+                free(jobs[c]);
+                jobs[c] = NULL;
+            }
+        }
         if (!jobs[c]) {
-            while (c > 0)
-                free(jobs[--c]);
+            while (c > 0) {
+                c--;
+                if (samples)
+                    d->sched.ops->shards_release(d, &jobs[c]->hold);
+                free(jobs[c]);
+            }
+            free(samples);
             return -ENOMEM;
         }
     }
+    free(samples);
 
     for (uint32_t i = 0; i < n; i++) {
         uint64_t g = m[i]->next_g;
@@ -253,6 +329,8 @@ void plan_failed(struct daemon *d, struct stream *const *m, uint32_t n, int rc)
             if (st->released == st->next_g)
                 stream_fail(d, st, -EOVERFLOW, "the stream reached epoch 4294967296: epochs "
                             "are numbered 0..4294967295 (the sampler's key)");
+        } else if (rc == -EAGAIN || rc == -ECANCELED) {
+            /* waits for a shard (ahead.h), or failed already */
         } else if (rc == -ENOMEM) {
             /* nothing of the batch was queued: the client gets an error
              * rather than a wait that never ends */
@@ -321,6 +399,38 @@ void plan_fill_stream(struct daemon *d, struct stream *st)
             plan_failed(d, &st, 1, rc);
             break;
         }
+    }
+}
+
+void sched_walk_ahead(struct daemon *d, uint32_t dataset, uint64_t max,
+                      bool (*use)(void *arg, uint64_t sample, uint64_t ahead, uint32_t order,
+                                  bool next),
+                      void *arg)
+{
+    uint32_t order = 0;
+
+    for (struct stream *st = d->sched.streams; st; st = st->next) {
+        uint64_t ahead = 0;
+        bool go = true;
+
+        if (st->dataset_id != dataset || stream_ended(st))
+            continue;
+        for (uint64_t g = st->next_g; go && ahead < max; g++) {
+            uint64_t epoch, seq;
+            struct sampler s;
+            uint32_t count;
+
+            stream_batch_pos(st, g, &epoch, &seq);
+            if (epoch > SCHED_EPOCH_MAX || stream_sampler(st, epoch, &s) < 0)
+                break;
+            count = sampler_batch_count(&s, seq);
+            for (uint32_t j = 0; go && j < count; j++, ahead++)
+                go = use(arg, stream_index(st, sampler_sample(&s, seq, j)), ahead, order,
+                         g == st->next_g);
+            if (count == 0)
+                break;
+        }
+        order++;
     }
 }
 

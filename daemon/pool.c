@@ -611,7 +611,8 @@ static void worker_spawn(struct daemon *d, struct worker *w)
     args[argc++] = databytes;
     for (uint32_t i = 0; i < d->ncat && i < 64; i++) {
         snprintf(dsargs[i], sizeof(dsargs[i]), "%s=%s", d->cat[i].name, d->cat[i].dir);
-        args[argc++] = "--dataset";
+        /* a remote dataset's shards come and go in the node cache (ahead.h) */
+        args[argc++] = d->cat[i].url[0] ? "--dataset-on-demand" : "--dataset";
         args[argc++] = dsargs[i];
     }
     /* the plugins the main process loaded and checked (catalog_load_plugins) */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ahead.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -95,28 +96,49 @@ static int remote_ensure(struct daemon *d, const struct conf *cf, struct rf_err 
         free(r);
         return rc;
     }
+    rc = ahead_init(d, r->cache, r->fc, cf->cache_evict == CONF_EVICT_LRU ? AHEAD_LRU
+                                                                         : AHEAD_BELADY);
+    if (rc < 0) {
+        fetch_client_free(r->fc);
+        cache_close(r->cache);
+        free(r);
+        return rf_err_set(err, rc, "out of memory for the remote fetch state");
+    }
     snprintf(r->cache_dir, sizeof(r->cache_dir), "%s", cf->cache_dir);
     d->remote = r;
-    log_info("cache folder %s: %llu of %llu bytes used (cache-size); fetch-retries %u",
-             cf->cache_dir, (unsigned long long)cache_used(r->cache),
-             (unsigned long long)cache_budget(r->cache), cf->fetch_retries);
+    log_info("cache folder %s: %llu of %llu bytes used (cache-size); fetch-retries %u; "
+             "cache-evict %s", cf->cache_dir, (unsigned long long)cache_used(r->cache),
+             (unsigned long long)cache_budget(r->cache), cf->fetch_retries,
+             conf_cache_evict_name(cf->cache_evict));
     return 0;
 }
 
-/* The URL of the pack's file name into out: URL/name for http(s), the
- * object's URL for s3. */
-static int object_url(const struct fetch_job *j, const struct url *u, const struct s3_target *t,
+int remote_object_url(const char *base, const struct url *u, const struct s3_target *t,
                       const char *name, char *out, size_t cap, struct rf_err *err)
 {
     int n;
 
     if (u->scheme == URL_S3)
-        return s3_object_url(t, j->url, u, name, out, cap, err);
-    n = snprintf(out, cap, "%s%s%s", j->url, u->dir ? "" : "/", name);
+        return s3_object_url(t, base, u, name, out, cap, err);
+    n = snprintf(out, cap, "%s%s%s", base, u->dir ? "" : "/", name);
     if (n < 0 || (size_t)n >= cap)
         return rf_err_set(err, -ENAMETOOLONG, "%s: the URL of %s is longer than %zu bytes",
-                          j->url, name, cap - 1);
+                          base, name, cap - 1);
     return 0;
+}
+
+static int object_url(const struct fetch_job *j, const struct url *u, const struct s3_target *t,
+                      const char *name, char *out, size_t cap, struct rf_err *err)
+{
+    return remote_object_url(j->url, u, t, name, out, cap, err);
+}
+
+static void count(struct remote *r, const struct fetch_result *res, int rc, bool object);
+
+void remote_count(struct daemon *d, const struct fetch_result *res, int rc)
+{
+    if (d->remote)
+        count(d->remote, res, rc, true);
 }
 
 /* Counts one GET's result into the module's counters. */
@@ -131,16 +153,14 @@ static void count(struct remote *r, const struct fetch_result *res, int rc, bool
         atomic_fetch_add(&r->fetch_objects, 1);
 }
 
-/* The files the MANIFEST names (shards, dict, sources, subsets, and the
- * MANIFEST itself), as cache keys; returns how many (at most cap). */
+/* The files the MANIFEST names but the shards (dict, sources, subsets,
+ * and the MANIFEST itself), as cache keys; returns how many (at most cap).
+ * The shards are fetched when the streams need them (ahead.h). */
 static uint32_t pack_keys(const struct manifest *m, uint64_t id, const char *text, size_t len,
                           struct cache_key *keys, uint32_t cap)
 {
     uint32_t n = 0;
 
-    for (uint32_t s = 0; s < m->nshards && n < cap; s++)
-        keys[n++] = (struct cache_key){id, manifest_shard_name(m, s), m->shards[s].bytes,
-                                       m->shards[s].index_crc, CACHE_CHECK_SHARD};
     if (m->has_dict && n < cap)
         keys[n++] = (struct cache_key){id, manifest_dict_name(m), m->dict_size, m->dict_crc,
                                        CACHE_CHECK_CRC};
@@ -202,15 +222,18 @@ static void fetch_work(uv_work_t *req)
         else
             n = pack_keys(&m, dataset_identity_of(text, res.bytes), text, res.bytes, keys, cap);
     }
+    /* the small files stay while the dataset is served; each shard must
+     * fit beside them (a batch's shards together: ahead_ready) */
     for (uint32_t i = 0; rc == 0 && i < n; i++)
         total += keys[i].bytes;
-    if (rc == 0 && total > cache_budget(r->cache))
-        rc = rf_err_set(&j->err, -EFBIG,
-                        "%s: the pack is %llu bytes but cache-size is %llu: a remote dataset "
-                        "is fetched whole into the cache (fetching ahead and evicting are not "
-                        "built yet); raise cache-size or serve a smaller pack", j->url,
-                        (unsigned long long)total,
-                        (unsigned long long)cache_budget(r->cache));
+    for (uint32_t s = 0; rc == 0 && s < m.nshards; s++)
+        if (total + m.shards[s].bytes > cache_budget(r->cache))
+            rc = rf_err_set(&j->err, -EFBIG,
+                            "%s: shard %s is %llu bytes and the pack's other files %llu, but "
+                            "cache-size is %llu: raise cache-size", j->url,
+                            manifest_shard_name(&m, s), (unsigned long long)m.shards[s].bytes,
+                            (unsigned long long)total,
+                            (unsigned long long)cache_budget(r->cache));
     if (rc == 0)
         atomic_store(&j->total, n);
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
@@ -225,6 +248,17 @@ static void fetch_work(uv_work_t *req)
     if (rc == 0 && (rc = cache_path(r->cache, &keys[n - 1], j->folder, sizeof(j->folder),
                                     &j->err)) == 0)
         *strrchr(j->folder, '/') = '\0'; /* .../packs/ID/MANIFEST -> .../packs/ID */
+    /* the shards a run before left in the cache, verified here off the
+     * loop (once per file after the cache's open), so ahead_add finds them */
+    for (uint32_t s = 0; rc == 0 && s < m.nshards; s++) {
+        struct cache_key k = {keys[n - 1].pack, manifest_shard_name(&m, s),
+                              m.shards[s].bytes, m.shards[s].index_crc, CACHE_CHECK_SHARD,
+                              false};
+        struct rf_err e;
+
+        if (cache_lookup(r->cache, &k, &e) < 0)
+            log_warn("%s", e.msg);
+    }
     if (rc < 0 && !strstr(j->err.msg, j->url)) /* an s3 object's https URL, a cache error */
         rf_err_prefix(&j->err, "%s", j->url);
     j->rc = rc;
@@ -291,10 +325,15 @@ static void fetch_done(uv_work_t *req, int status)
     start_waiting(d);
     if (j->rc == 0) {
         struct dataset *ds;
-        int rc = dataset_open(j->folder, &ds, &j->err);
+        int rc = dataset_open_flags(j->folder, DATASET_OPEN_ON_DEMAND, &ds, &j->err);
 
+        /* the shards' states first: the slot takes ATTACHes once placed */
+        if (rc == 0 && (rc = ahead_add(d, j->slot, ds, j->url, j->s3_endpoint, j->s3_region,
+                                       &j->err)) < 0)
+            dataset_close(ds);
         if (rc == 0) {
-            catalog_fetched(d, j->slot, j->name, j->url, j->folder, ds);
+            if (catalog_fetched(d, j->slot, j->name, j->url, j->folder, ds) < 0)
+                ahead_forget(d, j->slot);
             free(j);
             return;
         }
@@ -366,6 +405,7 @@ void remote_counts(const struct daemon *d, struct remote_counts *out)
 
 void remote_stop(struct daemon *d)
 {
+    ahead_stop(d);
     if (d->remote)
         fetch_client_cancel(d->remote->fc);
 }
@@ -380,6 +420,7 @@ void remote_close(struct daemon *d)
         d->remote->jobs = j->next;
         free(j);
     }
+    ahead_close(d);
     fetch_client_free(d->remote->fc);
     cache_close(d->remote->cache);
     free(d->remote);

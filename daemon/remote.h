@@ -66,6 +66,17 @@ int remote_fetch(struct daemon *d, const struct conf *cf, uint32_t slot, const c
  * before it is read.  0, or -ENOENT when no fetch runs for slot. */
 int remote_progress(const struct daemon *d, uint32_t slot, char *buf, size_t cap);
 
+struct url;
+struct s3_target;
+struct fetch_result;
+/* The URL of file name of the pack at base (u its parse; t, for s3, what
+ * s3_resolve filled) into out: base/name, or the object's URL.  0 or
+ * -ENAMETOOLONG with err. */
+int remote_object_url(const char *base, const struct url *u, const struct s3_target *t,
+                      const char *name, char *out, size_t cap, struct rf_err *err);
+/* Counts one file's fetch (fetch.h's result, its rc) into the counters. */
+void remote_count(struct daemon *d, const struct fetch_result *res, int rc);
+
 /* Counters for STATS and METRICS. */
 void remote_counts(const struct daemon *d, struct remote_counts *out);
 

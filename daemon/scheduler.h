@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "ahead.h"
 #include "fairq.h"
 #include "hist.h"
 #include "share.h"
@@ -61,6 +62,7 @@ struct job {
     int32_t worker;            /* pool index running it, -1 when queued */
     int32_t progress;          /* last WIRE_PROGRESS sample, -1 none */
     int32_t suspect;           /* sample a careful run died on, -1 none */
+    struct ahead_hold hold;    /* an on-demand dataset's shards it reads (ahead.h) */
 };
 
 
@@ -99,6 +101,15 @@ struct sched_ops {
     int (*find_dataset)(const struct daemon *d, const char *name);
     const char *(*failed_reason)(const struct daemon *d, const char *name);
     void (*dataset_names)(const struct daemon *d, char *buf, size_t cap);
+    /* on-demand datasets (ahead.h; NULL: none): is the dataset one; can a
+     * batch of these samples be planned now; hold and release a job's
+     * shards */
+    bool (*on_demand)(const struct daemon *d, uint32_t dataset_id);
+    int (*shards_ready)(struct daemon *d, uint32_t dataset_id, const uint64_t *samples,
+                        uint32_t n, struct rf_err *err);
+    int (*shards_hold)(struct daemon *d, uint32_t dataset_id, const uint64_t *samples,
+                       uint32_t n, struct ahead_hold *h);
+    void (*shards_release)(struct daemon *d, struct ahead_hold *h);
     /* the clock (ns) the scheduler times holds, waits and windows by; NULL:
      * CLOCK_MONOTONIC (clock_mono_ns).  Tests give their own to play time */
     uint64_t (*now)(void);
@@ -164,6 +175,18 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
 void sched_released(struct daemon *d, struct stream *st);
 /* Schedules every batch the rings have room for. */
 void sched_fill(struct daemon *d);
+/*
+ * For ahead.c's walk: calls use(arg, sample, ahead, order, next) for the
+ * samples of every live stream of dataset, in the order they will be
+ * planned, from its next batch to plan on: ahead counts that stream's
+ * samples from 0, order is the stream's place in the list, next says the
+ * sample is in its next batch.  A stream's walk ends when use returns
+ * false, after max samples, or at the last epoch.
+ */
+void sched_walk_ahead(struct daemon *d, uint32_t dataset, uint64_t max,
+                      bool (*use)(void *arg, uint64_t sample, uint64_t ahead, uint32_t order,
+                                  bool next),
+                      void *arg);
 /* Queues j at the back of its stream's queue, or with front (a job run
  * again after its worker died) at the front of it; the queue owns j until
  * sched_dequeue hands it out. */
@@ -187,6 +210,8 @@ size_t sched_job_message(const struct job *j, struct wire_job *m);
 void sched_ring_message(const struct stream *st, struct wire_ring_add *m);
 int sched_ring_fd(const struct stream *st);
 uint32_t sched_ring_id(const struct stream *st);
+/* Streams whose next batch waits for a remote shard now (NET_WAITS). */
+uint32_t sched_network_waiting(const struct daemon *d);
 bool sched_worker_knows(const struct stream *st, int32_t worker);
 void sched_worker_learns(struct stream *st, int32_t worker, bool knows);
 /* A worker exited: no stream's ring is mapped there any more. */
@@ -206,6 +231,9 @@ struct sched_client {
     const char *dataset, *name;    /* name: "" when the client gave none */
     uint32_t rank, world, batch, depth;
     uint64_t batches, samples, waited_ns, ready, inflight, ring_bytes;
+    uint64_t net_waited_ns;        /* NET_WAITS (stream.h): its next batch waited for a
+                                    * remote shard, the wait going on included */
+    uint64_t net_waits;            /* those waits ended */
     uint64_t waits;                /* waits ended (stream.c WAITS); waited_ns adds
                                     * the one going on, if any */
     uint64_t production_ns;        /* plan to publication, its batches together */

@@ -41,6 +41,7 @@
 
 #include "revision.h"
 #include "config.h"
+#include "ahead.h"
 #include "augment.h"
 #include "daemon.h"
 #include "log.h"
@@ -73,6 +74,14 @@ static double bad_total(struct daemon *d)
     for (int i = 0; i < BAD_KIND_COUNT; i++)
         n += (double)c.bad[i];
     return n;
+}
+
+static struct ahead_counts ahead(const struct daemon *d)
+{
+    struct ahead_counts c;
+
+    ahead_counts(d, &c);
+    return c;
 }
 
 static struct remote_counts remote(const struct daemon *d)
@@ -137,6 +146,20 @@ static struct remote_counts remote(const struct daemon *d)
       remote(d).fetch_retries)                                                               \
     X("fetch.failures", "counter", "Remote files that could not be fetched",                 \
       remote(d).fetch_failures)                                                              \
+    X("fetch.in_flight", "gauge", "Remote shards being fetched now", ahead(d).fetching)      \
+    X("cache.shards", "gauge", "Shards of served remote datasets in the cache",             \
+      ahead(d).present)                                                                      \
+    X("cache.hits", "counter", "Remote shards found in the cache when a batch was planned",  \
+      ahead(d).hits)                                                                         \
+    X("cache.misses", "counter", "Remote shards fetched for a stream's next batch (late)",   \
+      ahead(d).misses)                                                                       \
+    X("cache.prefetched", "counter", "Remote shards fetched ahead of the batch needing them", \
+      ahead(d).prefetched)                                                                   \
+    X("cache.evictions", "counter", "Remote shards evicted to make room (cache-evict)",      \
+      ahead(d).evictions)                                                                    \
+    X("cache.evicted_bytes", "counter", "Bytes of the shards evicted", ahead(d).evicted_bytes) \
+    X("clients.network_waiting", "gauge", "Clients whose next batch waits for a remote "     \
+      "shard now", sched_network_waiting(d))                                                 \
     X("requests.errors", "counter", "Requests answered with ERR", d->bad_requests)       \
     X("jobs.queued", "gauge", "Jobs waiting for a worker", d->sched.fq.queued)                    \
     X("jobs.running", "gauge", "Jobs sent to workers, their DONE not back yet",         \
@@ -496,7 +519,7 @@ static double client_value(const struct sched_client *c, unsigned f)
                          (double)c->waits, (double)c->production_ns / 1e9, (double)c->ready,
                          (double)c->inflight, (double)c->ring_bytes, c->locked, c->failed,
                          (double)c->weight, (double)c->worker_ns / 1e9,
-                         (double)c->shared_batches };
+                         (double)c->shared_batches, (double)c->net_waited_ns / 1e9 };
 
     return v[f];
 }
@@ -534,6 +557,9 @@ static int client_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
           "planned it)", SUM },
         { "ringfeed_client_shared_batches_total", "counter",
           "Batches of this client decoded once for it and other clients", SUM },
+        { "ringfeed_client_network_wait_seconds_total", "counter",
+          "Time this client's next batch waited for a remote shard to reach the node cache, "
+          "the wait going on included", SUM },
     };
     /* the loop is single-threaded and nstreams <= max-clients */
     static struct sched_client all[CONF_MAX_CLIENTS_MAX];
@@ -619,6 +645,8 @@ static int hist_metrics(char *buf, size_t cap, size_t *len, const char *name, co
 
 int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
 {
+    struct ahead_counts ac;
+
     size_t start = *len;
     char prom[128];
     int lines = 0;
@@ -652,6 +680,7 @@ int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
         return -1;
     STATS_MAP(METRIC_LINES)
 #undef METRIC_LINES
+    ahead_counts(d, &ac);
     if (worker_metrics(d, buf, cap, len) < 0 || client_metrics(d, buf, cap, len) < 0 ||
         hist_metrics(buf, cap, len, "ringfeed_client_wait_seconds",
                      "Waits of a client, all clients: from the daemon seeing every published "
@@ -659,7 +688,11 @@ int stats_metrics(struct daemon *d, char *buf, size_t cap, size_t *len)
                      &d->sched.wait_hist) < 0 ||
         hist_metrics(buf, cap, len, "ringfeed_batch_production_seconds",
                      "Production time of a batch, all clients: from planning it to its "
-                     "publication", &d->sched.prod_hist) < 0)
+                     "publication", &d->sched.prod_hist) < 0 ||
+        hist_metrics(buf, cap, len, "ringfeed_fetch_seconds",
+                     "Fetch time of one remote shard into the node cache: from its start to "
+                     "its file verified (or failed), retries included",
+                     &ac.latency) < 0)
         return -1;
     for (size_t i = start; i < *len; i++)
         lines += buf[i] == '\n';

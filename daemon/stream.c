@@ -1141,6 +1141,8 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
         .samples = st->samples,
         .waited_ns = st->starved_ns + (st->starved_since ? now - st->starved_since : 0),
         .waits = st->waits,
+        .net_waited_ns = st->net_wait_ns + (st->net_wait_since ? now - st->net_wait_since : 0),
+        .net_waits = st->net_waits,
         .production_ns = st->production_ns,
         .ready = st->published - st->released,
         .inflight = st->next_g - st->published,
@@ -1161,6 +1163,15 @@ const struct stream *sched_client_next(const struct daemon *d, const struct stre
         .unit = st->unit[0] ? st->unit : "-",
     };
     return st;
+}
+
+uint32_t sched_network_waiting(const struct daemon *d)
+{
+    uint32_t n = 0;
+
+    for (const struct stream *st = d->sched.streams; st; st = st->next)
+        n += st->net_wait_since != 0 && !stream_ended(st);
+    return n;
 }
 
 void sched_set_peer(struct stream *st, uint32_t pid, const char *unit)

@@ -114,6 +114,10 @@ struct stream {
     uint64_t production_ns;         /* plan to publication, its published batches */
     uint64_t boxes_dropped;         /* boxes the crop dropped (wire_done.dropped) */
     uint64_t rows[WIRE_FIELDS_MAX]; /* rows delivered per RAGGED field (wire_done.rows) */
+    /* NET_WAITS: an on-demand dataset's next batch waited for a shard to
+     * reach the node cache (plan.c, shards_gate): since when (0: not now),
+     * the waits ended and their total */
+    uint64_t net_wait_since, net_waits, net_wait_ns;
 };
 
 /* No batch in this slot (slot_g). */

@@ -37,7 +37,11 @@ enum kind {
     K_PLUGIN,  /* plugin.NAME = PATH, into plugins[] */
     K_ENDPOINT, /* char[] http(s)://HOST[:PORT] (url.h), no path, at most max bytes */
     K_REGION,  /* char[] 1..max of [a-z0-9-] */
+    K_EVICT,   /* enum conf_cache_evict by its name (evicts[]) */
 };
+
+/* cache-evict's values, by enum conf_cache_evict */
+static const char *const evicts[CONF_EVICT_COUNT] = {"belady", "lru"};
 
 struct keydef {
     const char *name;
@@ -94,6 +98,7 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"s3-region", CONF_S3_REGION, K_REGION, FIELD(s3_region), 0, 1, CONF_S3_REGION_MAX},
     {"fetch-retries", CONF_FETCH_RETRIES, K_UINT, FIELD(fetch_retries), 0, 0,
      CONF_FETCH_RETRIES_MAX},
+    {"cache-evict", CONF_CACHE_EVICT, K_EVICT, FIELD(cache_evict), 0, 0, CONF_EVICT_COUNT - 1},
 };
 
 _Static_assert(CONF_ENDPOINT_MAX == URL_MAX, "an endpoint is a URL");
@@ -134,6 +139,11 @@ uint64_t conf_cap_bytes(const struct conf_cap *cap, uint64_t budget)
     /* budget / 100 * percent would lose up to 99 bytes a percent */
     return budget > UINT64_MAX / 100 ? budget / 100 * cap->percent
                                      : budget * cap->percent / 100;
+}
+
+const char *conf_cache_evict_name(enum conf_cache_evict e)
+{
+    return (unsigned)e < CONF_EVICT_COUNT ? evicts[e] : NULL;
 }
 
 const char *conf_log_level_name(enum conf_log_level l)
@@ -274,6 +284,9 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
         return;
     case K_LEVEL:
         snprintf(buf, cap, "one of error, warn, info, debug");
+        return;
+    case K_EVICT:
+        snprintf(buf, cap, "one of belady, lru");
         return;
     case K_IDS:
         snprintf(buf, cap, "1 to %d comma-separated ids in 0..%llu", CONF_ALLOW_MAX,
@@ -642,6 +655,14 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
         c->workers = (uint32_t)u;
         c->workers_auto = false;
         return 0;
+    case K_EVICT:
+        for (unsigned i = 0; i < CONF_EVICT_COUNT; i++) {
+            if (strcmp(v, evicts[i]) == 0) {
+                *(enum conf_cache_evict *)field = (enum conf_cache_evict)i;
+                return 0;
+            }
+        }
+        return bad_value(k, key, v, err);
     case K_LEVEL:
         for (unsigned i = 0; i < CONF_LOG_COUNT; i++) {
             if (strcmp(v, levels[i]) == 0) {
@@ -1020,6 +1041,9 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
     case K_LEVEL:
         snprintf(v, sizeof(v), "%s", conf_log_level_name(c->log_level));
         break;
+    case K_EVICT:
+        snprintf(v, sizeof(v), "%s", conf_cache_evict_name(c->cache_evict));
+        break;
     case K_CPUS:
         if (cpus_format_list((const uint64_t *)field, (unsigned)(k->max + 1), v, sizeof(v)) < 0)
             return -ENOSPC;
@@ -1118,7 +1142,8 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         memcmp(a->cpu_list, b->cpu_list, sizeof(a->cpu_list)) != 0 ||
         strcmp(a->cache_dir, b->cache_dir) != 0 || a->cache_size != b->cache_size ||
         strcmp(a->s3_endpoint, b->s3_endpoint) != 0 ||
-        strcmp(a->s3_region, b->s3_region) != 0 || a->fetch_retries != b->fetch_retries)
+        strcmp(a->s3_region, b->s3_region) != 0 || a->fetch_retries != b->fetch_retries ||
+        a->cache_evict != b->cache_evict)
         return false;
     for (unsigned i = 0; i < a->n_plugins; i++)
         if (strcmp(a->plugins[i].name, b->plugins[i].name) != 0 ||

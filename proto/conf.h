@@ -39,6 +39,7 @@
  *     s3-endpoint   = http://127.0.0.1:9000
  *     s3-region     = eu-west-1
  *     fetch-retries = 4
+ *     cache-evict   = belady
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -196,6 +197,12 @@
  *                          0..CONF_FETCH_RETRIES_MAX (daemon/fetch/fetch.h
  *                          says which failures are retried).  Default
  *                          CONF_DEFAULT_FETCH_RETRIES.
+ *   cache-evict = POLICY   which cached shard makes room when a remote
+ *                          dataset is larger than cache-size: belady (the
+ *                          default: the one the streams need furthest
+ *                          ahead) or lru (the one used longest ago; there
+ *                          to compare, bench/remote).  Read at the first
+ *                          remote fetch, as cache-size is.
  *   memory-per-client = CAP  the largest ring one client may have, and
  *   memory-per-uid = CAP     the most ring memory the clients of one user
  *                          (SO_PEERCRED uid) may hold together: a SIZE as
@@ -293,7 +300,16 @@ enum conf_key {
     CONF_S3_ENDPOINT,
     CONF_S3_REGION,
     CONF_FETCH_RETRIES,
+    CONF_CACHE_EVICT,
     CONF_KEY_COUNT
+};
+
+/* cache-evict: which cached shard of a remote dataset makes room
+ * (daemon/ahead.h) */
+enum conf_cache_evict {
+    CONF_EVICT_BELADY,      /* the one needed furthest ahead (the default) */
+    CONF_EVICT_LRU,         /* the one used longest ago */
+    CONF_EVICT_COUNT
 };
 
 enum conf_log_level {
@@ -367,6 +383,7 @@ struct conf {
     char s3_endpoint[CONF_ENDPOINT_MAX + 1]; /* "" when not set */
     char s3_region[CONF_S3_REGION_MAX + 1];  /* "" when not set */
     uint32_t fetch_retries;
+    enum conf_cache_evict cache_evict; /* cache-evict */
     uint32_t max_clients;
     uint32_t max_connections;
     uint32_t idle_sec;
@@ -464,6 +481,7 @@ bool conf_dataset_remote(const char *dir);
 
 /* "error", "warn", "info", "debug"; NULL out of range. */
 const char *conf_log_level_name(enum conf_log_level l);
+const char *conf_cache_evict_name(enum conf_cache_evict e);
 
 /*
  * Writes every set key of c as a file conf_parse reads back to the same

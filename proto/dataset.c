@@ -66,6 +66,7 @@ struct dataset {
     struct ds_shard *shards;
     char *src_text;            /* the source list, read on first use */
     uint64_t *src_off;         /* samples + 1 line starts (sources.h) */
+    bool on_demand;            /* DATASET_OPEN_ON_DEMAND: shards opened when needed */
 };
 
 struct dataset_dctx {
@@ -210,7 +211,8 @@ static int shard_open(struct dataset *ds, uint32_t i, int dirfd,
     long page = sysconf(_SC_PAGESIZE);
     int r;
 
-    sh->path = path_join(ds->dir, name);
+    if (!sh->path)
+        sh->path = path_join(ds->dir, name);
     if (!sh->path)
         return rf_err_set(err, -ENOMEM, "out of memory");
     sh->fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
@@ -378,6 +380,17 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
         sh->first = first;
         sh->records = ds->m.shards[i].records;
         first += sh->records;
+        if (flags & DATASET_OPEN_ON_DEMAND) {
+            /* opened by dataset_shard_load when first needed */
+            sh->path = path_join(ds->dir, manifest_shard_name(&ds->m, i));
+            if (!sh->path) {
+                r = rf_err_set(err, -ENOMEM, "out of memory");
+                goto fail_dir;
+            }
+            sh->file_size = ds->m.shards[i].bytes;
+            sh->status = -EAGAIN;
+            continue;
+        }
         se.msg[0] = '\0';
         r = shard_open(ds, i, dirfd, flags, &se);
         if (r >= 0)
@@ -395,6 +408,8 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
             goto fail_dir;
         }
     }
+    if (flags & DATASET_OPEN_ON_DEMAND)
+        ds->on_demand = true;
     close(dirfd);
     *out = ds;
     return 0;
@@ -406,21 +421,32 @@ fail_free:
     return r;
 }
 
+/* Unmaps and closes one shard's file (its path stays): it is not open now. */
+static void shard_close(struct ds_shard *sh)
+{
+    if (sh->map) {
+        mapguard_remove(sh->map);
+        munmap(sh->map, sh->map_len);
+    }
+    if (sh->fd >= 0)
+        close(sh->fd);
+    free(sh->problem);
+    sh->map = NULL;
+    sh->map_len = 0;
+    sh->index = NULL;
+    sh->fd = -1;
+    sh->problem = NULL;
+    sh->usable = 0;
+    sh->status = -EAGAIN;
+}
+
 void dataset_close(struct dataset *ds)
 {
     if (!ds)
         return;
     for (uint32_t i = 0; ds->shards && i < ds->m.nshards; i++) {
-        struct ds_shard *sh = &ds->shards[i];
-
-        if (sh->map) {
-            mapguard_remove(sh->map);
-            munmap(sh->map, sh->map_len);
-        }
-        if (sh->fd >= 0)
-            close(sh->fd);
-        free(sh->path);
-        free(sh->problem);
+        shard_close(&ds->shards[i]);
+        free(ds->shards[i].path);
     }
     free(ds->shards);
     ZSTD_freeDDict(ds->ddict);
@@ -595,6 +621,8 @@ int dataset_shard_info(const struct dataset *ds, uint32_t i,
     sh = &ds->shards[i];
     *info = (struct dataset_shard_info){
         .path = sh->path,
+        .file = manifest_shard_name(&ds->m, i),
+        .index_crc = ds->m.shards[i].index_crc,
         .first_sample = sh->first,
         .records = sh->records,
         .file_size = sh->file_size,
@@ -651,7 +679,9 @@ int dataset_locate(const struct dataset *ds, uint64_t sample,
     if (!sh->usable)
         return rf_err_set(err, sh->status ? sh->status : -EIO,
                           "record %" PRIu64 " not checked: %s", rec,
-                          sh->problem ? sh->problem : "shard unusable");
+                          sh->problem ? sh->problem
+                          : sh->status == -EAGAIN ? "shard not loaded (on demand)"
+                          : "shard unusable");
     at = sh->lim.data_end + rec * SHARD_ENTRY_SIZE;
     r = shard_entry_decode(sh->index + rec * SHARD_ENTRY_SIZE, &sh->lim,
                            sh->path, rec, at, &e, err);
@@ -671,6 +701,83 @@ int dataset_locate(const struct dataset *ds, uint64_t sample,
         .codec = e.codec,
     };
     return 0;
+}
+
+bool dataset_on_demand(const struct dataset *ds)
+{
+    return ds->on_demand;
+}
+
+uint32_t dataset_shard_of(const struct dataset *ds, uint64_t sample)
+{
+    return find_shard(ds, sample < ds->m.samples ? sample : ds->m.samples - 1);
+}
+
+int dataset_shard_load(struct dataset *ds, uint32_t i, struct rf_err *err)
+{
+    struct ds_shard *sh;
+    int dirfd, r;
+
+    if (i >= ds->m.nshards)
+        return rf_err_set(err, -ERANGE, "%s: shard %u out of range: the dataset has %u",
+                          ds->dir, i, ds->m.nshards);
+    sh = &ds->shards[i];
+    if (sh->usable || !ds->on_demand)
+        return sh->usable ? 0 : rf_err_set(err, sh->status ? sh->status : -EIO, "%s",
+                                           sh->problem ? sh->problem : "shard unusable");
+    dirfd = open(ds->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd == -1)
+        return rf_err_set(err, -errno, "%s: cannot open the dataset folder: %s", ds->dir,
+                          strerror(errno));
+    r = shard_open(ds, i, dirfd, DATASET_OPEN_STRICT, err);
+    close(dirfd);
+    if (r < 0) {
+        shard_close(sh); /* not usable; the next load tries again */
+        return r;
+    }
+    sh->status = 0;
+    return 0;
+}
+
+int dataset_locate_load(struct dataset *ds, uint64_t sample, struct dataset_loc *loc,
+                        struct rf_err *err)
+{
+    if (ds->on_demand && sample < ds->m.samples) {
+        int r = dataset_shard_load(ds, find_shard(ds, sample), err);
+
+        if (r < 0)
+            return r;
+    }
+    return dataset_locate(ds, sample, loc, err);
+}
+
+uint32_t dataset_removed(const struct dataset *ds)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; ds->on_demand && i < ds->m.nshards; i++) {
+        const struct ds_shard *sh = &ds->shards[i];
+        struct stat st;
+
+        n += sh->fd >= 0 && fstat(sh->fd, &st) == 0 && st.st_nlink == 0;
+    }
+    return n;
+}
+
+uint32_t dataset_sweep(struct dataset *ds)
+{
+    uint32_t closed = 0;
+
+    for (uint32_t i = 0; ds->on_demand && i < ds->m.nshards; i++) {
+        struct ds_shard *sh = &ds->shards[i];
+        struct stat st;
+
+        if (sh->fd >= 0 && fstat(sh->fd, &st) == 0 && st.st_nlink == 0) {
+            shard_close(sh);
+            closed++;
+        }
+    }
+    return closed;
 }
 
 int dataset_decode(const struct dataset *ds, const struct dataset_loc *loc,

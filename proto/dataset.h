@@ -40,6 +40,7 @@
 #define RINGFEED_PROTO_DATASET_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "codec.h"
@@ -99,6 +100,8 @@ struct dataset_loc {
 /* One shard, for tools (verify, info). */
 struct dataset_shard_info {
     const char *path;        /* "<dir>/<file>" */
+    const char *file;        /* the MANIFEST's name for it */
+    uint32_t index_crc;      /* the MANIFEST's CRC-32C of its index */
     uint64_t first_sample;
     uint64_t records;
     uint64_t file_size;
@@ -117,6 +120,16 @@ struct dataset_shard_info {
  * Problems of the manifest and dictionary still fail the open.
  */
 #define DATASET_OPEN_TOLERANT 1u
+/*
+ * For a pack whose shards come and go (a remote dataset in the node cache,
+ * daemon/ahead.h): the MANIFEST and the small files are read and checked
+ * at open, every shard's place and size come from the MANIFEST, and a
+ * shard's file is opened and checked (as at a strict open) by
+ * dataset_shard_load, when first needed.  A shard not loaded locates with
+ * -EAGAIN.  Loading changes the dataset: an on-demand dataset belongs to
+ * one thread.
+ */
+#define DATASET_OPEN_ON_DEMAND 2u
 
 /*
  * Opens the dataset in folder dir: parses the manifest, opens and checks
@@ -131,6 +144,31 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
 
 /* Unmaps and closes everything.  Accepts NULL. */
 void dataset_close(struct dataset *ds);
+
+/* Was ds opened with DATASET_OPEN_ON_DEMAND? */
+bool dataset_on_demand(const struct dataset *ds);
+/* The shard holding sample (a sample past the end: the last shard). */
+uint32_t dataset_shard_of(const struct dataset *ds, uint64_t sample);
+/*
+ * Opens and checks shard i of an on-demand dataset if it is not open now
+ * (size, header, index checksum against the MANIFEST).  Returns 0, or a
+ * negative errno with err naming the file (-ENOENT: not in the folder);
+ * the shard then stays closed and a later call tries again.  On a dataset
+ * opened otherwise: 0 when the shard is usable, else its problem.
+ */
+int dataset_shard_load(struct dataset *ds, uint32_t i, struct rf_err *err);
+/* dataset_locate, loading the sample's shard first when ds is on demand. */
+int dataset_locate_load(struct dataset *ds, uint64_t sample, struct dataset_loc *loc,
+                        struct rf_err *err);
+/*
+ * Closes the loaded shards of an on-demand dataset whose files were
+ * removed (evicted from the cache: the open file kept their disk space);
+ * a later load opens the file under the name again.  Returns how many.
+ */
+uint32_t dataset_sweep(struct dataset *ds);
+/* How many loaded shards dataset_sweep would close now (a reader that
+ * keeps maps of the files drops them first). */
+uint32_t dataset_removed(const struct dataset *ds);
 
 /*
  * Does every shard file still have the size it had when ds was opened?

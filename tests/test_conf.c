@@ -124,7 +124,8 @@ static void test_example(void)
         "cache-size    = 64G\n"
         "s3-endpoint   = http://127.0.0.1:9000\n"
         "s3-region     = eu-west-1\n"
-        "fetch-retries = 4\n";
+        "fetch-retries = 4\n"
+        "cache-evict   = belady\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_IS_STR(c.name, "gpu0", "name");
@@ -159,6 +160,7 @@ static void test_example(void)
     TAP_IS_STR(c.s3_endpoint, "http://127.0.0.1:9000", "s3-endpoint");
     TAP_IS_STR(c.s3_region, "eu-west-1", "s3-region");
     TAP_IS_INT(c.fetch_retries, 4, "fetch-retries");
+    TAP_IS_INT(c.cache_evict, CONF_EVICT_BELADY, "cache-evict belady");
     TAP_IS_STR(c.datasets[1].name, "imagenet", "dataset name");
     TAP_IS_STR(c.datasets[1].dir, "/srv/data/imagenet", "dataset dir");
     TAP_OK(conf_find_dataset(&c, "fmnist") == &c.datasets[0], "find a dataset");
@@ -758,6 +760,7 @@ static void test_remote(void)
     TAP_IS_STR(c.cache_dir, CONF_DEFAULT_CACHE_DIR, "cache-dir's default");
     TAP_IS_INT(c.cache_size, CONF_DEFAULT_CACHE_SIZE, "cache-size's default, 64G");
     TAP_IS_INT(c.fetch_retries, CONF_DEFAULT_FETCH_RETRIES, "fetch-retries' default");
+    TAP_IS_INT(c.cache_evict, CONF_EVICT_BELADY, "cache-evict's default, belady");
     TAP_OK(c.s3_endpoint[0] == '\0' && c.s3_region[0] == '\0', "no s3-endpoint, no s3-region");
     one("dataset.a", "http://127.0.0.1:8080/pack/", 1);
     one("dataset.a", "https://[::1]/p", 1);
@@ -788,6 +791,11 @@ static void test_remote(void)
     one("fetch-retries", "0", 1);
     one("fetch-retries", "20", 1);
     one("fetch-retries", "21", 0);
+    one("cache-evict", "belady", 1);
+    one("cache-evict", "lru", 1);
+    one("cache-evict", "fifo", 0);
+    expect_bad("cache-evict = LRU\n", "cache-evict: the message names the values",
+               "cache-evict", "belady, lru", NULL);
     expect_bad("fetch-retries = 21\n", "fetch-retries: the message says the range",
                "fetch-retries", "0..20", NULL);
     expect_ok("dataset.w = https://h.example/p/\ncache-dir = /c\ncache-size = 3G\n"

@@ -307,6 +307,54 @@ int cache_lookup(struct cache *c, const struct cache_key *key, struct rf_err *er
     return 1;
 }
 
+int cache_reserve(struct cache *c, const struct cache_key *key, struct rf_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    if (key->bytes > c->budget || c->used > c->budget - key->bytes) {
+        uint64_t used = c->used;
+        pthread_mutex_unlock(&c->mu);
+        return rf_err_set(err, -ENOBUFS, "cache folder %s: %s needs %llu bytes; %llu of the "
+                          "budget of %llu are used (evict first)", c->dir, key->name,
+                          (unsigned long long)key->bytes, (unsigned long long)used,
+                          (unsigned long long)c->budget);
+    }
+    c->used += key->bytes;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+void cache_unreserve(struct cache *c, const struct cache_key *key)
+{
+    pthread_mutex_lock(&c->mu);
+    c->used -= key->bytes;
+    pthread_mutex_unlock(&c->mu);
+}
+
+uint64_t cache_drop_packs(struct cache *c, const uint64_t *keep, size_t nkeep)
+{
+    uint64_t freed = 0;
+
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n;) {
+        struct entry *e = &c->e[i];
+        char p[CACHE_DIR_MAX + 300];
+        bool kept = false;
+
+        for (size_t k = 0; k < nkeep && !kept; k++)
+            kept = keep[k] == e->pack;
+        if (kept) {
+            i++;
+            continue;
+        }
+        snprintf(p, sizeof(p), "%s/" PACKS "/%016" PRIx64 "/%s", c->dir, e->pack, e->name);
+        unlink(p);
+        freed += e->bytes;
+        drop(c, e); /* the last entry moves to i */
+    }
+    pthread_mutex_unlock(&c->mu);
+    return freed;
+}
+
 int cache_fetch(struct cache *c, struct fetch_client *fc, const struct fetch_req *req,
                 const struct cache_key *key, struct fetch_result *res, struct rf_err *err)
 {
@@ -317,22 +365,26 @@ int cache_fetch(struct cache *c, struct fetch_client *fc, const struct fetch_req
     if (res)
         memset(res, 0, sizeof(*res));
     r = cache_lookup(c, key, err);
-    if (r != 0)
+    if (r == 0)
+        r = cache_path(c, key, p, sizeof(p), err);
+    if (r != 0) { /* present already, or an error: the reservation goes */
+        if (key->reserved)
+            cache_unreserve(c, key);
         return r < 0 ? r : 0;
-    if ((r = cache_path(c, key, p, sizeof(p), err)) < 0)
-        return r;
-    pthread_mutex_lock(&c->mu);
-    if (key->bytes > c->budget || c->used > c->budget - key->bytes) {
-        uint64_t used = c->used;
-        pthread_mutex_unlock(&c->mu);
-        return rf_err_set(err, -ENOBUFS, "cache folder %s: %s needs %llu bytes; %llu of the "
-                          "budget of %llu are used (evict first)", c->dir, key->name,
-                          (unsigned long long)key->bytes, (unsigned long long)used,
-                          (unsigned long long)c->budget);
     }
-    c->used += key->bytes;      /* reserved while in flight */
-    pthread_mutex_unlock(&c->mu);
+    if (!key->reserved && (r = cache_reserve(c, key, err)) < 0)
+        return r;               /* reserved while in flight */
 
+    /* the folders again, should they have been removed under the daemon */
+    snprintf(pack_dir, sizeof(pack_dir), "%s/" PACKS, c->dir);
+    if (mkdir(c->dir, 0750) == -1 && errno != EEXIST) {
+        r = rf_err_set(err, -errno, "cache: %s for %s: %s", c->dir, key->name, strerror(errno));
+        goto unreserve;
+    }
+    if (mkdir(pack_dir, 0750) == -1 && errno != EEXIST) {
+        r = rf_err_set(err, -errno, "cache: %s for %s: %s", pack_dir, key->name, strerror(errno));
+        goto unreserve;
+    }
     snprintf(pack_dir, sizeof(pack_dir), "%s/" PACKS "/%016" PRIx64, c->dir, key->pack);
     if (mkdir(pack_dir, 0750) == -1 && errno != EEXIST) {
         r = rf_err_set(err, -errno, "cache: %s for %s: %s", pack_dir, key->name, strerror(errno));

@@ -43,6 +43,7 @@
 #ifndef RINGFEED_FETCH_CACHE_H
 #define RINGFEED_FETCH_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,7 @@ struct cache_key {
     uint64_t bytes;
     uint32_t crc;
     enum cache_check check;
+    bool reserved;               /* cache_fetch: the caller reserved bytes (cache_reserve) */
 };
 
 struct cache;
@@ -107,6 +109,17 @@ int cache_lookup(struct cache *c, const struct cache_key *key, struct rf_err *er
 int cache_fetch(struct cache *c, struct fetch_client *fc, const struct fetch_req *req,
                 const struct cache_key *key, struct fetch_result *res, struct rf_err *err);
 
+/*
+ * Counts key->bytes as used now, for a fetch to come (cache_fetch with
+ * key->reserved set takes the reservation over: it ends with the fetch,
+ * kept as the file's bytes or given back).  0, or -ENOBUFS as cache_fetch
+ * says it.  cache_unreserve gives a reservation back unused.
+ */
+int cache_reserve(struct cache *c, const struct cache_key *key, struct rf_err *err);
+void cache_unreserve(struct cache *c, const struct cache_key *key);
+/* Removes every file of a pack not among keep[nkeep] (packs no served
+ * dataset names); returns the bytes freed. */
+uint64_t cache_drop_packs(struct cache *c, const uint64_t *keep, size_t nkeep);
 /* Removes key's file (absent: 0) and its bytes from used. */
 int cache_evict(struct cache *c, const struct cache_key *key, struct rf_err *err);
 

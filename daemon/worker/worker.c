@@ -165,6 +165,10 @@ struct wstate {
     char ds_name[MAX_DATASETS][CTL_DATASET_NAME_MAX + 1]; /* from --dataset */
     char ds_dir[MAX_DATASETS][4096];           /* "" for an empty slot */
     char ds_err[MAX_DATASETS][192];            /* "" or why it failed */
+    bool ds_on_demand[MAX_DATASETS];           /* --dataset-on-demand: a remote
+                                                  dataset's cache folder, whose
+                                                  shards come and go */
+    uint64_t sweep_ns;                         /* last dataset_sweep pass */
     uint64_t data_bytes;                       /* --data-bytes: for io_open */
     struct badlog badlog[MAX_DATASETS];
     uint32_t nds;
@@ -365,7 +369,9 @@ static struct dataset *dataset_get(struct wstate *ws, uint32_t id, uint64_t iden
 
     if (ws->ds_err[id][0])
         return NULL;
-    if (!ws->ds[id] && dataset_open(ws->ds_dir[id], &ws->ds[id], &err) < 0) {
+    if (!ws->ds[id] && dataset_open_flags(ws->ds_dir[id], ws->ds_on_demand[id]
+                                          ? DATASET_OPEN_ON_DEMAND : DATASET_OPEN_STRICT,
+                                          &ws->ds[id], &err) < 0) {
         ws->ds[id] = NULL;
         dataset_fail(ws, id, "%s", err.msg);
         return NULL;
@@ -928,7 +934,7 @@ static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64
         const uint8_t *stored;
         struct rf_err err;
 
-        if (dataset_locate(ds, idx, &loc, &err) < 0 || read_one(ws, &loc, &stored, &err) < 0) {
+        if (dataset_locate_load(ds, idx, &loc, &err) < 0 || read_one(ws, &loc, &stored, &err) < 0) {
             bad_sample(ws, r->p.dataset_id, idx, BAD_READ, err.msg);
             continue;
         }
@@ -1021,6 +1027,50 @@ static int plan_job(const struct wring *r, const struct wire_job *job, struct sa
         return -EINVAL;
     for (uint32_t j = 0; j < job->count; j++)
         plan[j] = ring_index(r, sampler_sample(s, job->seq, job->first + j));
+    return 0;
+}
+
+/* How often a worker looks for evicted shards it still holds open. */
+#define SWEEP_NS 100000000ull
+
+/*
+ * An on-demand dataset (a remote one, in the node cache): the main process
+ * planned the job only once every shard its samples lie in was in the
+ * cache, and keeps them there until the job is done (daemon/ahead.h).  So
+ * each is loaded here; one that cannot be (the cache folder was removed
+ * under the daemon) fails the stream with the file named, not the
+ * dataset, whose records are not at fault.  Every SWEEP_NS the shards
+ * the cache evicted since are closed, so their disk space comes back.
+ */
+static int load_shards(struct wstate *ws, struct dataset *ds, const uint64_t *plan, uint32_t n,
+                       char *reason, size_t cap)
+{
+    uint64_t now = clock_mono_ns();
+    uint32_t last = UINT32_MAX;
+    struct rf_err err;
+
+    if (now - ws->sweep_ns >= SWEEP_NS) {
+        ws->sweep_ns = now;
+        for (uint32_t i = 0; i < ws->nds; i++) {
+            if (!ws->ds_on_demand[i] || !ws->ds[i] || dataset_removed(ws->ds[i]) == 0)
+                continue;
+            io_forget(&ws->io); /* its maps of the files it closes */
+            dataset_sweep(ws->ds[i]);
+        }
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t sh = dataset_shard_of(ds, plan[j]);
+
+        if (sh == last)
+            continue;
+        last = sh;
+        if (dataset_shard_load(ds, sh, &err) < 0) {
+            /* the message's head names the file; a long one is cut */
+            snprintf(reason, cap, "the node cache lost a shard this batch needs: %.140s",
+                     err.msg);
+            return -EIO;
+        }
+    }
     return 0;
 }
 
@@ -1194,6 +1244,11 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
                  "job of epoch %llu batch %llu samples %u..%u is outside the stream's plan",
                  (unsigned long long)job->epoch, (unsigned long long)job->seq, job->first,
                  job->first + job->count);
+        goto out;
+    }
+    if (ws->ds_on_demand[r->p.dataset_id] && load_shards(ws, ds, plan, job->count, done.reason,
+                                                         sizeof(done.reason)) < 0) {
+        done.status = WIRE_STREAM_FAILED;
         goto out;
     }
     nd = job_dests(ws, r, job, dests);
@@ -1376,11 +1431,14 @@ static int parse_args(struct wstate *ws, int argc, char **argv, pid_t *parent)
 
             if (log_parse_level(argv[++i], &lv) == 0)
                 log_threshold = lv;
-        } else if (strcmp(argv[i], "--dataset") == 0 && i + 1 < argc) {
+        } else if ((strcmp(argv[i], "--dataset") == 0 ||
+                    strcmp(argv[i], "--dataset-on-demand") == 0) && i + 1 < argc) {
+            bool on_demand = strcmp(argv[i], "--dataset-on-demand") == 0;
             char *eq = strchr(argv[++i], '=');
 
             if (!eq || ws->nds >= MAX_DATASETS)
                 return -EINVAL;
+            ws->ds_on_demand[ws->nds] = on_demand;
             snprintf(ws->ds_name[ws->nds], sizeof(ws->ds_name[ws->nds]), "%.*s",
                      (int)(eq - argv[i] < CTL_DATASET_NAME_MAX ? eq - argv[i]
                                                                : CTL_DATASET_NAME_MAX),

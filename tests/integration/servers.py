@@ -56,12 +56,13 @@ def idx_pack(root, n=300, h=8, w=8, shard_size="8K"):
 
 
 @contextlib.contextmanager
-def nginx_server(root, d):
-    """nginx serving the folder root, its files under d; /forbidden/ answers
+def nginx_server(root, d, port=None):
+    """nginx serving the folder root, its files under d, on port (a free one
+    when None: give the same one to start it again); /forbidden/ answers
     403.  Yields (base URL, access log path)."""
     if not os.path.exists(NGINX):
         pytest.skip("nginx is not installed (scripts/install-deps installs nginx-light)")
-    port = free_port()
+    port = port or free_port()
     conf = d / "nginx.conf"
     temps = "".join(f"{k}_temp_path {d}/{k};\n" for k in ("client_body", "proxy", "fastcgi"))
     # as root, nginx's workers would switch to nobody, who cannot read the

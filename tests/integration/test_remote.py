@@ -1,22 +1,30 @@
-"""test_remote.py - remote datasets end to end (daemon/remote.h): a pack
-served by nginx and by moto_server on loopback, fetched whole into the
-node cache and read with the same digest as the local folder; a restart
-fetches nothing again; a server that is down, a 404 shard and a cache-size
-too small each fail their dataset alone, naming why, while a local dataset
-serves on; a reload fetches a failed one again; ATTACH while the shards are
-held back by the server is refused with the progress.  Every wait is bounded (conftest.wait_for on STATS)."""
+"""test_remote.py - remote datasets end to end (daemon/remote.h, ahead.h): a
+pack served by nginx and by moto_server on loopback, its shards fetched
+into the node cache as the streams need them and read with the same digest
+as the local folder; a restart fetches nothing again; a pack larger than
+cache-size is served through eviction with block shuffle, and a global
+shuffle whose batch cannot fit is refused naming why; a server that is
+down, a 404 shard and a shard larger than cache-size each fail alone,
+naming why, while a local dataset serves on; a reload fetches a failed one
+again; ATTACH while the MANIFEST is held back is refused with the
+progress, and a stream whose shards are held back waits on the network
+(STATS says so); a server killed mid-epoch and started again, and a cache
+folder removed under the daemon, cost nothing but time.  Every wait is
+bounded (conftest.wait_for on STATS)."""
 import functools
 import http.server
+import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import Daemon, raw_request, run_read, wait_for  # noqa: E402
+from conftest import Daemon, raw_request, read_tool, run_read, wait_for  # noqa: E402
 from servers import (free_port, idx_pack, moto_server, nginx_server, requests_for,  # noqa: E402
                      nginx, pack)  # noqa: F401 (fixtures)
 
@@ -60,9 +68,12 @@ def test_http_dataset_then_restart(nginx, pack, tmp_path):
     remote = {"web": f"{base}/fm/", "web2": f"{base}/fm/"}
     d = start(tmp_path, {**remote, "local": pack[0]}, lines)
     try:
-        st = settled(d, 3)
+        settled(d, 3)
         assert digest(d, "web") == digest(d, "local") == digest(d, "web2")
+        st = d.stats()
         assert int(st["fetch.objects"]) == len(files), st
+        assert int(st["cache.shards"]) == len(files) - 1, st
+        assert int(st["cache.evictions"]) == 0, st
         assert int(st["cache.limit_bytes"]) == 1 << 30
         size = sum((pack[0] / f).stat().st_size for f in files)
         assert int(st["cache.bytes"]) == size, st
@@ -75,9 +86,11 @@ def test_http_dataset_then_restart(nginx, pack, tmp_path):
     # a restart reads the MANIFEST (the pack may have changed) and nothing else
     d = start(tmp_path, {**remote, "local": pack[0]}, lines)
     try:
-        st = settled(d, 3)
-        assert int(st["fetch.objects"]) == 0, st
+        settled(d, 3)
         assert digest(d, "web") == digest(d, "local")
+        st = d.stats()
+        assert int(st["fetch.objects"]) == 0, st
+        assert int(st["cache.hits"]) > 0, st
     finally:
         d.cleanup()
     for f in files:
@@ -120,17 +133,18 @@ def test_404_shard_one_request(pack, tmp_path):
         d = start(tmp_path, {"holey": f"{base}/fm/", "local": pack[0]},
                   [f"cache-dir = {tmp_path / 'cache'}", "fetch-retries = 4"])
         try:
-            settled(d, 1, failing=1)
+            settled(d, 2)  # the MANIFEST is there: served; the shard fails when needed
             _, r = run_read(d.sock, "holey", check=False)
             assert r.returncode != 0 and "404" in r.stderr and pack[1][1] in r.stderr, r.stderr
+            digest(d, "local")
         finally:
             d.cleanup()
         assert requests_for(log, f"/fm/{pack[1][1]}") == 1
 
 
-def test_cache_size_too_small(tmp_path):
+def test_shard_larger_than_cache_fails_alone(tmp_path):
     (tmp_path / "big").mkdir()
-    big, _ = idx_pack(tmp_path / "big", n=300, h=64, w=64, shard_size="256K")
+    big, _ = idx_pack(tmp_path / "big", n=1200, h=64, w=64, shard_size="1536K")
     with nginx_server(big.parent, tmp_path) as (base, log):
         d = start(tmp_path, {"big": f"{base}/fm/"},
                   [f"cache-dir = {tmp_path / 'cache'}", "cache-size = 1M"])
@@ -138,10 +152,103 @@ def test_cache_size_too_small(tmp_path):
             settled(d, 0, failing=1)
             _, r = run_read(d.sock, "big", check=False)
             assert r.returncode != 0 and "cache-size is 1048576" in r.stderr, r.stderr
-            assert "fetching ahead and evicting are not built yet" in r.stderr, r.stderr
+            assert "shard-00000.rfs" in r.stderr and "raise cache-size" in r.stderr, r.stderr
         finally:
             d.cleanup()
         assert requests_for(log, "/fm/MANIFEST") == 1
+
+
+@pytest.fixture
+def big(tmp_path):
+    """A pack of 300 64x64 images in ~256K shards (1.2 MB: more than a 1M
+    cache), local under tmp_path/big/srv/fm; returns (folder, shards)."""
+    (tmp_path / "big").mkdir()
+    return idx_pack(tmp_path / "big", n=300, h=64, w=64, shard_size="256K")
+
+
+def test_pack_larger_than_cache(big, tmp_path):
+    size = sum(p.stat().st_size for p in big[0].iterdir())
+    with nginx_server(big[0].parent, tmp_path) as (base, log):
+        for policy in ("belady", "lru"):
+            d = start(tmp_path, {"big": f"{base}/fm/", "local": big[0]},
+                      [f"cache-dir = {tmp_path / policy}", "cache-size = 1M",
+                       f"cache-evict = {policy}"])
+            try:
+                settled(d, 2)
+                block = ("--seed", "3", "--shuffle-block=60")
+                out, _ = run_read(d.sock, "big", batch=20, epochs=2, extra=block)
+                ref, _ = run_read(d.sock, "local", batch=20, epochs=2, extra=block)
+                assert out["digest"] == ref["digest"]
+                st = d.stats()
+                assert int(st["cache.bytes"]) <= 1 << 20, st
+                assert int(st["cache.evictions"]) > 0, st
+                # each block's shards are fetched about once an epoch
+                assert int(st["fetch.bytes"]) < 2 * 1.5 * size, (policy, st["fetch.bytes"], size)
+                # a global shuffle's batch lies in every shard: more than the
+                # cache holds at once, refused with what to do
+                _, r = run_read(d.sock, "big", batch=64, check=False)
+                assert r.returncode != 0 and "shuffle=block" in r.stderr, r.stderr
+                assert "cache-size is 1048576" in r.stderr, r.stderr
+                digest(d, "local")
+            finally:
+                d.cleanup()
+
+
+def test_server_killed_mid_epoch(big, tmp_path):
+    port = free_port()
+    srv = tmp_path / "srv1"
+    srv.mkdir()
+    d = None
+    ctx = nginx_server(big[0].parent, srv, port=port)
+    base, _ = ctx.__enter__()
+    try:
+        d = start(tmp_path, {"big": f"{base}/fm/", "local": big[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}", "cache-size = 1M",
+                   "fetch-retries = 20"])
+        settled(d, 2)
+        block = ("--seed", "5", "--shuffle-block=60")
+        ref, _ = run_read(d.sock, "local", batch=20, epochs=2, extra=block)
+        cmd = [read_tool(), "--socket", d.sock, "--dataset", "big", "--batch", "20",
+               "--epochs", "2", "--json", *block]
+        reader = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        # the reader is under way: some shards fetched, the pack not all in
+        wait_for(lambda: int(d.stats()["fetch.objects"]) >= 3, "fetches under way", timeout=60)
+        ctx.__exit__(None, None, None)
+        ctx = None
+        wait_for(lambda: int(d.stats()["fetch.retries"]) > 0 or reader.poll() is not None,
+                 "a fetch retried while the server is down", timeout=60)
+        (tmp_path / "srv2").mkdir()
+        ctx = nginx_server(big[0].parent, tmp_path / "srv2", port=port)  # started again
+        ctx.__enter__()
+        out, err = reader.communicate(timeout=120)
+        assert reader.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["digest"] == ref["digest"]
+    finally:
+        if ctx:
+            ctx.__exit__(None, None, None)
+        if d:
+            d.cleanup()
+
+
+def test_cache_folder_removed_under_the_daemon(big, tmp_path):
+    cache = tmp_path / "cache"
+    with nginx_server(big[0].parent, tmp_path) as (base, _):
+        d = start(tmp_path, {"big": f"{base}/fm/", "local": big[0]},
+                  [f"cache-dir = {cache}", "cache-size = 1M"])
+        try:
+            settled(d, 2)
+            block = ("--seed", "9", "--shuffle-block=60")
+            ref, _ = run_read(d.sock, "local", batch=20, extra=block)
+            assert run_read(d.sock, "big", batch=20, extra=block)[0]["digest"] == ref["digest"]
+            shutil.rmtree(cache)
+            before = int(d.stats()["fetch.objects"])
+            # what the daemon thought it held is fetched again, into a new folder
+            assert run_read(d.sock, "big", batch=20, extra=block)[0]["digest"] == ref["digest"]
+            assert int(d.stats()["fetch.objects"]) > before
+            digest(d, "local")
+        finally:
+            d.cleanup()
 
 
 def test_reload_fetches_a_failed_one(pack, tmp_path):
@@ -168,7 +275,9 @@ def test_reload_fetches_a_failed_one(pack, tmp_path):
 
 
 class HeldHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves the pack, but holds every shard until the test releases it."""
+    """Serves the pack, but holds every GET whose path ends with `held`
+    until the test releases it."""
+    held = ".rfs"
     release = threading.Event()
     asked = threading.Event()
 
@@ -176,30 +285,68 @@ class HeldHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        if self.path.endswith(".rfs"):
+        if self.path.endswith(self.held):
             self.asked.set()
             self.release.wait(60)
         super().do_GET()
 
 
-def test_attach_while_fetching_is_refused_with_progress(pack, tmp_path):
-    handler = functools.partial(HeldHandler, directory=str(pack[0].parent))
+def held_server(pack_dir, held):
+    HeldHandler.held = held
+    HeldHandler.release = threading.Event()
+    HeldHandler.asked = threading.Event()
+    handler = functools.partial(HeldHandler, directory=str(pack_dir.parent))
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def test_attach_while_fetching_is_refused_with_progress(pack, tmp_path):
+    srv, base = held_server(pack[0], "/MANIFEST")
     d = None
     try:
         d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]},
                   [f"cache-dir = {tmp_path / 'cache'}"])
-        assert HeldHandler.asked.wait(60), "no shard was asked for"
+        assert HeldHandler.asked.wait(60), "the MANIFEST was not asked for"
         st = d.stats()
         assert st["datasets"] == "1" and st["datasets.failing"] == "0", st
         reply = raw_request(d.sock, b"ATTACH dataset=web batch=10\n").decode()
-        assert reply.startswith("ERR ") and "not served yet, still fetching: 0 of " in reply, reply
+        assert reply.startswith("ERR ") and "not served yet, still fetching: reading the " \
+            "MANIFEST" in reply, reply
         assert f"{base}/fm/" in reply, reply
         HeldHandler.release.set()
         settled(d, 2)
         assert digest(d, "web") == digest(d, "local")
+    finally:
+        HeldHandler.release.set()
+        if d:
+            d.cleanup()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_stream_waits_on_the_network(pack, tmp_path):
+    srv, base = held_server(pack[0], ".rfs")
+    d = None
+    try:
+        d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]},
+                  [f"cache-dir = {tmp_path / 'cache'}"])
+        settled(d, 2)
+        cmd = [read_tool(), "--socket", d.sock, "--dataset", "web", "--batch", "64",
+               "--epochs", "1", "--json", "--seed", "7"]
+        reader = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        assert HeldHandler.asked.wait(60), "no shard was asked for"
+        wait_for(lambda: d.stats()["clients.network_waiting"] == "1",
+                 "the stream waits on the network", timeout=60)
+        assert "ringfeed_client_network_wait_seconds_total" in d.metrics()
+        HeldHandler.release.set()
+        out, err = reader.communicate(timeout=120)
+        assert reader.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["digest"] == digest(d, "local")
+        st = d.stats()
+        assert st["clients.network_waiting"] == "0" and int(st["cache.misses"]) > 0, st
+        assert "ringfeed_fetch_seconds_count" in d.metrics()
     finally:
         HeldHandler.release.set()
         if d:
