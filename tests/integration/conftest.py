@@ -415,9 +415,10 @@ def dump_rows(path):
     return out
 
 
-def pack_first(root, n):
+def pack_first(root, n, extra=()):
     """Packs the first n samples of Fashion-MNIST's test split into
-    root/ds (raw IDX cut to n, then ringfeed-pack idx); returns the folder."""
+    root/ds (raw IDX cut to n, then ringfeed-pack idx with extra options,
+    e.g. --shard-size); returns the folder."""
     with gzip.open(f"{FMNIST}/t10k-images-idx3-ubyte.gz") as f:
         img = f.read()
     with gzip.open(f"{FMNIST}/t10k-labels-idx1-ubyte.gz") as f:
@@ -428,6 +429,7 @@ def pack_first(root, n):
     (root / "labels").write_bytes(lab[:4] + n.to_bytes(4, "big") + lab[8:8 + n])
     out = root / "ds"
     subprocess.run([pack_tool(), "idx", "--images", str(root / "images"), "--labels",
-                    str(root / "labels"), str(out)], check=True, stdout=subprocess.DEVNULL,
+                    str(root / "labels"), *map(str, extra), str(out)], check=True,
+                   stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     return str(out)

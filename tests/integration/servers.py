@@ -37,6 +37,19 @@ def listening(port):
         return False
 
 
+def listening_in(pid, addr, port):
+    """Is a TCP socket listening on addr:port in the network namespace of
+    process pid?  (/proc/PID/net/tcp: readable from any namespace, where a
+    connect would need a route into that one.)"""
+    want = "%08X:%04X" % (int.from_bytes(socket.inet_aton(addr), "little"), port)
+    try:
+        with open(f"/proc/{pid}/net/tcp") as f:
+            next(f)
+            return any(line.split()[1] == want and line.split()[3] == "0A" for line in f)
+    except OSError:
+        return False
+
+
 def idx_pack(root, n=300, h=8, w=8, shard_size="8K"):
     """A tensor pack of n h x w images in several small shards, in
     root/srv/fm; returns (its folder, its shard names)."""
@@ -56,10 +69,13 @@ def idx_pack(root, n=300, h=8, w=8, shard_size="8K"):
 
 
 @contextlib.contextmanager
-def nginx_server(root, d, port=None):
-    """nginx serving the folder root, its files under d, on port (a free one
-    when None: give the same one to start it again); /forbidden/ answers
-    403.  Yields (base URL, access log path)."""
+def nginx_server(root, d, addr="127.0.0.1", wrap=(), port=None):
+    """nginx serving the folder root on addr, its files under d, on port (a
+    free one when None: give the same one to start it again); /forbidden/
+    answers 403; wrap: a command prefix that nginx runs under (and execs
+    into), e.g. `ip netns exec NS` to serve inside a network namespace.
+    Yields (base URL, access log path); the log's lines start with the
+    client's address (nginx's combined format)."""
     if not os.path.exists(NGINX):
         pytest.skip("nginx is not installed (scripts/install-deps installs nginx-light)")
     port = port or free_port()
@@ -78,19 +94,20 @@ http {{
   access_log {d}/access.log;
   {temps}
   server {{
-    listen 127.0.0.1:{port};
+    listen {addr}:{port};
     root {root};
     location /forbidden/ {{ return 403; }}
   }}
 }}
 """)
-    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
+    proc = subprocess.Popen([*wrap, NGINX, "-c", str(conf), "-p", str(d), "-e", str(d / "error.log")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        wait_for(lambda: listening(port) or proc.poll() is not None, "nginx", timeout=15)
+        wait_for(lambda: listening_in(proc.pid, addr, port) or proc.poll() is not None, "nginx",
+                 timeout=15)
         if proc.poll() is not None:
             pytest.fail(f"nginx did not start: {proc.stderr.read().decode()}")
-        yield f"http://127.0.0.1:{port}", d / "access.log"
+        yield f"http://{addr}:{port}", d / "access.log"
     finally:
         proc.terminate()
         proc.wait(timeout=15)
