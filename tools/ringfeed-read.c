@@ -4,7 +4,7 @@
  *
  *   ringfeed-read [--socket PATH] --dataset NAME|FOLDER --batch B --epochs E
  *                 [--transform raw|train|eval|none] [--size S] [--depth D]
- *                 [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]
+ *                 [--rank R --world W] [--seed S] [--shuffle 0|1|block] [--no-shuffle] [--drop-last]
  *                 [--params "k=v ..."] [--subset NAME|START:STOP]
  *                 [--start-epoch E --start-seq N]
  *                 [--reconnect-ms MS] [--step-ms MS] [--workers-note]
@@ -108,7 +108,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: %s [--socket PATH] --dataset NAME --batch B --epochs E\n"
             "       [--transform raw|train|eval|none] [--size S] [--depth D]\n"
-            "       [--rank R --world W] [--seed S] [--no-shuffle] [--drop-last]\n"
+            "       [--rank R --world W] [--seed S] [--shuffle 0|1|block] [--no-shuffle] [--drop-last]\n"
             "       [--params \"k=v ...\"] [--subset NAME|START:STOP]\n"
             "       [--start-epoch E --start-seq N]\n"
             "       [--reconnect-ms MS] [--step-ms MS] [--workers-note]\n"
@@ -130,7 +130,9 @@ static void usage(FILE *f)
             "  --rank R, --world W  this reader's rank of W (default: RANK/WORLD_SIZE,\n"
             "                       else 0 of 1)\n"
             "  --seed S             shuffle and augmentation seed (default 0)\n"
-            "  --no-shuffle         read each epoch in order\n"
+            "  --shuffle S          the epoch's order: 1 (default, the whole dataset),\n"
+            "                       block (blocks of shards), 0 (the dataset's order)\n"
+            "  --no-shuffle         read each epoch in order (--shuffle 0)\n"
             "  --drop-last          drop the tail that does not split over the ranks\n"
             "  --params \"k=v ...\"   more ATTACH keys, e.g. \"flip=0 drop_last_batch=1\"\n"
             "  --subset S           read only a set of the pack (ringfeed-pack split), or\n"
@@ -170,6 +172,26 @@ static uint64_t num(const char *name, const char *v, uint64_t lo, uint64_t hi)
         exit(2);
     }
     return x;
+}
+
+/* The --shuffle names and the struct rf_options.shuffle each one sets. */
+static const struct {
+    const char *name;
+    int value;
+} shuffles[] = {
+    {"0", RF_SHUFFLE_OFF},
+    {"1", RF_SHUFFLE_GLOBAL},
+    {"block", RF_SHUFFLE_BLOCK},
+};
+
+/* Accepts a --shuffle value; returns its RF_SHUFFLE_*, or exits 2 naming it. */
+static int shuffle_arg(const char *v)
+{
+    for (size_t i = 0; i < sizeof(shuffles) / sizeof(shuffles[0]); i++)
+        if (strcmp(v, shuffles[i].name) == 0)
+            return shuffles[i].value;
+    fprintf(stderr, "%s: --shuffle \"%s\": give 0, 1 or block\n", prog, v);
+    exit(2);
 }
 
 static void *grow(void *p, size_t *cap, size_t n, size_t size)
@@ -388,7 +410,7 @@ static void print_json(const struct run *r, uint64_t reconnects, long workers, b
 int main(int argc, char **argv)
 {
     enum { O_SOCKET = 1, O_DATASET, O_BATCH, O_EPOCHS, O_TRANSFORM, O_SIZE, O_DEPTH, O_RANK,
-           O_WORLD, O_SEED, O_NO_SHUFFLE, O_DROP_LAST, O_PARAMS, O_START_EPOCH, O_START_SEQ,
+           O_WORLD, O_SEED, O_SHUFFLE, O_NO_SHUFFLE, O_DROP_LAST, O_PARAMS, O_START_EPOCH, O_START_SEQ,
            O_RECONNECT, O_STEP, O_WORKERS_NOTE, O_DUMP, O_JSON, O_HELP, O_SUBSET };
     static const struct option opts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
@@ -401,6 +423,7 @@ int main(int argc, char **argv)
         {"rank", required_argument, NULL, O_RANK},
         {"world", required_argument, NULL, O_WORLD},
         {"seed", required_argument, NULL, O_SEED},
+        {"shuffle", required_argument, NULL, O_SHUFFLE},
         {"no-shuffle", no_argument, NULL, O_NO_SHUFFLE},
         {"drop-last", no_argument, NULL, O_DROP_LAST},
         {"params", required_argument, NULL, O_PARAMS},
@@ -442,7 +465,8 @@ int main(int argc, char **argv)
         case O_RANK: o.rank = (int32_t)num("rank", optarg, 0, 65535); break;
         case O_WORLD: o.world = (int32_t)num("world", optarg, 1, 65536); break;
         case O_SEED: o.seed = num("seed", optarg, 0, UINT64_MAX); break;
-        case O_NO_SHUFFLE: o.shuffle = 0; break;
+        case O_SHUFFLE: o.shuffle = shuffle_arg(optarg); break;
+        case O_NO_SHUFFLE: o.shuffle = RF_SHUFFLE_OFF; break;
         case O_DROP_LAST: o.drop_last = 1; break;
         case O_PARAMS: o.params = optarg; break;
         case O_SUBSET: subset = optarg; break;

@@ -5,6 +5,7 @@ context manager whose waits are bounded; a missing program skips the test,
 saying which."""
 import contextlib
 import os
+import re
 import shutil
 import socket
 import struct
@@ -126,10 +127,40 @@ def boto_python():
     return None
 
 
+class Moto:
+    """A running moto_server: its endpoint, the keys that sign for the
+    bucket, and its log (one line per request)."""
+
+    def __init__(self, endpoint, key, secret, log):
+        self.endpoint, self.key, self.secret, self.log = endpoint, key, secret, log
+
+
+# With auth, moto lets the first INITIAL_NO_AUTH_ACTION_COUNT actions through
+# unsigned (moto/core/authorization.py counts them per server process), then
+# checks every request's SigV4 signature against the keys of its IAM users.
+# The setup spends exactly those three actions on an IAM user, its policy
+# and its access key; the bucket is then made and filled with that key, so
+# from the first S3 action on, a request that is not signed right is
+# refused.
+AUTH_SETUP = """
+iam = boto3.client("iam", endpoint_url=ENDPOINT, region_name="us-east-1",
+                   aws_access_key_id="AKIDSETUP", aws_secret_access_key="unchecked")
+iam.create_user(UserName="rf-reader")
+iam.put_user_policy(UserName="rf-reader", PolicyName="s3", PolicyDocument=json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*",
+                                             "Resource": "*"}]}))
+k = iam.create_access_key(UserName="rf-reader")["AccessKey"]
+KEY, SECRET = k["AccessKeyId"], k["SecretAccessKey"]
+"""
+AUTH_ACTIONS = 3
+
+
 @contextlib.contextmanager
-def moto_server(pack_dir, d):
+def moto_server(pack_dir, d, auth=False):
     """moto_server on loopback with pack_dir's files under s3://rf-packs/fm/;
-    yields its endpoint.  Skips where moto or boto3 is missing."""
+    yields a Moto.  auth=True makes moto check every S3 request's signature
+    against an IAM user's access key (Moto.key, Moto.secret); without it
+    any keys are accepted.  Skips where moto or boto3 is missing."""
     server = shutil.which("moto_server")
     if not server:
         pytest.skip("moto_server is not installed")
@@ -137,27 +168,48 @@ def moto_server(pack_dir, d):
     if not py:
         pytest.skip("no python3 with boto3 (neither /usr/bin/python3 nor python3.11)")
     port = free_port()
-    log = open(d / "moto.log", "w")
+    env = dict(os.environ)
+    if auth:
+        env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(AUTH_ACTIONS)
+    log_path = d / "moto.log"
+    log = open(log_path, "w")
     proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=log,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, env=env)
     try:
         wait_for(lambda: listening(port) or proc.poll() is not None, "moto_server", timeout=30)
-        assert proc.poll() is None, (d / "moto.log").read_text()
+        assert proc.poll() is None, log_path.read_text()
         endpoint = f"http://127.0.0.1:{port}"
         setup = f"""
-import boto3, os, sys
-s3 = boto3.client("s3", endpoint_url="{endpoint}", region_name="us-east-1",
-                  aws_access_key_id="AKIDTEST", aws_secret_access_key="secrettest")
+import boto3, json, os, sys
+ENDPOINT = "{endpoint}"
+KEY, SECRET = "AKIDTEST", "secrettest"
+{AUTH_SETUP if auth else ""}
+s3 = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1",
+                  aws_access_key_id=KEY, aws_secret_access_key=SECRET)
 s3.create_bucket(Bucket="rf-packs")
 for name in sorted(os.listdir("{pack_dir}")):
     s3.upload_file(os.path.join("{pack_dir}", name), "rf-packs", "fm/" + name)
+print(KEY, SECRET)
 """
-        subprocess.run([py, "-c", setup], check=True, capture_output=True, timeout=60)
-        yield endpoint
+        p = subprocess.run([py, "-c", setup], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr + log_path.read_text()
+        key, secret = p.stdout.split()
+        yield Moto(endpoint, key, secret, log_path)
     finally:
         proc.terminate()
         proc.wait(timeout=15)
         log.close()
+
+
+def moto_gets(log, path):
+    """The statuses of the GETs of path in moto_server's log, in order."""
+    out = []
+    with open(log) as f:
+        for line in f:
+            m = re.search(r'"GET (\S+) HTTP/[\d.]+" (\d+)', line)
+            if m and m.group(1) == path:
+                out.append(int(m.group(2)))
+    return out
 
 
 @pytest.fixture(scope="module")

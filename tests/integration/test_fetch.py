@@ -15,7 +15,7 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from servers import (free_port, moto_server, requests_for,  # noqa: E402
+from servers import (free_port, moto_gets, moto_server, requests_for,  # noqa: E402
                      nginx, pack)  # noqa: F401 (fixtures)
 
 FETCH_RUN = os.environ.get("RINGFEED_FETCH_RUN", os.path.join(
@@ -200,8 +200,46 @@ def test_cache_folder_removed(faulty, tmp_path):
 
 @pytest.fixture(scope="module")
 def moto(pack, tmp_path_factory):
-    with moto_server(pack[0], tmp_path_factory.mktemp("moto")) as endpoint:
-        yield endpoint
+    with moto_server(pack[0], tmp_path_factory.mktemp("moto")) as srv:
+        yield srv.endpoint
+
+
+@pytest.fixture(scope="module")
+def moto_auth(pack, tmp_path_factory):
+    """moto_server checking every S3 request's signature (servers.moto_server)."""
+    with moto_server(pack[0], tmp_path_factory.mktemp("moto-auth"), auth=True) as srv:
+        yield srv
+
+
+def s3get(srv, key, secret, name, out_file, home):
+    env = dict(os.environ, AWS_ENDPOINT_URL=srv.endpoint, AWS_ACCESS_KEY_ID=key,
+               AWS_SECRET_ACCESS_KEY=secret, AWS_REGION="us-east-1", HOME=str(home))
+    env.pop("AWS_SESSION_TOKEN", None)
+    return subprocess.run([FETCH_RUN, "--retries", "3", "--backoff-ms", "10", "s3get",
+                           "s3://rf-packs/fm/", name, str(out_file)],
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_s3_signature_checked(moto_auth, pack, tmp_path):
+    """moto recomputes the SigV4 signature of each GET: the IAM user's keys
+    fetch the shard; a wrong secret and an unknown key id are refused with
+    403 and S3's code after one request (a 403 is not retried)."""
+    srv, shard, out_file = moto_auth, pack[1][0], tmp_path / "s"
+    p = s3get(srv, srv.key, srv.secret, shard, out_file, tmp_path)
+    assert p.returncode == 0 and "signed=1" in p.stdout and "tries=1" in p.stdout, \
+        p.stdout + p.stderr
+    assert out_file.read_bytes() == (pack[0] / shard).read_bytes()
+    path = f"/rf-packs/fm/{shard}"
+    assert moto_gets(srv.log, path) == [200]
+    wrong = srv.secret[:-1] + ("A" if srv.secret[-1] != "A" else "B")
+    p = s3get(srv, srv.key, wrong, shard, out_file, tmp_path)
+    assert p.returncode == 1 and "HTTP 403 SignatureDoesNotMatch" in p.stdout and \
+        "tries=1" in p.stdout, p.stdout + p.stderr
+    assert moto_gets(srv.log, path) == [200, 403]
+    p = s3get(srv, "AKIAUNKNOWNKEY000000", srv.secret, shard, out_file, tmp_path)
+    assert p.returncode == 1 and "HTTP 403 InvalidAccessKeyId" in p.stdout and \
+        "tries=1" in p.stdout, p.stdout + p.stderr
+    assert moto_gets(srv.log, path) == [200, 403, 403]
 
 
 def test_s3_signed_get(moto, pack, tmp_path):

@@ -25,8 +25,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import Daemon, raw_request, read_tool, run_read, wait_for  # noqa: E402
-from servers import (free_port, idx_pack, moto_server, nginx_server, requests_for,  # noqa: E402
-                     nginx, pack)  # noqa: F401 (fixtures)
+from servers import (free_port, idx_pack, moto_gets, moto_server,  # noqa: E402
+                     nginx_server, requests_for, nginx, pack)  # noqa: F401 (fixtures)
 
 
 def pack_files(folder):
@@ -98,17 +98,37 @@ def test_http_dataset_then_restart(nginx, pack, tmp_path):
 
 
 def test_s3_dataset(pack, tmp_path):
-    with moto_server(pack[0], tmp_path) as endpoint:
-        env = {"AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": "secrettest",
+    """moto checks every request's SigV4 signature: the IAM user's keys read
+    the dataset with the local digest; a wrong secret fails it alone after
+    one request, naming 403 SignatureDoesNotMatch, while a local one serves."""
+    with moto_server(pack[0], tmp_path, auth=True) as moto:
+        lines = [f"s3-endpoint = {moto.endpoint}", "s3-region = us-east-1"]
+        env = {"AWS_ACCESS_KEY_ID": moto.key, "AWS_SECRET_ACCESS_KEY": moto.secret,
                "HOME": str(tmp_path)}
         d = start(tmp_path, {"lake": "s3://rf-packs/fm/", "local": pack[0]},
-                  [f"cache-dir = {tmp_path / 'cache'}", f"s3-endpoint = {endpoint}",
-                   "s3-region = us-east-1"], env=env)
+                  lines + [f"cache-dir = {tmp_path / 'cache'}"], env=env)
         try:
             settled(d, 2)
             assert digest(d, "lake") == digest(d, "local")
         finally:
             d.cleanup()
+        manifest = "/rf-packs/fm/MANIFEST"
+        before = len(moto_gets(moto.log, manifest))
+        wrong = moto.secret[:-1] + ("A" if moto.secret[-1] != "A" else "B")
+        env["AWS_SECRET_ACCESS_KEY"] = wrong
+        d = start(tmp_path, {"lake": "s3://rf-packs/fm/", "local": pack[0]},
+                  lines + [f"cache-dir = {tmp_path / 'cache2'}", "fetch-retries = 4"], env=env,
+                  name="wrong.conf")
+        try:
+            st = settled(d, 1, failing=1)
+            assert int(st["fetch.retries"]) == 0, st
+            _, r = run_read(d.sock, "lake", check=False)
+            assert r.returncode != 0 and "HTTP 403 SignatureDoesNotMatch" in r.stderr and \
+                "after 1 try" in r.stderr, r.stderr
+            digest(d, "local")
+        finally:
+            d.cleanup()
+        assert moto_gets(moto.log, manifest)[before:] == [403]
 
 
 def test_server_down_fails_alone(pack, tmp_path):
@@ -175,7 +195,7 @@ def test_pack_larger_than_cache(big, tmp_path):
                        f"cache-evict = {policy}"])
             try:
                 settled(d, 2)
-                block = ("--seed", "3", "--shuffle-block=60")
+                block = ("--seed", "3", "--shuffle", "block", "--params", "block=60")
                 out, _ = run_read(d.sock, "big", batch=20, epochs=2, extra=block)
                 ref, _ = run_read(d.sock, "local", batch=20, epochs=2, extra=block)
                 assert out["digest"] == ref["digest"]
@@ -206,7 +226,7 @@ def test_server_killed_mid_epoch(big, tmp_path):
                   [f"cache-dir = {tmp_path / 'cache'}", "cache-size = 1M",
                    "fetch-retries = 20"])
         settled(d, 2)
-        block = ("--seed", "5", "--shuffle-block=60")
+        block = ("--seed", "5", "--shuffle", "block", "--params", "block=60")
         ref, _ = run_read(d.sock, "local", batch=20, epochs=2, extra=block)
         cmd = [read_tool(), "--socket", d.sock, "--dataset", "big", "--batch", "20",
                "--epochs", "2", "--json", *block]
@@ -238,7 +258,7 @@ def test_cache_folder_removed_under_the_daemon(big, tmp_path):
                   [f"cache-dir = {cache}", "cache-size = 1M"])
         try:
             settled(d, 2)
-            block = ("--seed", "9", "--shuffle-block=60")
+            block = ("--seed", "9", "--shuffle", "block", "--params", "block=60")
             ref, _ = run_read(d.sock, "local", batch=20, extra=block)
             assert run_read(d.sock, "big", batch=20, extra=block)[0]["digest"] == ref["digest"]
             shutil.rmtree(cache)

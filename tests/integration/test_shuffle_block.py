@@ -18,7 +18,7 @@ import subprocess
 import pytest
 
 import ringfeed
-from conftest import FMNIST, pack_tool
+from conftest import FMNIST, pack_tool, read_dump, run_read
 
 N = 10000  # Fashion-MNIST's test set
 BATCH = 50
@@ -141,3 +141,22 @@ def test_bad_arguments(pack, daemon_factory):
         with pytest.raises(err, match=want):
             ringfeed.Loader("fm", BATCH, socket=d.sock, **kw)
     assert int(d.stats()["workers.alive"]) >= 1
+
+
+def test_read_tool_shuffle_block(pack, daemon_factory, tmp_path):
+    """ringfeed-read --shuffle block reads the order ringfeed.Loader(shuffle=
+    "block") reads (same seed); --shuffle 1 another; a bad value is refused."""
+    d = daemon_factory({"fm": pack}, workers=1)
+    loader = ringfeed.Loader("fm", BATCH, socket=d.sock, seed=3, output="numpy", shuffle="block")
+    want = [i for b in epoch_batches(loader) for i in b]
+    loader.close()
+    got = {}
+    for value in ("block", "1"):
+        dump = tmp_path / f"dump-{value}"
+        run_read(d.sock, "fm", batch=BATCH, extra=("--seed", "3", "--shuffle", value),
+                 dump=str(dump))
+        got[value] = [i for _, _, i in read_dump(str(dump))]
+    assert got["block"] == want
+    assert got["1"] != want and sorted(got["1"]) == list(range(N))
+    _, r = run_read(d.sock, "fm", batch=BATCH, extra=("--shuffle", "blocks"), check=False)
+    assert r.returncode == 2 and '--shuffle "blocks": give 0, 1 or block' in r.stderr, r.stderr
