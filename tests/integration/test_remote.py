@@ -188,6 +188,7 @@ def big(tmp_path):
 
 def test_pack_larger_than_cache(big, tmp_path):
     size = sum(p.stat().st_size for p in big[0].iterdir())
+    fetched = {}
     with nginx_server(big[0].parent, tmp_path) as (base, log):
         for policy in ("belady", "lru"):
             d = start(tmp_path, {"big": f"{base}/fm/", "local": big[0]},
@@ -202,8 +203,7 @@ def test_pack_larger_than_cache(big, tmp_path):
                 st = d.stats()
                 assert int(st["cache.bytes"]) <= 1 << 20, st
                 assert int(st["cache.evictions"]) > 0, st
-                # each block's shards are fetched about once an epoch
-                assert int(st["fetch.bytes"]) < 2 * 1.5 * size, (policy, st["fetch.bytes"], size)
+                fetched[policy] = int(st["fetch.bytes"])
                 # a global shuffle's batch lies in every shard: more than the
                 # cache holds at once, refused with what to do
                 _, r = run_read(d.sock, "big", batch=64, check=False)
@@ -212,6 +212,10 @@ def test_pack_larger_than_cache(big, tmp_path):
                 digest(d, "local")
             finally:
                 d.cleanup()
+    # belady fetches each block's shards about once an epoch (2 epochs); lru
+    # evicts shards needed again soon, so it fetches no less
+    assert fetched["belady"] < 2 * 1.5 * size, (fetched, size)
+    assert fetched["lru"] >= fetched["belady"], fetched
 
 
 def test_server_killed_mid_epoch(big, tmp_path):
@@ -228,16 +232,19 @@ def test_server_killed_mid_epoch(big, tmp_path):
         settled(d, 2)
         block = ("--seed", "5", "--shuffle", "block", "--params", "block=60")
         ref, _ = run_read(d.sock, "local", batch=20, epochs=2, extra=block)
+        # a trainer's pace (100 ms a batch): the second epoch needs shards the
+        # first evicted, fetched long after the server is killed below
         cmd = [read_tool(), "--socket", d.sock, "--dataset", "big", "--batch", "20",
-               "--epochs", "2", "--json", *block]
+               "--epochs", "2", "--json", "--step-ms", "100", *block]
         reader = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True)
         # the reader is under way: some shards fetched, the pack not all in
         wait_for(lambda: int(d.stats()["fetch.objects"]) >= 3, "fetches under way", timeout=60)
         ctx.__exit__(None, None, None)
         ctx = None
-        wait_for(lambda: int(d.stats()["fetch.retries"]) > 0 or reader.poll() is not None,
-                 "a fetch retried while the server is down", timeout=60)
+        wait_for(lambda: d.stats()["clients.network_waiting"] == "1",
+                 "the stream waits while the server is down", timeout=60)
+        assert reader.poll() is None
         (tmp_path / "srv2").mkdir()
         ctx = nginx_server(big[0].parent, tmp_path / "srv2", port=port)  # started again
         ctx.__enter__()
@@ -359,14 +366,15 @@ def test_stream_waits_on_the_network(pack, tmp_path):
         assert HeldHandler.asked.wait(60), "no shard was asked for"
         wait_for(lambda: d.stats()["clients.network_waiting"] == "1",
                  "the stream waits on the network", timeout=60)
-        assert "ringfeed_client_network_wait_seconds_total" in d.metrics()
+        assert b"ringfeed_client_network_wait_seconds_total" in raw_request(d.sock,
+                                                                             b"METRICS\n")
         HeldHandler.release.set()
         out, err = reader.communicate(timeout=120)
         assert reader.returncode == 0, err
         assert json.loads(out.strip().splitlines()[-1])["digest"] == digest(d, "local")
         st = d.stats()
         assert st["clients.network_waiting"] == "0" and int(st["cache.misses"]) > 0, st
-        assert "ringfeed_fetch_seconds_count" in d.metrics()
+        assert b"ringfeed_fetch_seconds_count" in raw_request(d.sock, b"METRICS\n")
     finally:
         HeldHandler.release.set()
         if d:
