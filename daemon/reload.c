@@ -109,13 +109,16 @@ static void apply(struct daemon *d, struct conf *nc, const struct affinity_plan 
     }
     if (d->remote && (strcmp(nc->cache_dir, old->cache_dir) != 0 ||
                       nc->cache_size != old->cache_size ||
-                      nc->fetch_retries != old->fetch_retries)) {
-        log_warn("reload: cache-dir, cache-size and fetch-retries apply at the next start: the "
-                 "cache folder %s (cache-size %llu, fetch-retries %u) is open and stays",
-                 old->cache_dir, (unsigned long long)old->cache_size, old->fetch_retries);
+                      nc->fetch_retries != old->fetch_retries ||
+                      nc->cache_evict != old->cache_evict)) {
+        log_warn("reload: cache-dir, cache-size, cache-evict and fetch-retries apply at the next "
+                 "start: the cache folder %s (cache-size %llu, cache-evict %s, fetch-retries %u) "
+                 "is open and stays", old->cache_dir, (unsigned long long)old->cache_size,
+                 conf_cache_evict_name(old->cache_evict), old->fetch_retries);
         snprintf(nc->cache_dir, sizeof(nc->cache_dir), "%s", old->cache_dir);
         nc->cache_size = old->cache_size;
         nc->fetch_retries = old->fetch_retries;
+        nc->cache_evict = old->cache_evict;
     }
     if (strcmp(nc->s3_endpoint, old->s3_endpoint) != 0 ||
         strcmp(nc->s3_region, old->s3_region) != 0)

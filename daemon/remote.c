@@ -1,7 +1,8 @@
 /*
- * remote.c - remote.h's whole-dataset fetch: a uv_queue_work job per remote
- * dataset that reads its MANIFEST and fills the node cache, and the
- * completion on the loop that hands the cache's folder to the catalogue.
+ * remote.c - remote.h's opening of a remote dataset: a uv_queue_work job per
+ * remote dataset that reads its MANIFEST and fetches its small files into
+ * the node cache, and the completion on the loop that hands the cache's
+ * folder to ahead.h and the catalogue.
  */
 #include "remote.h"
 

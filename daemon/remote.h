@@ -1,31 +1,31 @@
 /*
  * remote.h - remote datasets (dataset.NAME = http://, https://, s3://):
- * each is fetched whole into the node's cache (daemon/fetch/cache.h) on the
- * libuv thread pool, then opened from the cache's folder for its pack
- * exactly as a local pack is, so workers read local files only.
+ * each is opened from the node's cache (daemon/fetch/cache.h) on demand,
+ * its shards then fetched by ahead.h as the streams need them, so workers
+ * read local files only.
  *
- * The first cut (docs/design/remote.md, "Serving a remote dataset"):
  *   - at start, and when a reload names a remote dataset not served now,
  *     the catalogue marks its slot "fetching" (catalog.c) and calls
- *     remote_fetch; ATTACH to it is refused with "still fetching N of M
- *     files" until it is placed;
- *   - the job GETs the MANIFEST into memory, parses it as a local one is
- *     parsed, refuses a pack larger than cache-size (fetch-ahead and
- *     eviction are not built), then fetches every file the MANIFEST names
- *     into the cache (verified, renamed into place; files already there
- *     and verified are not fetched again, so a restart only reads the
- *     MANIFEST);
- *   - its completion, on the loop, opens the folder and places the dataset
- *     in its slot (the workers restart gracefully to learn it), or fails
- *     the slot alone with the URL and the status; a reload retries it.
+ *     remote_fetch; ATTACH to it is refused with "still fetching: reading
+ *     the MANIFEST" until it is placed;
+ *   - the job (libuv's pool) GETs the MANIFEST into memory, parses it as a
+ *     local one is parsed, refuses a pack with a shard that cannot fit in
+ *     cache-size beside the small files, fetches those small files (dict,
+ *     sources, subsets; the MANIFEST last) into the cache, and verifies
+ *     the shards a run before left there;
+ *   - its completion, on the loop, opens the folder on demand
+ *     (DATASET_OPEN_ON_DEMAND), registers it with ahead.h and places it in
+ *     its slot (the workers restart gracefully to learn it), or fails the
+ *     slot alone with the URL and the status; a reload retries it.
  * Two datasets of one pack (the same MANIFEST) share the cache's files.
- * One fetch runs at a time, the others wait in order (remote.c says why);
- * their progress says so.
+ * One MANIFEST job runs at a time, the others wait in order; shards are
+ * fetched up to AHEAD_FETCHES at once.
  *
  * The cache and the fetch client are made when the first remote dataset
- * is fetched, with cache-dir, cache-size and fetch-retries as they are
- * then; a reload that changes those keys is logged as applying at the next
- * start (reload.c).  s3-endpoint and s3-region are read by every job.
+ * is fetched, with cache-dir, cache-size, cache-evict and fetch-retries as
+ * they are then; a reload that changes those keys is logged as applying at
+ * the next start (reload.c).  s3-endpoint and s3-region are read by every
+ * job.
  */
 #ifndef RINGFEED_DAEMON_REMOTE_H
 #define RINGFEED_DAEMON_REMOTE_H

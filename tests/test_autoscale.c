@@ -58,6 +58,17 @@ static void test_classify(void)
 
     TAP_IS_INT(autoscale_classify(&p, &c, &share), AS_BOUND_INPUT, "41% waiting: input-bound");
     TAP_OK(share > 0.409 && share < 0.411, "its share is 0.41");
+    TAP_IS_STR(autoscale_bound_name(AS_BOUND_NETWORK), "network", "network's name");
+    c.net_waited_ns = (c.waited_ns + 1) / 2;
+    TAP_IS_INT(autoscale_classify(&p, &c, NULL), AS_BOUND_NETWORK,
+               "41% waiting, half of it on a remote shard: network-bound");
+    c.net_waited_ns = (c.waited_ns + 1) / 2 - 1;
+    TAP_IS_INT(autoscale_classify(&p, &c, NULL), AS_BOUND_INPUT,
+               "under half of it on the network: input-bound");
+    c = client(1, 0.05, 1);
+    c.net_waited_ns = c.waited_ns;
+    TAP_IS_INT(autoscale_classify(&p, &c, NULL), AS_BOUND_NONE,
+               "5% waiting, all on the network: not input-bound, so not network-bound");
     c = client(1, 0.0, 0);
     TAP_IS_INT(autoscale_classify(&p, &c, NULL), AS_BOUND_COMPUTE, "no wait: compute-bound");
     c = client(1, 0.05, 4);
