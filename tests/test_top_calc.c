@@ -239,6 +239,15 @@ static void test_compute(struct top_snap *a, struct top_snap *b, struct top_fram
     TAP_IS_INT(f->c[1].verdict, TOP_VERDICT_FAILED, "client 3: failed wins over the wait");
     TAP_IS_STR(top_verdict_name(TOP_VERDICT_INPUT_BOUND), "input-bound", "verdict name");
     TAP_IS_STR(top_verdict_name(TOP_VERDICT_COMPUTE_BOUND), "compute-bound", "verdict name");
+    TAP_IS_STR(top_verdict_name(TOP_VERDICT_NETWORK_BOUND), "network-bound", "verdict name");
+
+    /* client 1 input-bound, and the daemon says its waits were the network's */
+    top_snap_parse_stats(b, "clients.1.bound network\n", 24);
+    top_compute(a, b, 5.0, f);
+    TAP_IS_INT(f->c[0].verdict, TOP_VERDICT_NETWORK_BOUND, "client 1: network-bound");
+    top_snap_parse_stats(b, "clients.1.bound input\n", 22);
+    top_compute(a, b, 5.0, f);
+    TAP_IS_INT(f->c[0].verdict, TOP_VERDICT_INPUT_BOUND, "client 1: input-bound again");
 
     /* client 1 waiting less: compute-bound */
     b->c[0].waited_s = 0.2;

@@ -203,6 +203,10 @@ static bool client_line(struct top_snap *s, const char *k, size_t kn, const char
         }
         return true;
     }
+    if (span_is(f, fn, "bound")) {
+        c->network = span_is(v, vn, "network");
+        return true;
+    }
     if (span_is(f, fn, "name")) {
         /* the daemon writes "-" for a client without a name */
         copy_word(c->name, sizeof(c->name), v, span_is(v, vn, "-") ? 0 : vn);
@@ -362,6 +366,7 @@ const char *top_verdict_name(enum top_verdict v)
         [TOP_VERDICT_COMPUTE_BOUND] = "compute-bound",
         [TOP_VERDICT_INPUT_BOUND] = "input-bound",
         [TOP_VERDICT_FAILED] = "failed",
+        [TOP_VERDICT_NETWORK_BOUND] = "network-bound",
     };
 
     return (unsigned)v < TOP_VERDICT_COUNT ? names[v] : "?";
@@ -471,8 +476,9 @@ static void client_rows(const struct top_snap *a, const struct top_snap *b, doub
         else if (isnan(r->wait_pct))
             r->verdict = TOP_VERDICT_NONE;
         else
-            r->verdict = r->wait_pct > TOP_INPUT_BOUND_PCT ? TOP_VERDICT_INPUT_BOUND
-                                                           : TOP_VERDICT_COMPUTE_BOUND;
+            r->verdict = r->wait_pct <= TOP_INPUT_BOUND_PCT ? TOP_VERDICT_COMPUTE_BOUND
+                         : cc->network                    ? TOP_VERDICT_NETWORK_BOUND
+                                                          : TOP_VERDICT_INPUT_BOUND;
     }
 }
 

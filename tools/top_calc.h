@@ -56,6 +56,8 @@ struct top_client_snap {
     double rank, world, batch, depth, batches, samples, waited_s, ready, inflight,
         ring_bytes, locked, failed;
     double uid;                      /* NAN from a daemon that does not say */
+    bool network;                    /* clients.<id>.bound says network: its next
+                                        batch waited mostly for a remote shard */
 };
 
 /* One augmentation op's counters: STATS augment.<name>_ns and
@@ -93,10 +95,13 @@ enum top_verdict {
     TOP_VERDICT_COMPUTE_BOUND, /* waited at most TOP_INPUT_BOUND_PCT */
     TOP_VERDICT_INPUT_BOUND,   /* waited more */
     TOP_VERDICT_FAILED,        /* its stream failed */
+    TOP_VERDICT_NETWORK_BOUND, /* waited more, and the daemon judges the wait the
+                                  network's (clients.<id>.bound network) */
     TOP_VERDICT_COUNT
 };
 
-/* "-", "compute-bound", "input-bound", "failed"; "?" out of range. */
+/* "-", "compute-bound", "input-bound", "failed", "network-bound"; "?" out
+ * of range. */
 const char *top_verdict_name(enum top_verdict v);
 
 struct top_worker_row {
