@@ -381,3 +381,31 @@ def test_stream_waits_on_the_network(pack, tmp_path):
             d.cleanup()
         srv.shutdown()
         srv.server_close()
+
+
+def test_cache_disk_full_fails_the_stream_alone(big, tmp_path):
+    """A cache folder on a file system smaller than cache-size: the shard
+    that does not fit fails its stream with the reason; the local dataset,
+    and the daemon, serve on."""
+    cache = tmp_path / "small-fs"
+    cache.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(cache)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.strip()}")
+    try:
+        with nginx_server(big[0].parent, tmp_path) as (base, _):
+            d = start(tmp_path, {"big": f"{base}/fm/", "local": big[0]},
+                      [f"cache-dir = {cache}", "cache-size = 4M"])
+            try:
+                settled(d, 2)
+                _, r = run_read(d.sock, "big", batch=20, check=False,
+                                extra=("--shuffle", "block", "--params", "block=60"))
+                assert r.returncode != 0 and "No space left on device" in r.stderr, r.stderr
+                assert f"{base}/fm/" in r.stderr, r.stderr
+                digest(d, "local")
+                assert int(d.stats()["datasets"]) == 2
+            finally:
+                d.cleanup()
+    finally:
+        subprocess.run(["umount", "-l", str(cache)], capture_output=True)
