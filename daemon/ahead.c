@@ -16,6 +16,7 @@
 #include "daemon.h"
 #include "dataset.h"
 #include "log.h"
+#include "sampler.h"
 #include "scheduler.h"
 
 #ifdef RINGFEED_REMOTE
@@ -68,6 +69,7 @@ struct ads {
     char url[CONF_PATH_MAX];
     char s3_endpoint[CONF_ENDPOINT_MAX + 1], s3_region[CONF_S3_REGION_MAX + 1];
     uint64_t walk_bytes;    /* during a walk: bytes of the shards one stream met */
+    uint32_t walk_met;      /* and how many */
 };
 
 struct ahead {
@@ -419,6 +421,7 @@ static bool walk_use(void *arg, uint64_t sample, uint64_t ahead, uint32_t order,
     if (ahead == 0) { /* a new stream's walk */
         a->stamp++;
         x->walk_bytes = 0;
+        x->walk_met = 0;
     }
     if (key < s->key)
         s->key = key;
@@ -426,8 +429,11 @@ static bool walk_use(void *arg, uint64_t sample, uint64_t ahead, uint32_t order,
     if (s->stamp != a->stamp) {
         s->stamp = a->stamp;
         x->walk_bytes += s->bytes;
+        x->walk_met++;
     }
-    return x->walk_bytes < cache_budget(a->c);
+    /* further on, no shard gets a sooner use: every one was met, or as
+     * many as the cache holds */
+    return x->walk_bytes < cache_budget(a->c) && x->walk_met < x->p->n;
 }
 
 /* The shard to evict for a fetch of a shard with next use `key`, or false. */
@@ -617,9 +623,18 @@ static void run(struct daemon *d)
 {
     struct ahead *a = d->ahead;
 
+    bool absent = false;
+
     if (!a || d->stopping)
         return;
     a->run_ns = clock_mono_ns();
+    /* next uses matter to what is fetched and what makes room for it: with
+     * every shard in the cache or on its way, nothing is to decide */
+    for (struct apack *p = a->packs; p && !absent; p = p->next)
+        for (uint32_t i = 0; i < p->n && !absent; i++)
+            absent = p->sh[i].state == SH_ABSENT;
+    if (!absent)
+        return;
     for (struct apack *p = a->packs; p; p = p->next)
         for (uint32_t i = 0; i < p->n; i++) {
             p->sh[i].key = NO_USE;
@@ -661,6 +676,20 @@ static void run(struct daemon *d)
 void ahead_kick(struct daemon *d)
 {
     run(d);
+}
+
+uint32_t ahead_block_shards(const struct daemon *d, uint32_t slot)
+{
+    const struct ads *x = find_ds(d->ahead, slot);
+    uint64_t most = 0, fit;
+
+    if (!x)
+        return SAMPLER_BLOCK_SHARDS;
+    for (uint32_t i = 0; i < x->p->n; i++)
+        if (x->p->sh[i].bytes > most)
+            most = x->p->sh[i].bytes;
+    fit = most ? cache_budget(d->ahead->c) / most / 4 : SAMPLER_BLOCK_SHARDS;
+    return fit < 1 ? 1 : fit > SAMPLER_BLOCK_SHARDS ? SAMPLER_BLOCK_SHARDS : (uint32_t)fit;
 }
 
 static void on_timer(uv_timer_t *t)
@@ -747,6 +776,12 @@ void ahead_release(struct daemon *d, struct ahead_hold *h)
 void ahead_kick(struct daemon *d)
 {
     (void)d;
+}
+
+uint32_t ahead_block_shards(const struct daemon *d, uint32_t slot)
+{
+    (void)d, (void)slot;
+    return SAMPLER_BLOCK_SHARDS;
 }
 
 void ahead_counts(const struct daemon *d, struct ahead_counts *out)

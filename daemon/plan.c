@@ -69,7 +69,7 @@ size_t sched_job_message(const struct job *j, struct wire_job *m)
  * with its last job), and so does its group. */
 void plan_job_free(struct daemon *d, struct job *j)
 {
-    if (j->hold.n)
+    if (j->hold.pack)
         d->sched.ops->shards_release(d, &j->hold);
     for (uint32_t i = 0; i < j->ntargets; i++) {
         struct stream *st = j->t[i].st;
@@ -175,8 +175,10 @@ static int shards_gate(struct daemon *d, struct stream *const *m, uint32_t n,
     *out = NULL;
     if (!samples)
         return -ENOMEM;
+    sampler_batch(s, seq, samples); /* count of them: block mode keeps a block's
+                                       permutation across the batch */
     for (uint32_t j = 0; j < count; j++)
-        samples[j] = stream_index(st, sampler_sample(s, seq, j));
+        samples[j] = stream_index(st, samples[j]);
     rc = d->sched.ops->shards_ready(d, st->dataset_id, samples, count, &err);
     if (rc == 0) {
         net_wait_end(d, m, n);
@@ -408,30 +410,43 @@ void sched_walk_ahead(struct daemon *d, uint32_t dataset, uint64_t max,
                       void *arg)
 {
     uint32_t order = 0;
+    uint64_t *batch = NULL;
+    uint32_t cap = 0;
 
     for (struct stream *st = d->sched.streams; st; st = st->next) {
-        uint64_t ahead = 0;
+        uint64_t ahead = 0, have_epoch = UINT64_MAX;
+        struct sampler s;
         bool go = true;
 
         if (st->dataset_id != dataset || stream_ended(st))
             continue;
+        if (st->a.batch > cap) {
+            uint64_t *b = realloc(batch, st->a.batch * sizeof(*b));
+
+            if (!b)
+                break; /* the walk is advice: none this time */
+            batch = b;
+            cap = st->a.batch;
+        }
         for (uint64_t g = st->next_g; go && ahead < max; g++) {
             uint64_t epoch, seq;
-            struct sampler s;
             uint32_t count;
 
             stream_batch_pos(st, g, &epoch, &seq);
-            if (epoch > SCHED_EPOCH_MAX || stream_sampler(st, epoch, &s) < 0)
+            if (epoch > SCHED_EPOCH_MAX)
                 break;
-            count = sampler_batch_count(&s, seq);
+            if (epoch != have_epoch && stream_sampler(st, epoch, &s) < 0)
+                break;
+            have_epoch = epoch;
+            count = sampler_batch(&s, seq, batch);
             for (uint32_t j = 0; go && j < count; j++, ahead++)
-                go = use(arg, stream_index(st, sampler_sample(&s, seq, j)), ahead, order,
-                         g == st->next_g);
+                go = use(arg, stream_index(st, batch[j]), ahead, order, g == st->next_g);
             if (count == 0)
                 break;
         }
         order++;
     }
+    free(batch);
 }
 
 void sched_fill(struct daemon *d)

@@ -289,14 +289,15 @@ uint64_t sampler_order_block_of(const struct sampler_order *o, uint64_t i)
     return b < o->blocks ? b : o->blocks - 1;
 }
 
-uint64_t sampler_block_default(uint64_t shard_records, uint64_t n, uint64_t samples)
+uint64_t sampler_block_default(uint32_t shards, uint64_t shard_records, uint64_t n,
+                               uint64_t samples)
 {
     unsigned __int128 k;
 
     if (shard_records == 0 || samples == 0 || n == 0)
         return 1;
-    /* ceil(SHARDS * shard_records * n / samples) without overflow */
-    k = ((unsigned __int128)SAMPLER_BLOCK_SHARDS * shard_records * n + samples - 1) / samples;
+    /* ceil(shards * shard_records * n / samples) without overflow */
+    k = ((unsigned __int128)(shards ? shards : 1) * shard_records * n + samples - 1) / samples;
     if (k > SAMPLER_MAX_N)
         return SAMPLER_MAX_N;
     return k ? (uint64_t)k : 1;

@@ -157,12 +157,14 @@ uint64_t sampler_order_block_of(const struct sampler_order *o, uint64_t i);
 /*
  * shuffle=block's default K for a stream of n samples drawn from a dataset
  * of `samples` whose largest shard holds shard_records: the samples of
- * SAMPLER_BLOCK_SHARDS shards, scaled by n / samples for a subset (a
- * subset's positions are its own), rounded up, at least 1.  Over a whole
- * dataset whose shards hold shard_records each (the last maybe fewer),
- * every block starts on a shard boundary.
+ * `shards` shards (SAMPLER_BLOCK_SHARDS, or fewer where the node cache of a
+ * remote dataset holds few: daemon/ahead.h), scaled by n / samples for a
+ * subset (a subset's positions are its own), rounded up, at least 1.  Over
+ * a whole dataset whose shards hold shard_records each (the last maybe
+ * fewer), every block starts on a shard boundary.
  */
-uint64_t sampler_block_default(uint64_t shard_records, uint64_t n, uint64_t samples);
+uint64_t sampler_block_default(uint32_t shards, uint64_t shard_records, uint64_t n,
+                               uint64_t samples);
 
 struct sampler_params {
     uint64_t n;             /* dataset size: 1 .. SAMPLER_MAX_N */

@@ -281,13 +281,20 @@ static void test_default_and_params(void)
     struct sampler s;
     struct rf_err err;
 
-    TAP_IS_INT(sampler_block_default(10000, 60000, 60000), 40000,
+    TAP_IS_INT(sampler_block_default(SAMPLER_BLOCK_SHARDS, 10000, 60000, 60000), 40000,
                "default block: 4 shards of the whole dataset");
-    TAP_IS_INT(sampler_block_default(10000, 6000, 60000), 4000,
+    TAP_IS_INT(sampler_block_default(1, 10000, 60000, 60000), 10000,
+               "default block: 1 shard (a small node cache)");
+    TAP_IS_INT(sampler_block_default(0, 10000, 60000, 60000), 10000,
+               "default block: 0 shards counts as 1");
+    TAP_IS_INT(sampler_block_default(SAMPLER_BLOCK_SHARDS, 10000, 6000, 60000), 4000,
                "default block: scaled to a subset's share");
-    TAP_IS_INT(sampler_block_default(3, 1, 7), 2, "default block: rounded up");
-    TAP_IS_INT(sampler_block_default(0, 5, 5), 1, "default block: at least 1");
-    TAP_IS_INT(sampler_block_default(SAMPLER_MAX_N, SAMPLER_MAX_N, SAMPLER_MAX_N),
+    TAP_IS_INT(sampler_block_default(SAMPLER_BLOCK_SHARDS, 3, 1, 7), 2,
+               "default block: rounded up");
+    TAP_IS_INT(sampler_block_default(SAMPLER_BLOCK_SHARDS, 0, 5, 5), 1,
+               "default block: at least 1");
+    TAP_IS_INT(sampler_block_default(SAMPLER_BLOCK_SHARDS, SAMPLER_MAX_N, SAMPLER_MAX_N,
+                                     SAMPLER_MAX_N),
                SAMPLER_MAX_N, "default block: no overflow, at most SAMPLER_MAX_N");
 
     TAP_IS_INT(sampler_init(&s, &good, &err), 0, "block parameters accepted");

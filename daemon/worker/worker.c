@@ -934,7 +934,13 @@ static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64
         const uint8_t *stored;
         struct rf_err err;
 
-        if (dataset_locate_load(ds, idx, &loc, &err) < 0 || read_one(ws, &loc, &stored, &err) < 0) {
+        int rc = dataset_locate_load(ds, idx, &loc, &err);
+
+        /* a remote dataset's shard not in the node cache now is no fault of
+         * its records: the next position is tried */
+        if (rc == -ENOENT && dataset_on_demand(ds))
+            continue;
+        if (rc < 0 || read_one(ws, &loc, &stored, &err) < 0) {
             bad_sample(ws, r->p.dataset_id, idx, BAD_READ, err.msg);
             continue;
         }
