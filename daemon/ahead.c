@@ -313,6 +313,41 @@ static void recheck(struct ahead *a, struct ads *x, uint32_t i, uint64_t now)
 
 static void run(struct daemon *d);
 
+/*
+ * A batch whose shards together exceed cache-size: the error, with a
+ * block= that fits (a quarter of the shards the cache holds, so a batch
+ * straddling two blocks and the shards their ends cut still fit).  Not
+ * made the default: the order must not depend on a node's cache-size, or
+ * ranks on nodes configured apart would split an epoch differently.
+ */
+static int too_big(struct ahead *a, const struct ads *x, uint32_t distinct, uint64_t bytes,
+                   struct rf_err *err)
+{
+    uint64_t most = 0, records = 0, fit;
+
+    for (uint32_t i = 0; i < x->p->n; i++) {
+        struct dataset_shard_info si;
+
+        if (x->p->sh[i].bytes > most)
+            most = x->p->sh[i].bytes;
+        if (dataset_shard_info(x->ds, i, &si) == 0 && si.records > records)
+            records = si.records;
+    }
+    fit = most ? cache_budget(a->c) / most / 4 : 0;
+    if (fit == 0)
+        return rf_err_set(err, -EFBIG, "%s: a batch needs %u shards (%llu bytes) in the cache "
+                          "at once, but cache-size is %llu: use a smaller batch or a larger "
+                          "cache-size", x->url, distinct, (unsigned long long)bytes,
+                          (unsigned long long)cache_budget(a->c));
+    return rf_err_set(err, -EFBIG, "%s: a batch needs %u shards (%llu bytes) in the cache at "
+                      "once, but cache-size is %llu: use shuffle=block with block=%llu or "
+                      "less (%llu shard%s of %llu samples), a smaller batch, or a larger "
+                      "cache-size", x->url, distinct, (unsigned long long)bytes,
+                      (unsigned long long)cache_budget(a->c),
+                      (unsigned long long)(fit * records), (unsigned long long)fit,
+                      fit == 1 ? "" : "s", (unsigned long long)records);
+}
+
 int ahead_ready(struct daemon *d, uint32_t slot, const uint64_t *samples, uint32_t n,
                 struct rf_err *err)
 {
@@ -348,11 +383,7 @@ int ahead_ready(struct daemon *d, uint32_t slot, const uint64_t *samples, uint32
         fresh |= s->state == SH_ABSENT;
     }
     if (bytes > cache_budget(a->c))
-        return rf_err_set(err, -EFBIG, "%s: a batch needs %u shards (%llu bytes) in the cache "
-                          "at once, but cache-size is %llu: use shuffle=block, a smaller "
-                          "batch, or a larger cache-size", x->url, distinct,
-                          (unsigned long long)bytes,
-                          (unsigned long long)cache_budget(a->c));
+        return too_big(a, x, distinct, bytes, err);
     if (missing) {
         if (fresh && now - a->run_ns >= AHEAD_RUN_GAP_NS)
             run(d); /* a shard not asked for yet: now rather than at the next tick */
@@ -678,20 +709,6 @@ void ahead_kick(struct daemon *d)
     run(d);
 }
 
-uint32_t ahead_block_shards(const struct daemon *d, uint32_t slot)
-{
-    const struct ads *x = find_ds(d->ahead, slot);
-    uint64_t most = 0, fit;
-
-    if (!x)
-        return SAMPLER_BLOCK_SHARDS;
-    for (uint32_t i = 0; i < x->p->n; i++)
-        if (x->p->sh[i].bytes > most)
-            most = x->p->sh[i].bytes;
-    fit = most ? cache_budget(d->ahead->c) / most / 4 : SAMPLER_BLOCK_SHARDS;
-    return fit < 1 ? 1 : fit > SAMPLER_BLOCK_SHARDS ? SAMPLER_BLOCK_SHARDS : (uint32_t)fit;
-}
-
 static void on_timer(uv_timer_t *t)
 {
     run(t->data);
@@ -776,12 +793,6 @@ void ahead_release(struct daemon *d, struct ahead_hold *h)
 void ahead_kick(struct daemon *d)
 {
     (void)d;
-}
-
-uint32_t ahead_block_shards(const struct daemon *d, uint32_t slot)
-{
-    (void)d, (void)slot;
-    return SAMPLER_BLOCK_SHARDS;
 }
 
 void ahead_counts(const struct daemon *d, struct ahead_counts *out)

@@ -131,15 +131,6 @@ int ahead_hold(struct daemon *d, uint32_t slot, const uint64_t *samples, uint32_
 /* Lets go of h (empty after; an empty h accepted). */
 void ahead_release(struct daemon *d, struct ahead_hold *h);
 
-/*
- * shuffle=block's default block for dataset slot, in shards: a batch that
- * straddles two blocks needs both blocks' shards (plus those a block's
- * ends cut) in the cache at once, so a block spans at most a quarter of
- * the shards cache-size holds (of the pack's largest), 1 to
- * SAMPLER_BLOCK_SHARDS; SAMPLER_BLOCK_SHARDS for a local dataset.
- */
-uint32_t ahead_block_shards(const struct daemon *d, uint32_t slot);
-
 /* The walk and the fetches again now (after a wait began, a batch was
  * published, a stream attached). */
 void ahead_kick(struct daemon *d);

@@ -388,7 +388,6 @@ static const struct sched_ops sched_ops = {
     .shards_ready = ahead_ready,
     .shards_hold = ahead_hold,
     .shards_release = ahead_release,
-    .block_shards = ahead_block_shards,
 };
 
 int main(int argc, char **argv)

@@ -110,9 +110,6 @@ struct sched_ops {
     int (*shards_hold)(struct daemon *d, uint32_t dataset_id, const uint64_t *samples,
                        uint32_t n, struct ahead_hold *h);
     void (*shards_release)(struct daemon *d, struct ahead_hold *h);
-    /* shuffle=block's default block, in shards, for the dataset (NULL:
-     * SAMPLER_BLOCK_SHARDS) */
-    uint32_t (*block_shards)(const struct daemon *d, uint32_t dataset_id);
     /* the clock (ns) the scheduler times holds, waits and windows by; NULL:
      * CLOCK_MONOTONIC (clock_mono_ns).  Tests give their own to play time */
     uint64_t (*now)(void);

@@ -679,8 +679,7 @@ static int stream_subset(struct stream *st, const struct dataset *ds, const stru
 
 /*
  * shuffle=block's block size for st (st->block): the ATTACH's block=, else
- * SAMPLER_BLOCK_SHARDS (fewer for a remote dataset in a small node cache:
- * ahead_block_shards) of the dataset's largest shard, scaled to the
+ * SAMPLER_BLOCK_SHARDS of the dataset's largest shard, scaled to the
  * stream's n when it draws from a subset (sampler_block_default).  With
  * shards of one record count (the last maybe short) a block of the whole
  * dataset then starts on a shard boundary.  0 with the other shuffles.
@@ -701,10 +700,7 @@ static void stream_block(struct stream *st, const struct dataset *ds, const stru
     for (uint32_t i = 0; i < info->shards; i++)
         if (dataset_shard_info(ds, i, &si) == 0 && si.records > most)
             most = si.records;
-    st->block = sampler_block_default(st->d->sched.ops->block_shards
-                                      ? st->d->sched.ops->block_shards(st->d, st->dataset_id)
-                                      : SAMPLER_BLOCK_SHARDS,
-                                      most, st->n, info->samples);
+    st->block = sampler_block_default(SAMPLER_BLOCK_SHARDS, most, st->n, info->samples);
 }
 
 /*
