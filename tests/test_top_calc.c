@@ -240,6 +240,30 @@ static void test_compute(struct top_snap *a, struct top_snap *b, struct top_fram
     TAP_IS_STR(top_verdict_name(TOP_VERDICT_INPUT_BOUND), "input-bound", "verdict name");
     TAP_IS_STR(top_verdict_name(TOP_VERDICT_COMPUTE_BOUND), "compute-bound", "verdict name");
     TAP_IS_STR(top_verdict_name(TOP_VERDICT_NETWORK_BOUND), "network-bound", "verdict name");
+    TAP_OK(isnan(f->cache_bytes), "nothing fetched: no remote line");
+
+    /* a daemon serving a remote dataset: its cache and fetches */
+    {
+        static const char ra[] = "fetch.bytes 1000\ncache.hits 10\ncache.misses 2\n"
+                                 "cache.evictions 0\n";
+        static const char rb[] = "fetch.bytes 5000\ncache.hits 30\ncache.misses 4\n"
+                                 "cache.evictions 6\ncache.bytes 4096\ncache.limit_bytes 8192\n"
+                                 "cache.shards 3\nfetch.in_flight 2\n"
+                                 "clients.network_waiting 1\n";
+
+        top_snap_parse_stats(a, ra, sizeof(ra) - 1);
+        top_snap_parse_stats(b, rb, sizeof(rb) - 1);
+        top_compute(a, b, 5.0, f);
+        NEAR(f->cache_bytes, 4096, "remote: cache bytes");
+        NEAR(f->cache_limit, 8192, "remote: its limit");
+        NEAR(f->cache_shards, 3, "remote: shards in it");
+        NEAR(f->fetch_in_flight, 2, "remote: fetches in flight");
+        NEAR(f->network_waiting, 1, "remote: clients waiting on the network");
+        NEAR(f->fetch_bytes_per_s, 2000, "remote: 4000 bytes fetched over 2 s");
+        NEAR(f->hits_per_s, 10, "remote: hits/s");
+        NEAR(f->misses_per_s, 1, "remote: misses/s");
+        NEAR(f->evictions_per_s, 3, "remote: evictions/s");
+    }
 
     /* client 1 input-bound, and the daemon says its waits were the network's */
     top_snap_parse_stats(b, "clients.1.bound network\n", 24);

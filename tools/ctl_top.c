@@ -390,6 +390,19 @@ static void header(struct out *o, const struct view *v, const struct top_frame *
              fmt_pct(i, sizeof(i), f->io_pct), fmt_pct(j, sizeof(j), f->decode_pct),
              fmt_pct(k, sizeof(k), f->transform_pct));
     }
+    if (!isnan(f->cache_bytes)) {
+        /* remote datasets (daemon/ahead.h): the node cache and the network */
+        char h[32], i[32], j[32];
+
+        line(o, v, false, false, "remote cache %s of %s  shards %s  fetched %s/s  in flight %s  "
+             "hits %s/s  misses %s/s  evictions %s/s  clients waiting on it %s",
+             fmt_bytes(a, sizeof(a), f->cache_bytes), fmt_bytes(b, sizeof(b), f->cache_limit),
+             fmt_count(c, sizeof(c), f->cache_shards),
+             fmt_bytes(d, sizeof(d), f->fetch_bytes_per_s),
+             fmt_count(e, sizeof(e), f->fetch_in_flight), fmt_rate(g, sizeof(g), f->hits_per_s),
+             fmt_rate(h, sizeof(h), f->misses_per_s), fmt_rate(i, sizeof(i), f->evictions_per_s),
+             fmt_count(j, sizeof(j), f->network_waiting));
+    }
     if (f->naug > 0) {
         /* the augmentation, only while a stream's ops run: each op's time
          * per image over the interval, then the line is cut to the width */

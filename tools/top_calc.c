@@ -40,6 +40,15 @@ static const struct {
     K("workers.auto", workers_auto),
     K("workers.budget", workers_budget),
     K("workers.auto_changes", auto_changes),
+    K("cache.bytes", cache_bytes),
+    K("cache.limit_bytes", cache_limit),
+    K("cache.shards", cache_shards),
+    K("cache.hits", cache_hits),
+    K("cache.misses", cache_misses),
+    K("cache.evictions", cache_evictions),
+    K("fetch.bytes", fetch_bytes),
+    K("fetch.in_flight", fetch_in_flight),
+    K("clients.network_waiting", network_waiting),
 #undef K
 };
 
@@ -542,12 +551,23 @@ void top_compute(const struct top_snap *prev, const struct top_snap *cur, double
     memcpy(f->auto_reason, cur->auto_reason, sizeof(f->auto_reason));
     f->stopping = cur->stopping;
     f->dropped = cur->dropped;
+    /* the remote line only once something was fetched (a daemon without
+     * remote datasets shows 0 there) */
+    f->cache_bytes = cur->fetch_bytes > 0 ? cur->cache_bytes : NAN;
+    f->cache_limit = cur->cache_limit;
+    f->cache_shards = cur->cache_shards;
+    f->fetch_in_flight = cur->fetch_in_flight;
+    f->network_waiting = cur->network_waiting;
 
     if (prev) {
         f->samples_per_s = rate(prev->samples, cur->samples, dt);
         f->batches_per_s = rate(prev->batches, cur->batches, dt);
         f->jobs_per_s = rate(prev->jobs, cur->jobs, dt);
         f->bad_per_s = rate(prev->bad, cur->bad, dt);
+        f->fetch_bytes_per_s = rate(prev->fetch_bytes, cur->fetch_bytes, dt);
+        f->hits_per_s = rate(prev->cache_hits, cur->cache_hits, dt);
+        f->misses_per_s = rate(prev->cache_misses, cur->cache_misses, dt);
+        f->evictions_per_s = rate(prev->cache_evictions, cur->cache_evictions, dt);
         busy = isnan(dt) ? NAN : delta(prev->busy_s, cur->busy_s);
         f->busy_pct = cur->workers_alive > 0 ? pct_of(busy, dt * cur->workers_alive) : NAN;
         f->io_pct = pct_of(delta(prev->io_s, cur->io_s), busy);
@@ -555,6 +575,7 @@ void top_compute(const struct top_snap *prev, const struct top_snap *cur, double
         f->transform_pct = pct_of(delta(prev->transform_s, cur->transform_s), busy);
     } else {
         f->samples_per_s = f->batches_per_s = f->jobs_per_s = f->bad_per_s = NAN;
+        f->fetch_bytes_per_s = f->hits_per_s = f->misses_per_s = f->evictions_per_s = NAN;
         f->busy_pct = f->io_pct = f->decode_pct = f->transform_pct = NAN;
     }
     worker_rows(prev, cur, dt, f);

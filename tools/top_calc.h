@@ -75,6 +75,9 @@ struct top_snap {
         datasets, datasets_failed, jobs_queued, batches, samples, jobs, busy_s, io_s,
         decode_s, transform_s, image_s, resize_s, write_s, bad, substituted, rings_bytes,
         locked_bytes, budget_bytes, workers_auto, workers_budget, auto_changes;
+    /* remote datasets (daemon/ahead.h): the node cache and its fetches */
+    double cache_bytes, cache_limit, cache_shards, cache_hits, cache_misses, cache_evictions,
+        fetch_bytes, fetch_in_flight, network_waiting;
     char io_backend[TOP_WORD_MAX]; /* "" when absent */
     char version[TOP_WORD_MAX];    /* from STATUS; "" when not parsed */
     /* workers auto (daemon/autoscale.c): "" when absent; the budget's
@@ -146,6 +149,10 @@ struct top_frame {
     bool stopping;
     /* ... and rates over the interval */
     double samples_per_s, batches_per_s, jobs_per_s, bad_per_s;
+    /* remote datasets: gauges from the later snapshot, NAN (no line) from a
+     * daemon that serves none; and rates over the interval */
+    double cache_bytes, cache_limit, cache_shards, fetch_in_flight, network_waiting;
+    double fetch_bytes_per_s, hits_per_s, misses_per_s, evictions_per_s;
     double busy_pct;     /* the pool's busy time over (interval x alive workers) */
     double io_pct, decode_pct, transform_pct; /* of the pool's busy time (time.*) */
     uint32_t nworkers, nclients, dropped;
