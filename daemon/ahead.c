@@ -84,6 +84,8 @@ struct ahead {
     uint32_t stamp;
     uint32_t fetching;
     uint64_t run_ns;        /* the last walk */
+    uint32_t *scratch;      /* distinct(): a batch's shards */
+    uint32_t scratch_cap;
     uv_timer_t timer;
     bool timer_open;
     struct ahead_counts cnt;
@@ -231,6 +233,7 @@ void ahead_close(struct daemon *d)
         pack_unref(a, a->packs);
     }
     free(a->ds);
+    free(a->scratch);
     free(a); /* ahead_stop closed the timer before the loop ended */
     d->ahead = NULL;
 }
@@ -348,26 +351,48 @@ static int too_big(struct ahead *a, const struct ads *x, uint32_t distinct, uint
                       fit == 1 ? "" : "s", (unsigned long long)records);
 }
 
+/* The distinct shards samples[n] of x lie in, in order of first sample,
+ * into a's scratch; returns how many, or -ENOMEM. */
+static int distinct(struct ahead *a, const struct ads *x, const uint64_t *samples, uint32_t n)
+{
+    uint32_t stamp = ++a->stamp, k = 0;
+
+    if (n > a->scratch_cap) {
+        uint32_t *m = realloc(a->scratch, n * sizeof(*m));
+
+        if (!m)
+            return -ENOMEM;
+        a->scratch = m;
+        a->scratch_cap = n;
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t i = dataset_shard_of(x->ds, samples[j]);
+
+        if (x->p->sh[i].stamp != stamp) {
+            x->p->sh[i].stamp = stamp;
+            a->scratch[k++] = i;
+        }
+    }
+    return (int)k;
+}
+
 int ahead_ready(struct daemon *d, uint32_t slot, const uint64_t *samples, uint32_t n,
                 struct rf_err *err)
 {
     struct ahead *a = d->ahead;
     struct ads *x = find_ds(a, slot);
     uint64_t bytes = 0, now = clock_mono_ns(), hits = 0;
-    uint32_t distinct = 0, stamp;
     bool missing = false, fresh = false;
+    int k;
 
     if (!x)
         return 0;
-    stamp = ++a->stamp;
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t i = dataset_shard_of(x->ds, samples[j]);
+    if ((k = distinct(a, x, samples, n)) < 0)
+        return rf_err_set(err, -ENOMEM, "out of memory for a batch's shards");
+    for (int j = 0; j < k; j++) {
+        uint32_t i = a->scratch[j];
         struct ashard *s = &x->p->sh[i];
 
-        if (s->stamp == stamp)
-            continue;
-        s->stamp = stamp;
-        distinct++;
         if (s->failed) {
             rf_err_set(err, -EIO, "%s", s->failed);
             return -EIO;
@@ -383,7 +408,7 @@ int ahead_ready(struct daemon *d, uint32_t slot, const uint64_t *samples, uint32
         fresh |= s->state == SH_ABSENT;
     }
     if (bytes > cache_budget(a->c))
-        return too_big(a, x, distinct, bytes, err);
+        return too_big(a, x, (uint32_t)k, bytes, err);
     if (missing) {
         if (fresh && now - a->run_ns >= AHEAD_RUN_GAP_NS)
             run(d); /* a shard not asked for yet: now rather than at the next tick */
@@ -398,30 +423,25 @@ int ahead_hold(struct daemon *d, uint32_t slot, const uint64_t *samples, uint32_
 {
     struct ahead *a = d->ahead;
     struct ads *x = find_ds(a, slot);
-    uint32_t stamp, k = 0;
+    int k;
 
     *h = (struct ahead_hold){0};
     if (!x)
         return 0;
-    h->shards = malloc((n ? n : 1) * sizeof(*h->shards));
-    if (!h->shards)
+    if ((k = distinct(a, x, samples, n)) < 0 ||
+        !(h->shards = malloc((k ? (size_t)k : 1) * sizeof(*h->shards))))
         return -ENOMEM;
-    stamp = ++a->stamp;
     a->clock++;
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t i = dataset_shard_of(x->ds, samples[j]);
-        struct ashard *s = &x->p->sh[i];
+    for (int j = 0; j < k; j++) {
+        struct ashard *s = &x->p->sh[a->scratch[j]];
 
-        if (s->stamp == stamp)
-            continue;
-        s->stamp = stamp;
         s->holds++;
         s->last_use = a->clock;
-        h->shards[k++] = i;
+        h->shards[j] = a->scratch[j];
     }
     h->pack = x->p;
     x->p->refs++;
-    h->n = k;
+    h->n = (uint32_t)k;
     return 0;
 }
 

@@ -11,6 +11,7 @@ progress, and a stream whose shards are held back waits on the network
 (STATS says so); a server killed mid-epoch and started again, and a cache
 folder removed under the daemon, cost nothing but time.  Every wait is
 bounded (conftest.wait_for on STATS)."""
+import contextlib
 import functools
 import http.server
 import json
@@ -324,22 +325,33 @@ class HeldHandler(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
 
-def held_server(pack_dir, held):
+@contextlib.contextmanager
+def held_server(pack_dir, held, tmp_path):
+    """A server of pack_dir's parent holding GETs ending with held, and a
+    daemon reading it as "web" beside the local pack; yields (base URL,
+    daemon).  Released, stopped and cleaned up however the test ends."""
     HeldHandler.held = held
     HeldHandler.release = threading.Event()
     HeldHandler.asked = threading.Event()
     handler = functools.partial(HeldHandler, directory=str(pack_dir.parent))
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    d = None
+    try:
+        d = start(tmp_path, {"web": f"{base}/fm/", "local": pack_dir},
+                  [f"cache-dir = {tmp_path / 'cache'}"])
+        yield base, d
+    finally:
+        HeldHandler.release.set()
+        if d:
+            d.cleanup()
+        srv.shutdown()
+        srv.server_close()
 
 
 def test_attach_while_fetching_is_refused_with_progress(pack, tmp_path):
-    srv, base = held_server(pack[0], "/MANIFEST")
-    d = None
-    try:
-        d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]},
-                  [f"cache-dir = {tmp_path / 'cache'}"])
+    with held_server(pack[0], "/MANIFEST", tmp_path) as (base, d):
         assert HeldHandler.asked.wait(60), "the MANIFEST was not asked for"
         st = d.stats()
         assert st["datasets"] == "1" and st["datasets.failing"] == "0", st
@@ -350,20 +362,10 @@ def test_attach_while_fetching_is_refused_with_progress(pack, tmp_path):
         HeldHandler.release.set()
         settled(d, 2)
         assert digest(d, "web") == digest(d, "local")
-    finally:
-        HeldHandler.release.set()
-        if d:
-            d.cleanup()
-        srv.shutdown()
-        srv.server_close()
 
 
 def test_stream_waits_on_the_network(pack, tmp_path):
-    srv, base = held_server(pack[0], ".rfs")
-    d = None
-    try:
-        d = start(tmp_path, {"web": f"{base}/fm/", "local": pack[0]},
-                  [f"cache-dir = {tmp_path / 'cache'}"])
+    with held_server(pack[0], ".rfs", tmp_path) as (base, d):
         settled(d, 2)
         cmd = [read_tool(), "--socket", d.sock, "--dataset", "web", "--batch", "64",
                "--epochs", "1", "--json", "--seed", "7"]
@@ -381,12 +383,6 @@ def test_stream_waits_on_the_network(pack, tmp_path):
         st = d.stats()
         assert st["clients.network_waiting"] == "0" and int(st["cache.misses"]) > 0, st
         assert b"ringfeed_fetch_seconds_count" in raw_request(d.sock, b"METRICS\n")
-    finally:
-        HeldHandler.release.set()
-        if d:
-            d.cleanup()
-        srv.shutdown()
-        srv.server_close()
 
 
 def test_cache_disk_full_fails_the_stream_alone(big, tmp_path):
