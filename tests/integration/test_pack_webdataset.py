@@ -12,7 +12,8 @@ back sample by sample with `ringfeed-pack show --json`:
      member or key, leaving nothing; --skip-bad skips and counts them;
   4. npy shapes: a tensor of the first sample's shape, another shape is
      a bad sample naming --ragged; --ragged makes rows of the first
-     dimension.
+     dimension;
+  5. --shard-size rolls shards over; usage errors exit 2.
 """
 import io
 import json
@@ -215,3 +216,23 @@ def test_npy_shapes(tmp_path):
         assert got["rows"] == k + 1 and got["values"] == list(range(3 * (k + 1)))
     r = pack("--ragged", "cls", tar, tmp_path / "x")
     assert r.returncode == 1 and "--ragged cls: not an npy field" in r.stderr
+
+
+def test_shard_size_and_help(tmp_path):
+    rng = np.random.default_rng(7)
+    blobs = [rng.integers(0, 256, 300, dtype=np.uint8).tobytes() for _ in range(40)]
+    tar = tmp_path / "many.tar"
+    write_tar(tar, [(f"k{k:03d}", [("bin", b), ("cls", b"%d" % k)]) for k, b in enumerate(blobs)])
+    r = pack("--shard-size", "4K", tar, tmp_path / "ds")
+    assert r.returncode == 0, r.stderr
+    shards = [l for l in open(tmp_path / "ds/MANIFEST") if l.startswith("shard ")]
+    assert len(shards) >= 3, shards
+    for k in (0, 17, 39):
+        got = show(str(tmp_path / "ds"), k)
+        assert bytes.fromhex(got["bin"]["hex"]) == blobs[k] and got["cls"]["value"] == k
+    r = pack("--help")
+    assert r.returncode == 0 and "--skip-bad" in r.stdout
+    r = pack("--shard-size", "1", tar, tmp_path / "x")
+    assert r.returncode == 2 and "--shard-size" in r.stderr
+    r = pack(tar)
+    assert r.returncode == 2 and "OUT_DIR is required" in r.stderr
