@@ -25,6 +25,8 @@
 #include "jpeg_restart.h"
 #include "jpeg_shrink.h"
 
+#define IMAGEFILE_QUALITY_DEFAULT 90  /* --quality: FFCV's default for its JPEGs */
+#define IMAGEFILE_SMART_PIXELS_DEFAULT 65536u  /* --smart-pixels: raw up to 256 x 256 */
 #define IMAGEFILE_WHY_MAX 512     /* a reason, with libjpeg's message in it */
 /* Buffers larger than this are freed once their file is written, so the
  * slots of a window do not all keep the largest file they ever held. */

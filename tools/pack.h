@@ -18,6 +18,10 @@
  *   jpeg_shrink.c       imagefolder --max-side: decode, box-downscale and
  *                       re-encode one JPEG
  *   jpeg_pair.c         the libjpeg glue both re-encoders share
+ *   pack_webdataset.c   webdataset: WebDataset tar shards (libarchive)
+ *                       -> fields dataset
+ *   wds.c               WebDataset's naming, grouping and field rules
+ *                       (pure, fuzzed)
  *   pack_verify.c       verify: check every record of a dataset
  *   pack_info.c         info: what a dataset holds
  *   pack_split.c        split: a train/validation split as named index sets
@@ -110,6 +114,7 @@ void pack_summary(const char *dest, const struct dataset_writer_stats *st,
 /* The subcommands: argc/argv start at the subcommand's name. */
 int pack_idx_main(int argc, char **argv);
 int pack_imagefolder_main(int argc, char **argv);
+int pack_webdataset_main(int argc, char **argv);
 int pack_verify_main(int argc, char **argv);
 int pack_info_main(int argc, char **argv);
 int pack_show_main(int argc, char **argv);

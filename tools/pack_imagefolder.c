@@ -160,8 +160,6 @@
 
 #define MAX_DEPTH 32
 #define SCAN_WARN_MAX 20      /* scan warnings shown; the rest are counted */
-#define QUALITY_DEFAULT 90    /* --quality: FFCV's default for its JPEGs */
-#define SMART_PIXELS_DEFAULT 65536u /* --smart-pixels: raw up to 256 x 256 */
 
 static const char usage_text[] =
     "usage: ringfeed-pack imagefolder SRC_DIR OUT_DIR [options]\n"
@@ -548,8 +546,8 @@ static int parse_args(int argc, char **argv, struct if_args *a)
     long v;
     int c;
 
-    *a = (struct if_args){.file.quality = QUALITY_DEFAULT,
-                          .file.smart_pixels = SMART_PIXELS_DEFAULT,
+    *a = (struct if_args){.file.quality = IMAGEFILE_QUALITY_DEFAULT,
+                          .file.smart_pixels = IMAGEFILE_SMART_PIXELS_DEFAULT,
                           .raw_codec = DATASET_CODEC_ZSTD,
                           .jobs = pack_jobs_cpus()};
     optind = 1;
