@@ -317,38 +317,53 @@ static void recheck(struct ahead *a, struct ads *x, uint32_t i, uint64_t now)
 static void run(struct daemon *d);
 
 /*
- * A batch whose shards together exceed cache-size: the error, with a
- * block= that fits (a quarter of the shards the cache holds, so a batch
- * straddling two blocks and the shards their ends cut still fit).  Not
- * made the default: the order must not depend on a node's cache-size, or
- * ranks on nodes configured apart would split an epoch differently.
+ * A batch whose shards together exceed cache-size: the error, with what
+ * would fit.  A block of K samples spans at most ceil(K / r) + 1 shards (r:
+ * the fewest records a shard but the last holds), and a batch of B samples
+ * at most ceil(B / K) + 1 blocks (of one rank: ranks interleave, so with W
+ * ranks it is B * W positions, which this bound does not see); the largest
+ * K of 1 to 4 shards whose worst case fits is offered, else the largest
+ * batch that fits with 1-shard blocks, else a larger cache.  Not made the
+ * default: the order must not depend on a node's cache-size, or ranks on
+ * nodes configured apart would split an epoch differently.
  */
 static int too_big(struct ahead *a, const struct ads *x, uint32_t distinct, uint64_t bytes,
-                   struct rf_err *err)
+                   uint32_t batch, struct rf_err *err)
 {
-    uint64_t most = 0, records = 0, fit;
+    uint64_t most = 0, r = UINT64_MAX, total, budget = cache_budget(a->c);
+    char what[160];
 
     for (uint32_t i = 0; i < x->p->n; i++) {
         struct dataset_shard_info si;
 
         if (x->p->sh[i].bytes > most)
             most = x->p->sh[i].bytes;
-        if (dataset_shard_info(x->ds, i, &si) == 0 && si.records > records)
-            records = si.records;
+        if (i + 1 < x->p->n && dataset_shard_info(x->ds, i, &si) == 0 && si.records &&
+            si.records < r)
+            r = si.records;
     }
-    fit = most ? cache_budget(a->c) / most / 4 : 0;
-    if (fit == 0)
-        return rf_err_set(err, -EFBIG, "%s: a batch needs %u shards (%llu bytes) in the cache "
-                          "at once, but cache-size is %llu: use a smaller batch or a larger "
-                          "cache-size", x->url, distinct, (unsigned long long)bytes,
-                          (unsigned long long)cache_budget(a->c));
+    if (r == UINT64_MAX) /* one shard */
+        r = dataset_info(x->ds)->samples ? dataset_info(x->ds)->samples : 1;
+    total = most ? budget / most : 0;
+    snprintf(what, sizeof(what), "a larger cache-size");
+    for (uint64_t f = SAMPLER_BLOCK_SHARDS; f >= 1; f--) {
+        uint64_t k = f * r, blocks = (batch + k - 1) / k + 1;
+
+        if (blocks * (f + 1) <= total) {
+            snprintf(what, sizeof(what), "shuffle=block with block=%llu or less (%llu "
+                     "shard%s of %llu samples), a smaller batch, or a larger cache-size",
+                     (unsigned long long)k, (unsigned long long)f, f == 1 ? "" : "s",
+                     (unsigned long long)r);
+            break;
+        }
+        if (f == 1 && total / 2 >= 2)
+            snprintf(what, sizeof(what), "shuffle=block with block=%llu and a batch of at "
+                     "most %llu, or a larger cache-size", (unsigned long long)r,
+                     (unsigned long long)((total / 2 - 1) * r));
+    }
     return rf_err_set(err, -EFBIG, "%s: a batch needs %u shards (%llu bytes) in the cache at "
-                      "once, but cache-size is %llu: use shuffle=block with block=%llu or "
-                      "less (%llu shard%s of %llu samples), a smaller batch, or a larger "
-                      "cache-size", x->url, distinct, (unsigned long long)bytes,
-                      (unsigned long long)cache_budget(a->c),
-                      (unsigned long long)(fit * records), (unsigned long long)fit,
-                      fit == 1 ? "" : "s", (unsigned long long)records);
+                      "once, but cache-size is %llu: use %s", x->url, distinct,
+                      (unsigned long long)bytes, (unsigned long long)budget, what);
 }
 
 /* The distinct shards samples[n] of x lie in, in order of first sample,
@@ -408,7 +423,7 @@ int ahead_ready(struct daemon *d, uint32_t slot, const uint64_t *samples, uint32
         fresh |= s->state == SH_ABSENT;
     }
     if (bytes > cache_budget(a->c))
-        return too_big(a, x, (uint32_t)k, bytes, err);
+        return too_big(a, x, (uint32_t)k, bytes, n, err);
     if (missing) {
         if (fresh && now - a->run_ns >= AHEAD_RUN_GAP_NS)
             run(d); /* a shard not asked for yet: now rather than at the next tick */
