@@ -217,7 +217,7 @@ def test_pack_larger_than_cache(big, tmp_path):
                 assert r.returncode != 0 and "shuffle=block" in r.stderr, r.stderr
                 assert "cache-size is 1048576" in r.stderr, r.stderr
                 # 64 samples span 3 one-shard blocks (6 shards) at worst: the
-                # error says the batch that fits (4 shards of the cache's 4)
+                # error says the batch that fits (the cache holds 4 shards)
                 assert "block=63 and a batch of at most 63" in r.stderr, r.stderr
                 digest(d, "local")
             finally:
