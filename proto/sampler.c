@@ -416,10 +416,21 @@ bool sampler_is_padding(const struct sampler *s, uint64_t seq, uint32_t j)
 
 uint32_t sampler_batch(const struct sampler *s, uint64_t seq, uint64_t *out)
 {
-    uint32_t count = sampler_batch_count(s, seq);
-    uint64_t p = count ? position(s, seq, 0) : 0, last_b = SAMPLER_NONE;
+    return sampler_batch_range(s, seq, 0, sampler_batch_count(s, seq), out);
+}
+
+uint32_t sampler_batch_range(const struct sampler *s, uint64_t seq, uint32_t first,
+                             uint32_t count, uint64_t *out)
+{
+    uint32_t all = sampler_batch_count(s, seq);
+    uint64_t p, last_b = SAMPLER_NONE;
     struct sampler_perm sigma;
 
+    if (first >= all)
+        return 0;
+    if (count > all - first)
+        count = all - first;
+    p = position(s, seq, first);
     for (uint32_t j = 0; j < count; j++, p += s->world)
         out[j] = order_at(&s->order, p >= s->n ? p % s->n : p, &sigma, &last_b);
     return count;

@@ -239,5 +239,13 @@ bool sampler_is_padding(const struct sampler *s, uint64_t seq, uint32_t j);
  * written then).  out must have room for the batch size.
  */
 uint32_t sampler_batch(const struct sampler *s, uint64_t seq, uint64_t *out);
+/*
+ * Samples first .. first + count - 1 of batch seq (cut to the batch) into
+ * out, as sampler_sample gives them one by one, but with block mode's
+ * permutation of a block set up once for its run rather than per sample
+ * (a worker's job is such a slice).  Returns how many were written.
+ */
+uint32_t sampler_batch_range(const struct sampler *s, uint64_t seq, uint32_t first,
+                             uint32_t count, uint64_t *out);
 
 #endif

@@ -219,7 +219,15 @@ static void test_split(void)
                         }
                         for (uint64_t q = 0; q < sampler_batches(&s); q++) {
                             uint32_t cnt = sampler_batch(&s, q, out);
+                            uint64_t part[8];
+                            uint32_t first = cnt / 3, pc;
 
+                            /* a worker's slice: first.. of the batch, cut to it */
+                            pc = sampler_batch_range(&s, q, first, 8, part);
+                            same &= pc == (cnt - first < 8 ? cnt - first : 8);
+                            for (uint32_t j = 0; j < pc; j++)
+                                same &= part[j] == out[first + j];
+                            same &= sampler_batch_range(&s, q, cnt, 1, part) == 0;
                             for (uint32_t j = 0; j < cnt; j++) {
                                 same &= out[j] == sampler_sample(&s, q, j);
                                 if (sampler_is_padding(&s, q, j)) {
@@ -238,7 +246,7 @@ static void test_split(void)
                     free(seen);
                 }
     TAP_OK(once, "over all ranks every index comes once per epoch, plus the padding");
-    TAP_OK(same, "sampler_batch agrees with sampler_sample in block mode");
+    TAP_OK(same, "sampler_batch and sampler_batch_range agree with sampler_sample in block mode");
 }
 
 static void test_large(void)

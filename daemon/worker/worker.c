@@ -1031,8 +1031,9 @@ static int plan_job(const struct wring *r, const struct wire_job *job, struct sa
     if (sampler_init(s, &sp, NULL) < 0 ||
         (uint64_t)job->first + job->count > sampler_batch_count(s, job->seq))
         return -EINVAL;
+    sampler_batch_range(s, job->seq, job->first, job->count, plan);
     for (uint32_t j = 0; j < job->count; j++)
-        plan[j] = ring_index(r, sampler_sample(s, job->seq, job->first + j));
+        plan[j] = ring_index(r, plan[j]);
     return 0;
 }
 
