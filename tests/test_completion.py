@@ -81,7 +81,7 @@ def main():
     # every option of every --help is offered after "--"
     for cmd, subs in [("ringfeedd", [None]), ("ringfeedctl", [None]),
                       ("ringfeed-read", [None]), ("ringfeed-train", [None]),
-                      ("ringfeed-pack", ["idx", "imagefolder", "verify", "info"])]:
+                      ("ringfeed-pack", ["idx", "imagefolder", "tokens", "verify", "info"])]:
         for sub in subs:
             want = help_options(tools[cmd], sub)
             got = complete(files, cmd, [cmd] + ([sub] if sub else []) + ["--"], env) or []

@@ -3,6 +3,7 @@
  *
  *   ringfeed-pack idx --images FILE --labels FILE OUT_DIR [options]
  *   ringfeed-pack imagefolder SRC_DIR OUT_DIR [options]
+ *   ringfeed-pack tokens --format bin|npy|megatron [options] INPUT... OUT_DIR
  *   ringfeed-pack verify DIR
  *   ringfeed-pack info DIR
  *   ringfeed-pack show DIR INDEX [--json]
@@ -31,6 +32,8 @@ static const struct subcmd {
     {"idx", pack_idx_main, "pack IDX (MNIST-format) image and label files"},
     {"imagefolder", pack_imagefolder_main,
      "pack class folders of JPEGs (torchvision's ImageFolder layout)"},
+    {"tokens", pack_tokens_main,
+     "pack token files (nanoGPT .bin, .npy, Megatron .bin/.idx) for language models"},
     {"verify", pack_verify_main, "check every record of a dataset"},
     {"info", pack_info_main, "describe a dataset"},
     {"show", pack_show_main, "print one sample's fields"},
