@@ -2,7 +2,17 @@
 nanoGPT .bin files, NumPy .npy files and Megatron-LM .bin/.idx pairs (all
 written here with numpy), checked record by record against the inputs'
 documents; bad inputs refused naming the file and what; ringfeed.Writer's
-ragged field making the same pack from Python."""
+ragged field making the same pack from Python.  Then ATTACH
+transform=tokens through ringfeed.Loader on a real daemon:
+  - every window equals the concatenated stream's slice at the index
+    loader.last reports (u16 and i32, documents and small shards crossed),
+    each window once an epoch, for 1 and 3 workers alike;
+  - three ranks' windows of an epoch are every window once (the padding
+    aside);
+  - a resume mid-epoch gives the batches an uninterrupted run gives;
+  - doc_ids follow the documents' boundaries;
+  - refusals: a pack that is not a token dataset, zstd records, context=
+    missing or with another transform, subset=, field=."""
 import os
 import struct
 
@@ -11,6 +21,8 @@ import pytest
 
 import ringfeed
 from conftest import dump_records, pack_run
+
+L = 37
 
 
 def docs_of(path, tmp):
@@ -226,3 +238,155 @@ def test_writer_makes_the_same_pack(tmp_path):
     same_docs(got, docs)
     mf = open(tmp_path / "py" / "MANIFEST").read()
     assert "field tokens ragged dtype=u16" in mf and "codec none" in mf
+
+
+def token_pack(tmp_path, name, dtype, seed=5, ndocs=120):
+    """A pack of ndocs documents of 1..300 tokens in shards of 4 KiB (many
+    windows cross a document and a shard), and its documents."""
+    rng = np.random.default_rng(seed)
+    hi = 65535 if dtype == "u16" else 2**31 - 1
+    docs = [rng.integers(0, hi, size=int(rng.integers(1, 300)), dtype=np.int64)
+            for _ in range(ndocs)]
+    files = []
+    for k, d in enumerate(docs):
+        p = tmp_path / f"{name}-{k}.npy"
+        np.save(p, d.astype("<u2" if dtype == "u16" else "<i4"))
+        files.append(p)
+    r = pack_run("tokens", "--format", "npy", "--shard-size", "4K", *files, tmp_path / name)
+    assert r.returncode == 0, r.stderr
+    shards = int(open(tmp_path / name / "MANIFEST").read().split("\nshards ")[1].split()[0])
+    assert shards > 5 or ndocs < 100
+    return str(tmp_path / name), docs
+
+
+def windows_of(loader):
+    """Every batch of one epoch: [(window index, window, padding)]."""
+    out = []
+    for w in loader:
+        info = loader.last
+        w = np.asarray(w)
+        assert w.shape == (len(info), L + 1)
+        for i, row, pad in zip(info.indices.tolist(), w, info.padding.tolist()):
+            out.append((i, row.astype(np.int64), pad))
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["u16", "i32"])
+def test_windows_are_the_streams_slices(tmp_path, daemon_factory, dtype):
+    path, docs = token_pack(tmp_path, "t" + dtype, dtype)
+    stream = np.concatenate(docs)
+    n = (len(stream) - 1) // L
+    for workers in (1, 3):
+        d = daemon_factory({"tok": path}, workers=workers)
+        loader = ringfeed.Loader("tok", 16, socket=d.sock, transform="tokens", context=L,
+                                 seed=7, output="numpy")
+        got = windows_of(loader)
+        assert sorted(i for i, _, _ in got) == list(range(n))
+        for i, row, _ in got:
+            assert np.array_equal(row, stream[i * L:i * L + L + 1]), i
+        w = next(iter(loader))
+        assert w.dtype == (np.uint16 if dtype == "u16" else np.int32)
+        if workers == 1:
+            first = [i for i, _, _ in got]
+        else:
+            assert [i for i, _, _ in got] == first  # the order is the sampler's alone
+        loader.close()
+        d.stop()
+
+
+def test_ranks_split_every_window_once(tmp_path, daemon_factory):
+    path, docs = token_pack(tmp_path, "ranks", "u16", seed=6)
+    n = (sum(len(x) for x in docs) - 1) // L
+    d = daemon_factory({"tok": path}, workers=2)
+    seen = []
+    for rank in range(3):
+        loader = ringfeed.Loader("tok", 8, socket=d.sock, transform="tokens", context=L,
+                                 seed=2, rank=rank, world_size=3, output="numpy")
+        loader.set_epoch(1)
+        seen += [i for i, _, pad in windows_of(loader) if not pad]
+        loader.close()
+    assert sorted(seen) == list(range(n))
+
+
+def test_resume_mid_epoch(tmp_path, daemon_factory):
+    path, _ = token_pack(tmp_path, "resume", "i32", seed=9)
+    d = daemon_factory({"tok": path}, workers=2)
+    kw = dict(socket=d.sock, transform="tokens", context=L, seed=11, output="numpy")
+    whole = ringfeed.Loader("tok", 12, **kw)
+    want = [(list(whole.last.indices), np.asarray(w).tolist()) for w in whole]
+    whole.close()
+    first = ringfeed.Loader("tok", 12, **kw)
+    it = iter(first)
+    got = []
+    for _ in range(5):
+        w = next(it)
+        got.append((list(first.last.indices), np.asarray(w).tolist()))
+    del w  # no view of the first stream's ring outlives it
+    state = first.state_dict()
+    first.close()
+    second = ringfeed.Loader("tok", 12, **kw)
+    second.load_state_dict(state)
+    got += [(list(second.last.indices), np.asarray(w).tolist()) for w in second]
+    second.close()
+    assert got == want
+    other = ringfeed.Loader("tok", 12, socket=d.sock, transform="tokens", context=L + 1,
+                            seed=11, output="numpy")
+    with pytest.raises(ValueError):
+        other.load_state_dict(state)
+    other.close()
+
+
+def test_doc_ids_follow_the_documents(tmp_path, daemon_factory):
+    path, docs = token_pack(tmp_path, "ids", "u16", seed=12)
+    stream = np.concatenate(docs)
+    doc_of = np.concatenate([np.full(len(x), k) for k, x in enumerate(docs)])
+    d = daemon_factory({"tok": path}, workers=2)
+    loader = ringfeed.Loader("tok", 16, socket=d.sock, transform="tokens", context=L,
+                             doc_ids=True, seed=1, output="numpy")
+    crossed = 0
+    for batch in loader:
+        assert set(batch) == {"tokens", "doc_ids"}
+        assert batch["doc_ids"].dtype == np.int32 and batch["doc_ids"].shape == (16, L + 1) \
+            or batch["doc_ids"].shape[0] < 16
+        for i, row, ids in zip(loader.last.indices.tolist(), batch["tokens"], batch["doc_ids"]):
+            span = slice(i * L, i * L + L + 1)
+            assert np.array_equal(row.astype(np.int64), stream[span])
+            assert np.array_equal(ids, doc_of[span] - doc_of[i * L]), i
+            crossed += int(ids[-1] > 0)
+    assert crossed > 10
+    x, y = ringfeed.shift(batch["tokens"])
+    assert x.dtype == np.int64 and np.array_equal(x[:, 1:], y[:, :-1])
+    loader.close()
+
+
+def test_refusals(tmp_path, daemon_factory):
+    path, _ = token_pack(tmp_path, "ok", "u16", seed=13, ndocs=10)
+    rng = np.random.default_rng(0)
+    with ringfeed.Writer(str(tmp_path / "zstd"), {"tokens": ringfeed.Ragged("uint16")},
+                         raw_codec="zstd") as w:
+        for _ in range(5):
+            w.write({"tokens": np.zeros(int(rng.integers(500, 900)), dtype=np.uint16)})
+    with ringfeed.Writer(str(tmp_path / "two"), {"tokens": ringfeed.Ragged("uint16"),
+                                                 "n": ringfeed.Scalar("int64")},
+                         raw_codec="none") as w:
+        w.write({"tokens": np.arange(100, dtype=np.uint16), "n": 1})
+    d = daemon_factory({"tok": path, "zstd": str(tmp_path / "zstd"),
+                        "two": str(tmp_path / "two")}, workers=1)
+    kw = dict(socket=d.sock, transform="tokens", output="numpy")
+    for name, extra, needle in (
+            ("zstd", dict(context=8), "stored zstd"),
+            ("two", dict(context=8), "exactly one field"),
+            ("tok", dict(context=8, subset="0:5"), "subset="),
+            ("tok", dict(context=8, params="field=tokens"), "field="),
+            ("tok", dict(context=8, size=64), "size="),
+            ("tok", dict(context=65536), "no whole window")):
+        with pytest.raises(ringfeed.Error, match=needle):
+            ringfeed.Loader(name, 8, **kw, **extra)
+    with pytest.raises(ringfeed.Error, match="context=L"):
+        ringfeed.Loader("tok", 8, **kw)
+    with pytest.raises(ringfeed.Error, match="tokens"):
+        ringfeed.Loader("tok", 8, socket=d.sock, context=8)
+    # the daemon still serves
+    loader = ringfeed.Loader("tok", 8, **kw, context=8)
+    assert np.asarray(next(iter(loader))).shape == (8, 9)
+    loader.close()
