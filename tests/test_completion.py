@@ -116,8 +116,8 @@ def main():
     ok(c("ringfeed-pack", "idx", "--codec", "") == ["zstd", "none"],
        "ringfeed-pack idx --codec -> zstd none")
     # ringfeed-read and ringfeed-train: the words their options take
-    ok(c("ringfeed-read", "--transform", "") == ["raw", "train", "eval", "none"],
-       "ringfeed-read --transform -> raw train eval none")
+    ok(c("ringfeed-read", "--transform", "") == ["raw", "train", "eval", "none", "tokens"],
+       "ringfeed-read --transform -> raw train eval none tokens")
     ok(c("ringfeed-train", "--backend", "c") == ["cpu", "cuda"],
        "ringfeed-train --backend c -> cpu cuda")
     ok(c("ringfeed-train", "--precision", "") == ["fp32", "bf16"],
