@@ -120,7 +120,7 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
             break;
     if (at.transform == CTL_TRANSFORM_COUNT)
         return rf_err_set(err, -EINVAL, "option transform=\"%.40s\": use raw, train, "
-                          "eval or none", t);
+                          "eval, none or tokens", t);
     at.batch = o->batch;
     at.rank = (uint32_t)a->rank;
     at.world = (uint32_t)a->world;

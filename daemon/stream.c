@@ -41,6 +41,7 @@
 #include "ring.h"
 #include "ringmake.h"
 #include "stream.h"
+#include "token_index.h"
 
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U
@@ -704,6 +705,39 @@ static void stream_block(struct stream *st, const struct dataset *ds, const stru
 }
 
 /*
+ * A window transform's n (transform tokens, window.h): the windows of
+ * context + 1 tokens at a stride of context over the dataset's documents,
+ * counted from a token index built here, on the loop, and freed (8 bytes
+ * a document while it lives; the shard indexes alone are read).  subset=
+ * is refused: a set of documents is not a set of windows.  Returns 0,
+ * -EINVAL (a subset, no whole window) or tokidx_build's error, err saying
+ * which.
+ */
+static int stream_windows(struct stream *st, const struct dataset *ds,
+                          const struct ctl_attach *a, struct rf_err *err)
+{
+    struct tok_index ti;
+    int rc;
+
+    if (a->subset.range || a->subset.name[0])
+        return rf_err_set(err, -EINVAL, "subset= with transform tokens: its samples are "
+                          "windows of the whole token stream, not records; pack the "
+                          "documents wanted into their own dataset");
+    rc = tokidx_build(ds, &ti, err);
+    if (rc < 0) {
+        rf_err_prefix(err, "dataset %s, transform tokens", a->dataset);
+        return rc == -ENOMEM ? -EAGAIN : rc;
+    }
+    st->n = tokidx_windows(&ti, a->context);
+    if (st->n == 0)
+        rc = rf_err_set(err, -EINVAL, "dataset %s holds %llu tokens: no whole window of "
+                        "context=%u (%u tokens) fits; lower context", a->dataset,
+                        (unsigned long long)tokidx_tokens(&ti), a->context, a->context + 1);
+    tokidx_free(&ti);
+    return rc;
+}
+
+/*
  * ATTACH augment=: the spec, or the config's recipe it names (@NAME),
  * parsed into the stream's transform parameters (st->xp.aug, which share
  * groups compare and WIRE_RING_ADD carries), then checked against the
@@ -818,21 +852,29 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     rc = stream_subset(st, d->cat[ds].ds, a, err);
     if (rc < 0)
         goto fail;
-    stream_block(st, d->cat[ds].ds, a);
     st->xp = (struct wire_xform){
         .id = (uint32_t)xi, .size = a->size,
         .layout = a->layout == CTL_LAYOUT_HWC ? RING_HWC : RING_CHW,
         .scale_lo = a->scale[0], .scale_hi = a->scale[1],
         .ratio_lo = a->ratio[0], .ratio_hi = a->ratio[1],
         .flip = a->flip, .crop = a->crop,
+        .context = a->context, .doc_ids = a->doc_ids,
         .pixel_cap = d->cf.pixel_cap,
     };
     xf = xform_get((uint32_t)xi);
     st->cost_ns = xf->cost_ns ? xf->cost_ns : 1;
     st->out = (struct xform_out){ 0 };
-    /* field=: the image field the transform is bound to (fields.h) */
-    rc = xform_bind_field(dataset_info(d->cat[ds].ds), strcmp(xf->name, "raw") == 0, a->field,
-                          &st->xp.field, err);
+    /* field=: the image field the transform is bound to (fields.h); a
+     * window transform reads the dataset's one field */
+    if (xf->windows && a->field[0]) {
+        rc = rf_err_set(err, -EINVAL, "field=%s: transform %s reads the dataset's one token "
+                        "field; leave field= out", a->field, xf->name);
+        goto fail;
+    }
+    st->xp.field = WIRE_NO_FIELD;
+    rc = xf->windows ? 0 : xform_bind_field(dataset_info(d->cat[ds].ds),
+                                            strcmp(xf->name, "raw") == 0, a->field,
+                                            &st->xp.field, err);
     if (rc < 0)
         goto fail;
     rc = xf->geometry(d->cat[ds].ds, &st->xp, &st->out, err);
@@ -844,6 +886,12 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     rc = xform_check_params((uint32_t)xi, a, err);
     if (rc < 0)
         goto fail;
+    if (xf->windows) {
+        rc = stream_windows(st, d->cat[ds].ds, a, err);
+        if (rc < 0)
+            goto fail;
+    }
+    stream_block(st, d->cat[ds].ds, a);
     /* a transform that names no element type would give a ring every
      * client refuses: a bug here, said here */
     if (dataset_dtype_from_ring(st->out.dtype) < 0) {

@@ -85,7 +85,7 @@
  *                       (epoch + seq / B, batch seq % B, B the rank's
  *                       batches per epoch), and the ring's header says so;
  *                       a start past epoch 4294967295 is refused
- *     transform=T       raw|train|eval, default raw
+ *     transform=T       raw|train|eval|none|tokens, default raw
  *     depth=D           ring slots, 2..64; default: the daemon picks 4..16 by
  *                       slot size (a ring within 16 MiB)
  *     size=S            output side of JPEG transforms, 8..4096, default 224
@@ -94,6 +94,11 @@
  *     ratio=LO,HI       0 < LO <= HI <= 100, default 0.75,1.3333333
  *     flip=P            0 <= P <= 1, default 0.5
  *     crop=F            eval's center-crop fraction, 0 < F <= 1, default 0.875
+ *     context=L         tokens' window: L+1 tokens a sample, at a stride of
+ *                       L, 1..65536; required by tokens, refused by the
+ *                       others (docs/design/tokens.md)
+ *     doc_ids=0|1       tokens: 1 adds the field doc_ids, each token's
+ *                       document relative to the window's first; default 0
  *     shuffle=0|1|block default 1: 0 the dataset's order, 1 a shuffle of the
  *                       whole, block a shuffle of blocks of consecutive
  *                       samples and within each block (proto/sampler.h)
@@ -144,7 +149,7 @@
  * The defaults are part of the protocol and never change: a client may
  * leave out any key whose default it wants, and ctl_format_attach() does
  * unless the key was given.  A transform parameter (size layout scale
- * ratio flip crop) that the request names and its transform does not use
+ * ratio flip crop context doc_ids) that the request names and its transform does not use
  * (flip= with raw, crop= with train) is refused by the daemon, whatever
  * its value (daemon/worker/transform.c's table says which uses which).
  * Unknown keys, keys given twice, malformed numbers (trailing junk,
@@ -187,7 +192,7 @@
 #define CTL_WORKERS_MAX 256
 #define CTL_DATASET_NAME_MAX 64   /* bytes of [A-Za-z0-9._-] */
 #define CTL_LABEL_MAX 64          /* bytes of [A-Za-z0-9._:@/+-] */
-#define CTL_ATTACH_KEYS 26        /* rows in the ATTACH key table */
+#define CTL_ATTACH_KEYS 28        /* rows in the ATTACH key table */
 #define CTL_AUGMENT_MAX 1024      /* ATTACH augment=: bytes of its value (AUG_SPEC_MAX) */
 #define CTL_SUBSET_NAME_MAX 32    /* ATTACH subset=: a set's name (proto/subset.h) */
 #define CTL_FIELD_MAX 31          /* ATTACH field=: a schema field name (schema.h) */
@@ -248,6 +253,7 @@ enum ctl_transform {
     CTL_TRANSFORM_TRAIN, /* random resized crop, flip */
     CTL_TRANSFORM_EVAL,  /* resize, center crop */
     CTL_TRANSFORM_NONE,  /* images of one size as they are (image_shape) */
+    CTL_TRANSFORM_TOKENS, /* windows of context + 1 tokens of a token dataset */
     CTL_TRANSFORM_COUNT
 };
 
@@ -257,7 +263,7 @@ enum ctl_layout {
     CTL_LAYOUT_COUNT
 };
 
-/* "raw"/"train"/"eval"/"none", "chw"/"hwc"; NULL out of range.  These
+/* "raw"/"train"/"eval"/"none"/"tokens", "chw"/"hwc"; NULL out of range.  These
  * are ATTACH's words; the daemon's workers hold the transforms by the same
  * names (daemon/worker/transform.c), checked against these at start-up. */
 const char *ctl_transform_name(uint32_t t);
@@ -293,6 +299,9 @@ struct ctl_attach {
     double ratio[2];                        /* LO, HI */
     double flip;
     double crop;
+    uint32_t context;                       /* tokens' window stride; 0 when not
+                                               given */
+    bool doc_ids;                           /* tokens: the doc_ids field */
     uint32_t shuffle;                       /* enum sampler_shuffle: 0, 1, block */
     uint64_t block;                         /* shuffle=block's block size; 0 when
                                                not given (the daemon's default) */

@@ -45,7 +45,9 @@ struct key {
     unsigned nwords;
 };
 
-static const char *const transforms[] = {"raw", "train", "eval", "none"};
+static const char *const transforms[] = {"raw", "train", "eval", "none", "tokens"};
+_Static_assert(sizeof(transforms) / sizeof(transforms[0]) == CTL_TRANSFORM_COUNT,
+               "a word for every enum ctl_transform");
 static const char *const layouts[] = {"chw", "hwc"};
 /* shuffle=: indexed by enum sampler_shuffle */
 static const char *const shuffles[] = {"0", "1", "block"};
@@ -75,6 +77,8 @@ static const struct key keys[] = {
     D("ratio", K_PAIR, ratio, 0, 100, true),
     D("flip", K_F64, flip, 0, 1, false),
     D("crop", K_F64, crop, 0, 1, true),
+    {"context", K_U32, F(context), 1, 65536, 0, 0, false, true, NULL, 0},
+    U("doc_ids", K_BOOL, doc_ids, 0, 1),
     W("shuffle", shuffle, shuffles),
     {"block", K_U64, F(block), 1, SAMPLER_MAX_N, 0, 0, false, true, NULL, 0},
     U("drop_last", K_BOOL, drop_last, 0, 1),

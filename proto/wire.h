@@ -67,6 +67,8 @@ struct wire_xform {
                              to (ATTACH field=, resolved by the daemon);
                              WIRE_NO_FIELD for raw */
     double scale_lo, scale_hi, ratio_lo, ratio_hi, flip, crop;
+    uint32_t context;     /* tokens: a window's stride (its L + 1 tokens) */
+    uint32_t doc_ids;     /* tokens: 1 adds the doc_ids field */
     uint64_t pixel_cap;   /* not from ATTACH: the config's pixel-cap, 0 none */
     struct aug_spec aug;  /* ATTACH augment=, parsed (a recipe resolved): the
                              ops run after the transform; n 0: none */

@@ -81,7 +81,7 @@ def main():
     # every option of every --help is offered after "--"
     for cmd, subs in [("ringfeedd", [None]), ("ringfeedctl", [None]),
                       ("ringfeed-read", [None]), ("ringfeed-train", [None]),
-                      ("ringfeed-pack", ["idx", "imagefolder", "verify", "info"])]:
+                      ("ringfeed-pack", ["idx", "imagefolder", "tokens", "verify", "info"])]:
         for sub in subs:
             want = help_options(tools[cmd], sub)
             got = complete(files, cmd, [cmd] + ([sub] if sub else []) + ["--"], env) or []
@@ -116,8 +116,8 @@ def main():
     ok(c("ringfeed-pack", "idx", "--codec", "") == ["zstd", "none"],
        "ringfeed-pack idx --codec -> zstd none")
     # ringfeed-read and ringfeed-train: the words their options take
-    ok(c("ringfeed-read", "--transform", "") == ["raw", "train", "eval", "none"],
-       "ringfeed-read --transform -> raw train eval none")
+    ok(c("ringfeed-read", "--transform", "") == ["raw", "train", "eval", "none", "tokens"],
+       "ringfeed-read --transform -> raw train eval none tokens")
     ok(c("ringfeed-train", "--backend", "c") == ["cpu", "cuda"],
        "ringfeed-train --backend c -> cpu cuda")
     ok(c("ringfeed-train", "--precision", "") == ["fp32", "bf16"],

@@ -584,8 +584,10 @@ static void test_attach_bounds(void)
     expect_ok("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
               "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
               "shuffle=block block=7 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 "
-              "share=0 field=img_2 subset=val augment=RandomInvert:p=1,RandomVerticalFlip\n",
-              CTL_VERB_ATTACH, "all 26 keys at once");
+              "share=0 field=img_2 subset=val augment=RandomInvert:p=1,RandomVerticalFlip "
+              "context=8 doc_ids=1\n",
+              CTL_VERB_ATTACH, "all 28 keys at once");
+    TAP_OK(req.attach.context == 8 && req.attach.doc_ids, "context=8 doc_ids=1 parsed");
     TAP_OK(req.attach.shuffle == SAMPLER_SHUFFLE_BLOCK && req.attach.block == 7,
            "shuffle=block block=7 parsed");
     TAP_IS_STR(req.attach.augment, "RandomInvert:p=1,RandomVerticalFlip", "augment= kept as given");
@@ -595,8 +597,11 @@ static void test_attach_bounds(void)
     expect_err("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
                "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
                "shuffle=block block=7 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 "
-               "share=0 field=a subset=v augment=RandomInvert name=y\n",
-               CTL_E_BAD_ARG, "27 arguments", "takes 1 to 26", NULL);
+               "share=0 field=a subset=v augment=RandomInvert context=8 doc_ids=1 name=y\n",
+               CTL_E_BAD_ARG, "29 arguments", "takes 1 to 28", NULL);
+    expect_err("ATTACH dataset=d context=0\n", CTL_E_BAD_ARG, "context=0", "1..65536", NULL);
+    expect_err("ATTACH dataset=d context=65537\n", CTL_E_BAD_ARG, "context too large",
+               "1..65536", NULL);
     /* augment=: a spec, checked whole, or @RECIPE (the daemon looks it up) */
     expect_ok("ATTACH dataset=d augment=@cifar-1\n", CTL_VERB_ATTACH, "augment=@cifar-1");
     TAP_IS_STR(req.attach.augment, "@cifar-1", "augment=@cifar-1 kept");

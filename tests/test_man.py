@@ -28,7 +28,7 @@ from tap import done, ok  # tests/tap.py
 TOOLS = {
     "ringfeedd": ("ringfeedd.8", []),
     "ringfeedctl": ("ringfeedctl.1", []),
-    "ringfeed-pack": ("ringfeed-pack.1", ["idx", "imagefolder", "verify", "info", "show"]),
+    "ringfeed-pack": ("ringfeed-pack.1", ["idx", "imagefolder", "tokens", "verify", "info", "show"]),
     "ringfeed-read": ("ringfeed-read.1", []),
     "ringfeed-train": ("ringfeed-train.1", []),
 }

@@ -4,6 +4,7 @@
  *   ringfeed-pack idx --images FILE --labels FILE OUT_DIR [options]
  *   ringfeed-pack imagefolder SRC_DIR OUT_DIR [options]
  *   ringfeed-pack webdataset [options] TAR... OUT_DIR
+ *   ringfeed-pack tokens --format bin|npy|megatron [options] INPUT... OUT_DIR
  *   ringfeed-pack verify DIR
  *   ringfeed-pack info DIR
  *   ringfeed-pack show DIR INDEX [--json]
@@ -33,6 +34,8 @@ static const struct subcmd {
     {"imagefolder", pack_imagefolder_main,
      "pack class folders of JPEGs (torchvision's ImageFolder layout)"},
     {"webdataset", pack_webdataset_main, "pack WebDataset tar shards, each extension a field"},
+    {"tokens", pack_tokens_main,
+     "pack token files (nanoGPT .bin, .npy, Megatron .bin/.idx) for language models"},
     {"verify", pack_verify_main, "check every record of a dataset"},
     {"info", pack_info_main, "describe a dataset"},
     {"show", pack_show_main, "print one sample's fields"},

@@ -7,6 +7,8 @@
  *   pack_progress.c     progress bar (terminal) or progress lines (pipe)
  *   pack_idx.c          idx: IDX (MNIST-format) files -> tensor dataset
  *   idx.c               the IDX header parser (pure, fuzzed)
+ *   pack_tokens.c       tokens: token files -> a token dataset
+ *   megatron_idx.c      the Megatron-LM .idx reader (pure, fuzzed)
  *   pack_imagefolder.c  imagefolder: class folders of JPEGs -> jpeg dataset
  *   imagefile.c         imagefolder's work on one file: read, check,
  *                       re-encode, a verdict (on any thread)
@@ -115,6 +117,7 @@ void pack_summary(const char *dest, const struct dataset_writer_stats *st,
 int pack_idx_main(int argc, char **argv);
 int pack_imagefolder_main(int argc, char **argv);
 int pack_webdataset_main(int argc, char **argv);
+int pack_tokens_main(int argc, char **argv);
 int pack_verify_main(int argc, char **argv);
 int pack_info_main(int argc, char **argv);
 int pack_show_main(int argc, char **argv);

@@ -3,7 +3,7 @@
  * the loader's speed on its own, and a digest that two runs compare by.
  *
  *   ringfeed-read [--socket PATH] --dataset NAME|FOLDER --batch B --epochs E
- *                 [--transform raw|train|eval|none] [--size S] [--depth D]
+ *                 [--transform raw|train|eval|none|tokens] [--size S] [--depth D]
  *                 [--rank R --world W] [--seed S] [--shuffle 0|1|block] [--no-shuffle] [--drop-last]
  *                 [--params "k=v ..."] [--subset NAME|START:STOP]
  *                 [--start-epoch E --start-seq N]
@@ -107,7 +107,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: %s [--socket PATH] --dataset NAME --batch B --epochs E\n"
-            "       [--transform raw|train|eval|none] [--size S] [--depth D]\n"
+            "       [--transform raw|train|eval|none|tokens] [--size S] [--depth D]\n"
             "       [--rank R --world W] [--seed S] [--shuffle 0|1|block] [--no-shuffle] [--drop-last]\n"
             "       [--params \"k=v ...\"] [--subset NAME|START:STOP]\n"
             "       [--start-epoch E --start-seq N]\n"
@@ -124,7 +124,8 @@ static void usage(FILE *f)
             "                       own daemon, started if need be (see ringfeedd(8))\n"
             "  --batch B            samples per batch, 1..65536\n"
             "  --epochs E           epochs to read, counted from the start point\n"
-            "  --transform T        raw (default), train, eval or none\n"
+            "  --transform T        raw (default), train, eval, none, or tokens (with\n"
+            "                       --params \"context=L\": windows of a token dataset)\n"
             "  --size S             output side of train/eval (default 224)\n"
             "  --depth D            ring slots, 2..64 (default: the daemon picks)\n"
             "  --rank R, --world W  this reader's rank of W (default: RANK/WORLD_SIZE,\n"

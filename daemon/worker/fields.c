@@ -211,15 +211,56 @@ static int field_entry(const struct schema *s, uint32_t i, const struct wire_xfo
     }
 }
 
+/* Transform tokens' table (window.h): the token field, FIXED context + 1
+ * values of its dtype (out), and with doc_ids=1 "doc_ids", FIXED context
+ * + 1 int32; primary 0.  Records are not split by the schema: kind_fields
+ * stays false. */
+static int window_fields(const struct schema *s, const struct wire_xform *p,
+                         const struct xform_out *out, uint32_t version, uint32_t depth,
+                         uint32_t batch, struct xform_fields *xf, struct rf_err *err)
+{
+    struct ring_field *c = &xf->f[0];
+
+    if (version < RING_VERSION_FIELDS)
+        return rf_err_set(err, -EPROTO, "transform tokens gives a sample of named fields, "
+                          "which ring layout version %u and later carry; the client speaks "
+                          "version %u: upgrade libringfeed or the ringfeed Python package",
+                          RING_VERSION_FIELDS, version);
+    set_name(c, s->f[0].name);
+    c->kind = RING_FIELD_FIXED;
+    c->dtype = out->dtype;
+    c->layout = RING_FLAT;
+    c->ndim = 1;
+    c->shape[0] = out->shape[0];
+    c->item_bytes = out->sample_bytes;
+    xf->n = 1;
+    if (p->doc_ids) {
+        c = &xf->f[1];
+        set_name(c, "doc_ids");
+        c->kind = RING_FIELD_FIXED;
+        c->dtype = RING_I32;
+        c->layout = RING_FLAT;
+        c->ndim = 1;
+        c->shape[0] = out->shape[0];
+        c->item_bytes = (uint64_t)out->shape[0] * 4;
+        xf->n = 2;
+    }
+    xf->primary = 0;
+    return ring_geometry_fields(depth, batch, xf->f, xf->n, xf->primary, &xf->g, err);
+}
+
 int xform_fields_build(const struct dataset_info *info, const struct wire_xform *p,
                        const struct xform_out *out, uint32_t version, uint32_t depth,
                        uint32_t batch, struct xform_fields *xf, struct rf_err *err)
 {
     const struct schema *s = &info->schema;
+    const struct xform_def *def = xform_get(p->id);
     int rc;
 
     memset(xf, 0, sizeof(*xf));
     xf->version = version;
+    if (def && def->windows)
+        return window_fields(s, p, out, version, depth, batch, xf, err);
     xf->kind_fields = info->kind == DATASET_FIELDS;
     if (version < RING_VERSION_FIELDS) {
         if (xf->kind_fields)

@@ -15,6 +15,9 @@
  *     row, ndim/shape = the tail, capacity = cap= or batch * max=; bytes
  *     RAGGED u8, ndim 0.  primary: the bound image field, or for raw the
  *     first fixed-size field.
+ *   transform tokens (window.h): the token field FIXED context + 1 values
+ *     of its dtype, and with doc_ids=1 "doc_ids" FIXED context + 1 int32;
+ *     primary 0; kind_fields false (a sample is not a record).
  *   jpeg and tensor datasets: the transform's output (FIXED, at meta_size
  *     exactly as version 2) and "label" (FIXED i64), primary 0.
  * A version-1 or -2 ring has no table: the version-2 geometry of the

@@ -3,7 +3,8 @@
  * codec: `raw` copies a fixed-shape record (for example Fashion-MNIST's
  * 1x28x28 u8, or any other dtype of dataset_types.h) into the slot as it
  * is, little-endian elements and all; the ring header names its dtype.
- * The image transforms `train`, `eval` and `none` live in xform_image.c.
+ * The image transforms `train`, `eval` and `none` live in xform_image.c;
+ * `tokens`, whose samples are windows of a token dataset, in window.c.
  * ATTACH names a transform by a word of proto/ctl_attach.c;
  * xform_table_check holds this table and that list to the same names at
  * start-up.  Each entry lists the ATTACH parameters it reads (params);
@@ -18,6 +19,7 @@
 #include "ctl.h"
 #include "fields.h"
 #include "ring.h"
+#include "window.h"
 #include "xform_image.h"
 
 int xform_tensor_shape(const struct dataset_info *info, uint32_t shape[3])
@@ -126,12 +128,17 @@ static const struct xform_def table[] = {
       .geometry = xform_image_geometry, .apply = xform_eval_apply },
     { .name = "none", .params = XP_LAYOUT, .cost_ns = 20000,
       .geometry = xform_none_geometry, .apply = xform_none_apply },
+    /* an estimate: a window is one binary search and a read or two of
+     * context + 1 values straight into the slot */
+    { .name = "tokens", .params = XP_CONTEXT | XP_DOC_IDS, .windows = true, .cost_ns = 2000,
+      .geometry = window_geometry },
 };
 
 #define TABLE_LEN (sizeof(table) / sizeof(table[0]))
 
 /* The ATTACH key of each enum xform_param bit, in bit order. */
-static const char *const param_keys[] = {"size", "layout", "scale", "ratio", "flip", "crop"};
+static const char *const param_keys[] = {"size", "layout", "scale", "ratio", "flip", "crop",
+                                         "context", "doc_ids"};
 
 #define NPARAMS (sizeof(param_keys) / sizeof(param_keys[0]))
 
@@ -232,7 +239,7 @@ int xform_table_check(void)
             return -EINVAL;
     }
     for (unsigned i = 0; i < TABLE_LEN; i++) {
-        if (!table[i].name || !table[i].geometry || !table[i].apply ||
+        if (!table[i].name || !table[i].geometry || !table[i].apply == !table[i].windows ||
             (table[i].params >> NPARAMS) != 0)
             return -EINVAL;
         for (unsigned j = 0; j < i; j++)

@@ -73,6 +73,8 @@ enum xform_param {
     XP_RATIO = 1u << 3,
     XP_FLIP = 1u << 4,
     XP_CROP = 1u << 5,
+    XP_CONTEXT = 1u << 6,
+    XP_DOC_IDS = 1u << 7,
 };
 
 struct xform_def {
@@ -81,6 +83,11 @@ struct xform_def {
     /* The record decodes straight into the slot, as it is: apply() is not
      * called and the decoded length must equal out->sample_bytes. */
     bool direct;
+    /* A sample is not a record but a window of consecutive values of the
+     * dataset's one ragged field, read by the worker's window path
+     * (window.h) straight into the slot: apply() is NULL, and the
+     * stream's n is the windows' count, not the records'. */
+    bool windows;
     /* What one sample typically costs a worker, in nanoseconds, measured
      * (STATS' busy time over samples): the scheduler sizes jobs by it. */
     uint64_t cost_ns;

@@ -73,6 +73,7 @@
 #include "targets.h"
 #include "augment.h"
 #include "transform.h"
+#include "window.h"
 #include "wire.h"
 #include "worker.h"
 
@@ -145,6 +146,8 @@ struct wring {
                                dataset indices; nruns 0: the whole dataset */
     char sub_err[192];      /* "" or why the subset could not be had: the
                                ring's jobs fail its stream with it */
+    struct tok_index tok;   /* transform tokens: the dataset's documents'
+                               token prefix sums (window.h), this ring's own */
 };
 
 /*
@@ -219,6 +222,11 @@ struct wstate {
     int64_t offs[SCHEMA_MAX_FIELDS][WIRE_JOB_MAX + 1];
     struct { uint32_t ds; uint64_t index; } quarantine[QUARANTINE_MAX];
     uint32_t nquarantine;
+    /* transform tokens: a job's document pieces (window_job) and the
+     * document each reads, for messages */
+    struct io_req *pieces;
+    uint64_t *piece_doc;
+    uint32_t pieces_cap;
 };
 
 static void send_or_die(struct wstate *ws, const void *m, size_t len)
@@ -489,6 +497,21 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
         goto fail;
     }
     r->g = r->fx.g;
+    if (xf->windows) {
+        /* the token index, from this worker's own open, must give the
+         * main process's count of windows */
+        if (tokidx_build(ds, &r->tok, &err) < 0 ||
+            tokidx_windows(&r->tok, m->xform.context) != m->dataset_samples) {
+            if (err.msg[0] == '\0' || r->tok.start)
+                rf_err_set(&err, -EBADMSG, "%llu windows here, %llu in the main process",
+                           (unsigned long long)tokidx_windows(&r->tok, m->xform.context),
+                           (unsigned long long)m->dataset_samples);
+            log_warn("worker: ring %u: transform tokens: %s", m->ring_id, err.msg);
+            tokidx_free(&r->tok);
+            munmap(mem, m->total_size);
+            goto fail;
+        }
+    }
     {
         /* room for one of its samples in the worker's own memory (run_job):
          * every FIXED column's item, for kind fields */
@@ -511,6 +534,7 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
         if (!buf_grow(&ws->sample, &ws->sample_cap, need ? need : 1)) {
             log_warn("worker: ring %u: no memory for a %llu-byte sample", m->ring_id,
                      (unsigned long long)need);
+            tokidx_free(&r->tok);
             munmap(mem, m->total_size);
             goto fail;
         }
@@ -538,6 +562,7 @@ static void ring_del(struct wstate *ws, uint32_t id)
     if (r->mem)
         munmap(r->mem, r->size);
     subset_free(&r->sub);
+    tokidx_free(&r->tok);
     memset(r, 0, sizeof(*r));
 }
 
@@ -1201,6 +1226,125 @@ static void put_ragged(struct wstate *ws, struct wring *r, const struct dest *d,
     }
 }
 
+/*
+ * Transform tokens (window.h): the job's windows, each read as the pieces
+ * of documents it spans, all in one io_read_all, straight into the slot's
+ * columns for a ring of its own (nd 1), or into ws->stage and copied from
+ * there into each ring of a shared batch.  The per-sample records go to
+ * meta[] (index: the window; label -1).  A window is never substituted:
+ * a read that fails fails the stream (or the dataset, when its files
+ * changed), the reason naming the window, shard and record; nothing is
+ * reported per sample in a careful run, so a crash is never pinned on a
+ * dataset index (windows are not records).  Returns 0, or -1 with
+ * done->status and reason set.
+ */
+static int window_job(struct wstate *ws, struct wring *r, const struct wire_job *job,
+                      const uint64_t *plan, const struct sampler *smp, const struct dest *d,
+                      uint32_t nd, struct wire_done *done)
+{
+    struct dataset *ds = ws->ds[r->p.dataset_id];
+    const struct ring_field *tok = &r->fx.f[0], *ids = r->fx.n > 1 ? &r->fx.f[1] : NULL;
+    uint64_t per = tok->item_bytes + (ids ? ids->item_bytes : 0);
+    uint64_t t0 = clock_mono_ns();
+    uint32_t n = 0;
+    struct rf_err err = { 0 };
+
+    if (nd > 1 && !buf_grow(&ws->stage, &ws->stage_cap, (size_t)(job->count * per))) {
+        snprintf(done->reason, sizeof(done->reason), "no memory for %u windows", job->count);
+        done->status = WIRE_STREAM_FAILED;
+        return -1;
+    }
+    for (uint32_t j = 0; j < job->count; j++) {
+        uint32_t at = job->first + j, before = n;
+        uint8_t *tdst, *idst = NULL;
+        int rc;
+
+        if (nd == 1) {
+            tdst = (uint8_t *)d[0].slot + tok->offset + (uint64_t)at * tok->item_bytes;
+            if (ids)
+                idst = (uint8_t *)d[0].slot + ids->offset + (uint64_t)at * ids->item_bytes;
+        } else {
+            tdst = ws->stage + j * per;
+            if (ids)
+                idst = tdst + tok->item_bytes;
+        }
+        for (;;) {
+            rc = window_plan(ds, &r->tok, r->p.xform.context, plan[j], tdst, idst, ws->pieces,
+                             &n, ws->pieces_cap, &err);
+            if (rc != -ENOSPC)
+                break;
+            {
+                uint32_t cap = ws->pieces_cap ? ws->pieces_cap * 2 : 4096;
+                struct io_req *p = realloc(ws->pieces, cap * sizeof(*p));
+                uint64_t *pd = p ? realloc(ws->piece_doc, cap * sizeof(*pd)) : NULL;
+
+                if (p)
+                    ws->pieces = p;
+                if (!p || !pd) {
+                    snprintf(done->reason, sizeof(done->reason), "no memory for the pieces "
+                             "of %u windows", job->count);
+                    done->status = WIRE_STREAM_FAILED;
+                    return -1;
+                }
+                ws->piece_doc = pd;
+                ws->pieces_cap = cap;
+            }
+        }
+        if (rc < 0) {
+            size_t len;
+
+            rf_err_prefix(&err, "window %llu", (unsigned long long)plan[j]);
+            len = strnlen(err.msg, sizeof(done->reason) - 1); /* cut to the reason's size */
+            memcpy(done->reason, err.msg, len);
+            done->reason[len] = '\0';
+            done->status = WIRE_STREAM_FAILED;
+            return -1;
+        }
+        for (uint32_t k = before; k < n; k++)
+            ws->piece_doc[k] = plan[j];
+        ws->meta[j] = (struct ring_sample){
+            .index = plan[j], .label = -1,
+            .flags = sampler_is_padding(smp, job->seq, at) ? RING_SAMPLE_PADDING : 0,
+        };
+    }
+    io_read_all(&ws->io, ws->pieces, n);
+    for (uint32_t k = 0; k < n; k++) {
+        struct io_req *q = &ws->pieces[k];
+
+        if (q->result == 0 && fault_hit(FAULT_READ))
+            q->result = -EIO; /* an injected read error (fault.h) */
+        ws->c.bytes_read += q->done;
+        if (q->result < 0) {
+            if (dataset_changed(ws, r->p.dataset_id)) {
+                done->status = WIRE_DATASET_FAILED;
+                snprintf(done->reason, sizeof(done->reason), "dataset %s: %s",
+                         ws->ds_name[r->p.dataset_id], ws->ds_err[r->p.dataset_id]);
+                return -1;
+            }
+            snprintf(done->reason, sizeof(done->reason), "window %llu: reading %u bytes at "
+                     "byte %llu of a shard: %s", (unsigned long long)ws->piece_doc[k], q->len,
+                     (unsigned long long)q->off, strerror(-q->result));
+            done->status = WIRE_STREAM_FAILED;
+            return -1;
+        }
+        if (q->data != q->buf) /* the mmap backend: the bytes are in its mapping */
+            memcpy(q->buf, q->data, q->len);
+    }
+    for (uint32_t t = 0; t < nd && nd > 1; t++)
+        for (uint32_t j = 0; j < job->count; j++) {
+            uint32_t at = job->first + j;
+            uint8_t *s = (uint8_t *)d[t].slot;
+
+            memcpy(s + tok->offset + (uint64_t)at * tok->item_bytes, ws->stage + j * per,
+                   tok->item_bytes);
+            if (ids)
+                memcpy(s + ids->offset + (uint64_t)at * ids->item_bytes,
+                       ws->stage + j * per + tok->item_bytes, ids->item_bytes);
+        }
+    ws->c.io_ns += clock_mono_ns() - t0;
+    return 0;
+}
+
 static void run_job(struct wstate *ws, const struct wire_job *job)
 {
     struct wire_done done = { .type = WIRE_DONE, .job_id = job->job_id, .ring_id = job->ring_id };
@@ -1260,6 +1404,11 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     }
     nd = job_dests(ws, r, job, dests);
     sb = r->g.sample_bytes;
+    if (xform_get(r->p.xform.id)->windows) {
+        if (window_job(ws, r, job, plan, &smp, dests, nd, &done) < 0)
+            goto out;
+        goto publish;
+    }
 
     /* 1. locate every record and read them all in one submission (each
      * index entry is fetched PREFETCH_AHEAD * 2 samples ahead: in a
@@ -1395,6 +1544,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     ws->c.boxes_dropped += dropped;
     if (direct && !r->fx.kind_fields) /* make_fields times its own */
         ws->c.decode_ns += clock_mono_ns() - t1;
+publish:
     ws->c.samples += job->count;
     /* zeros read anywhere in the job (a substitute's read included) never
      * publish: the batch is only good if the files did not change */

@@ -19,6 +19,11 @@ ringfeed.mixup and ringfeed.cutmix mix a batch on its device, the same
 for the same (seed, epoch, seq) so a resumed run mixes as the first did
 (see ringfeed.mix's help).
 
+A token dataset (ringfeed-pack tokens) gives windows of context + 1
+tokens: Loader(name, transform="tokens", context=1024) yields (B, 1025)
+batches, and ringfeed.shift(w) their inputs and targets (see
+ringfeed.tokens' help).
+
 A dataset of named fields (an image with boxes, a mask, a caption, ...)
 gives each batch as a dict {field name: value}: a tensor per fixed-size
 field, a ringfeed.RaggedBatch (values, offsets; split(), pad()) per ragged
@@ -36,9 +41,10 @@ from .loader import BatchInfo, Loader
 from .mix import cutmix, mixup
 from . import transforms
 from .ragged import RaggedBatch
+from .tokens import shift
 from .writer import Bytes, Image, Ragged, SampleError, Scalar, Tensor, Writer, pack, split
 
 __all__ = ["__version__", "Loader", "BatchInfo", "RaggedBatch", "Error", "SAMPLE_PADDING",
            "SAMPLE_SUBSTITUTED",
            "Writer", "pack", "split", "Image", "Tensor", "Scalar", "Bytes", "Ragged",
-           "SampleError", "mixup", "cutmix", "transforms"]
+           "SampleError", "mixup", "cutmix", "transforms", "shift"]

@@ -282,7 +282,14 @@ class Loader:
       + RandomHorizontalFlip) or "eval" (Resize + CenterCrop) for JPEGs;
       size: their output side (daemon's default 224); "none" for JPEG
       datasets whose images have one size (MANIFEST image_shape HxW): each
-      as it is, (3, H, W), no size; layout: "chw"/"hwc".
+      as it is, (3, H, W), no size; layout: "chw"/"hwc".  "tokens" for
+      token datasets (ringfeed-pack tokens): sample i is the window of
+      context + 1 tokens from token i * context of the documents one
+      after another (context=: 1..65536), batches (B, context + 1) of the
+      pack's dtype (u16 as int32 for a torch without uint16); doc_ids=True
+      gives a dict {"tokens", "doc_ids"}, doc_ids each token's document
+      relative to the window's first (int32).  ringfeed.shift(w) gives
+      inputs and targets.  loader.last.indices are the windows.
     rank, world_size: default from RANK/WORLD_SIZE (torchrun), else Open
       MPI's, else 0 and 1.  Under torchrun every loader is split by rank,
       an eval loader too: each rank reads its 1/world_size of the eval
@@ -355,7 +362,8 @@ class Loader:
                  shuffle=True, drop_last=False, rank=None, world_size=None, socket=None,
                  depth=None, params=None, name=None, output=None, copy=False, device=None,
                  layout=None, timeout=None, reconnect_timeout=30.0, dtype=None,
-                 normalize=None, subset=None, augment=None, shuffle_block=None):
+                 normalize=None, subset=None, augment=None, shuffle_block=None,
+                 context=None, doc_ids=False):
         self._client = None
         self._pid = os.getpid()
         self._torch = None
@@ -391,7 +399,9 @@ class Loader:
         self.subset, subset_key = self._subset_param(subset)
         self.augment = _transforms.render(augment)
         shuffle, shuffle_mode = self._shuffle_param(shuffle, shuffle_block)
-        self._params = self._join_params(params, layout, drop_last, subset_key, self.augment)
+        self.context, self.doc_ids, tokens_key = self._tokens_param(transform, context, doc_ids)
+        self._params = self._join_params(params, layout, drop_last, subset_key, self.augment,
+                                         tokens_key)
         if shuffle_block is not None:
             self._params = " ".join(filter(None, [self._params, f"block={shuffle_block}"]))
         self._opts = dict(
@@ -556,8 +566,25 @@ class Loader:
         return shuffle, mode
 
     @staticmethod
-    def _join_params(params, layout, drop_last, subset=None, augment=None):
+    def _tokens_param(transform, context, doc_ids):
+        """transform="tokens"'s context= and doc_ids=: (context, doc_ids,
+        their ATTACH keys or None); refused with any other transform."""
+        if transform != "tokens":
+            if context is not None or doc_ids:
+                raise _bad(f"context= and doc_ids= are transform=\"tokens\"'s, not "
+                           f"transform={transform!r}'s")
+            return None, False, None
+        if context is None:
+            raise _bad('transform="tokens" needs context=L: each sample the L+1 tokens '
+                       "from token i*L")
+        context = _integer("context", context, 1, 65536)
+        return context, bool(doc_ids), f"context={context}" + (" doc_ids=1" if doc_ids else "")
+
+    @staticmethod
+    def _join_params(params, layout, drop_last, subset=None, augment=None, tokens=None):
         parts = []
+        if tokens is not None:
+            parts.append(tokens)
         if subset is not None:
             parts.append(f"subset={subset}")
         if augment is not None:
@@ -821,6 +848,9 @@ class Loader:
     # ---- one batch
     def _next(self):
         c = self._live()
+        if self._dict and self.context is not None and not self.doc_ids:
+            # transform tokens: the windows alone, (B, context + 1)
+            return next(iter(self._next_dict(c).values()))
         if self._dict:
             return self._next_dict(c)
         if self._device is not None:
