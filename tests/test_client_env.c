@@ -258,7 +258,7 @@ static void options(void)
     o.depth = 0;
     o.transform = "sharpen";
     TAP_IS_INT(rf_open(&o, &c), -EINVAL, "transform sharpen: -EINVAL");
-    TAP_OK(strstr(rf_last_error(c), "use raw, train, eval or none"), "  message lists them");
+    TAP_OK(strstr(rf_last_error(c), "use raw, train, eval, none or tokens"), "  message lists them");
     rf_close(c);
     o.transform = "train";
     o.name = "bad name";
