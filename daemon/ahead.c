@@ -294,22 +294,22 @@ void ahead_forget(struct daemon *d, uint32_t slot)
         free_ds(d->ahead, x);
 }
 
-/* Is the file of PRESENT shard i of x still there?  Looked at no more
- * often than AHEAD_RECHECK_NS; a missing one becomes ABSENT. */
-static void recheck(struct ahead *a, struct ads *x, uint32_t i, uint64_t now)
+/* Is the file of PRESENT shard i of p still there?  Looked at no more
+ * often than AHEAD_RECHECK_NS unless forced; a missing one becomes ABSENT. */
+static void recheck(struct ahead *a, struct apack *p, uint32_t i, uint64_t now, bool force)
 {
-    struct ashard *s = &x->p->sh[i];
-    struct cache_key k = shard_key(x->p, i);
+    struct ashard *s = &p->sh[i];
+    struct cache_key k = shard_key(p, i);
     struct rf_err e;
-    char p[CACHE_DIR_MAX + 300];
+    char path[CACHE_DIR_MAX + 300];
 
-    if (now - s->checked_ns < AHEAD_RECHECK_NS || cache_path(a->c, &k, p, sizeof(p), &e) < 0)
+    if ((!force && now - s->checked_ns < AHEAD_RECHECK_NS) ||
+        cache_path(a->c, &k, path, sizeof(path), &e) < 0)
         return;
     s->checked_ns = now;
-    if (access(p, F_OK) == 0)
+    if (access(path, F_OK) == 0)
         return;
-    log_warn("dataset of %s: %s left the cache folder under the daemon: fetching it again",
-             x->url, p);
+    log_warn("%s left the cache folder under the daemon: fetching it again", path);
     cache_evict(a->c, &k, &e); /* its bytes leave the count */
     s->state = SH_ABSENT;
 }
@@ -414,7 +414,7 @@ int ahead_ready(struct daemon *d, uint32_t slot, const uint64_t *samples, uint32
         }
         bytes += s->bytes;
         if (s->state == SH_PRESENT)
-            recheck(a, x, i, now);
+            recheck(a, x->p, i, now, false);
         if (s->state == SH_PRESENT) {
             hits++;
             continue;
@@ -476,6 +476,33 @@ void ahead_release(struct daemon *d, struct ahead_hold *h)
 /* The walk's callback: sample of the stream walked, `ahead` samples after
  * its next batch's first, order its place among the streams, next: the
  * sample is in that next batch. */
+void ahead_lost(struct daemon *d, const struct ahead_hold *h)
+{
+    struct ahead *a = d->ahead;
+    uint64_t now = clock_mono_ns();
+
+    for (uint32_t k = 0; a && h->pack && k < h->n; k++)
+        if (h->pack->sh[h->shards[k]].state == SH_PRESENT)
+            recheck(a, h->pack, h->shards[k], now, true);
+    run(d);
+}
+
+int ahead_held_ready(struct daemon *d, const struct ahead_hold *h, struct rf_err *err)
+{
+    bool missing = false;
+
+    if (!d->ahead)
+        return 0;
+    for (uint32_t k = 0; h->pack && k < h->n; k++) {
+        const struct ashard *s = &h->pack->sh[h->shards[k]];
+
+        if (s->failed)
+            return rf_err_set(err, -EIO, "%s", s->failed);
+        missing |= s->state != SH_PRESENT;
+    }
+    return missing ? -EAGAIN : 0;
+}
+
 static bool walk_use(void *arg, uint64_t sample, uint64_t ahead, uint32_t order, bool next)
 {
     struct ahead *a = ((struct daemon *)((void **)arg)[0])->ahead;
@@ -701,10 +728,12 @@ static void run(struct daemon *d)
             absent = p->sh[i].state == SH_ABSENT;
     if (!absent)
         return;
+    /* a held ABSENT shard: a job read it and lost it (ahead_lost), and
+     * waits for it now */
     for (struct apack *p = a->packs; p; p = p->next)
         for (uint32_t i = 0; i < p->n; i++) {
-            p->sh[i].key = NO_USE;
-            p->sh[i].demand = false;
+            p->sh[i].demand = p->sh[i].holds > 0;
+            p->sh[i].key = p->sh[i].demand ? 0 : NO_USE;
         }
     for (uint32_t k = 0; k < a->nds; k++) {
         struct ads *x = &a->ds[k];
@@ -823,6 +852,17 @@ void ahead_release(struct daemon *d, struct ahead_hold *h)
 {
     (void)d;
     *h = (struct ahead_hold){0};
+}
+
+void ahead_lost(struct daemon *d, const struct ahead_hold *h)
+{
+    (void)d, (void)h;
+}
+
+int ahead_held_ready(struct daemon *d, const struct ahead_hold *h, struct rf_err *err)
+{
+    (void)d, (void)h, (void)err;
+    return 0;
 }
 
 void ahead_kick(struct daemon *d)

@@ -45,7 +45,10 @@
  * then the shard is ABSENT again, so a later stream fetches it anew); other
  * datasets are not touched.  A PRESENT shard whose file is gone (the cache
  * folder removed under the daemon) is found when a batch asks for it (a
- * stat at most every AHEAD_RECHECK_NS) and fetched again.
+ * stat at most every AHEAD_RECHECK_NS) and fetched again; one that goes
+ * after its batch was planned is found by the worker that cannot open it:
+ * its job waits, parked, until the shard is fetched again (ahead_lost,
+ * plan.c's parked jobs).
  *
  * Every function runs on the loop thread.
  */
@@ -130,6 +133,13 @@ int ahead_hold(struct daemon *d, uint32_t slot, const uint64_t *samples, uint32_
                struct ahead_hold *h);
 /* Lets go of h (empty after; an empty h accepted). */
 void ahead_release(struct daemon *d, struct ahead_hold *h);
+/* A worker could not open a shard h holds (its file left the cache folder
+ * after the batch was planned): each held PRESENT shard's file is looked
+ * for now, a missing one becomes ABSENT and is fetched again at once. */
+void ahead_lost(struct daemon *d, const struct ahead_hold *h);
+/* Are h's shards all PRESENT again?  0: yes; -EAGAIN: not yet (sched_fill
+ * runs when a fetch ends); -EIO: a fetch failed, err says which. */
+int ahead_held_ready(struct daemon *d, const struct ahead_hold *h, struct rf_err *err);
 
 /* The walk and the fetches again now (after a wait began, a batch was
  * published, a stream attached). */

@@ -388,6 +388,8 @@ static const struct sched_ops sched_ops = {
     .shards_ready = ahead_ready,
     .shards_hold = ahead_hold,
     .shards_release = ahead_release,
+    .shards_lost = ahead_lost,
+    .shards_held_ready = ahead_held_ready,
 };
 
 int main(int argc, char **argv)

@@ -143,6 +143,22 @@ void plan_untarget_queued(struct daemon *d, struct stream *st)
         plan_job_untarget(j, 0); /* a new home */
         sched_enqueue(d, j, false);
     }
+    /* the parked (PARKED): st leaves each; one left without a target goes */
+    for (struct job **pp = &d->sched.parked; *pp;) {
+        struct job *j = *pp;
+
+        for (uint32_t i = 0; i < j->ntargets;)
+            if (j->t[i].st == st && j->ntargets > 1)
+                plan_job_untarget(j, i);
+            else
+                i++;
+        if (j->t[0].st == st) {
+            *pp = j->next;
+            plan_job_free(d, j); /* st is still held by the caller */
+        } else {
+            pp = &j->next;
+        }
+    }
 }
 
 /* Ends the network waits of m[] (NET_WAITS in stream.h), if any. */
@@ -451,6 +467,7 @@ void sched_walk_ahead(struct daemon *d, uint32_t dataset, uint64_t max,
 
 void sched_fill(struct daemon *d)
 {
+    plan_parked(d);
     for (struct stream *st = d->sched.streams; st; st = st->next)
         plan_fill_stream(d, st);
     sched_check(d);
@@ -558,6 +575,70 @@ static bool chunk_written(const struct job *j, const struct job_target *t, bool 
     return true;
 }
 
+/*
+ * PARKED.  A job of an on-demand dataset holds its shards in the node
+ * cache (ahead.h), but a shard's file can still go between the plan and
+ * the worker's open (the cache folder removed under the daemon).  The
+ * worker then writes nothing and says WIRE_SHARD_LOST: the job leaves the
+ * queues for d->sched.parked, its shards are looked at and fetched anew
+ * (ops->shards_lost), and sched_fill puts it back at the head of its
+ * home's queue once they are all there (plan_parked), or fails its
+ * streams with the fetch's error.  Its targets keep their slots and their
+ * hold on the streams meanwhile; a stream that detaches lets go of it
+ * (plan_untarget_queued).  Past PLAN_LOST_MAX times for one job, the
+ * worker's reason fails the streams: a cache that loses what it just
+ * fetched is not waited on for ever.
+ */
+#define PLAN_LOST_MAX 8
+
+static bool park(struct daemon *d, struct job *j, const char *why)
+{
+    if (!d->sched.ops->shards_lost || ++j->lost > PLAN_LOST_MAX)
+        return false;
+    log_warn("client %u: %s; the batch waits for it", j->st->id, why);
+    j->worker = -1;
+    j->next = d->sched.parked;
+    d->sched.parked = j;
+    d->sched.ops->shards_lost(d, &j->hold);
+    return true;
+}
+
+void plan_parked(struct daemon *d)
+{
+    struct job **pp = &d->sched.parked;
+
+    while (*pp) {
+        struct job *j = *pp;
+        struct rf_err err;
+        int rc;
+
+        /* a failed stream stays attached until its kick: it lets go here */
+        for (uint32_t i = 0; i < j->ntargets;)
+            if (stream_ended(j->t[i].st) && j->ntargets > 1)
+                plan_job_untarget(j, i);
+            else
+                i++;
+        if (stream_ended(j->t[0].st)) {
+            *pp = j->next;
+            plan_job_free(d, j);
+            continue;
+        }
+        rc = d->sched.ops->shards_held_ready(d, &j->hold, &err);
+        if (rc == -EAGAIN) {
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        if (rc == 0) {
+            sched_enqueue(d, j, true);
+            continue;
+        }
+        for (uint32_t i = 0; i < j->ntargets; i++)
+            stream_fail(d, j->t[i].st, rc, err.msg);
+        plan_job_free(d, j);
+    }
+}
+
 void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, uint64_t busy_ns)
 {
     struct stream *live[WIRE_TARGETS_MAX];
@@ -566,6 +647,8 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, 
 
     j->st->fq.worker_ns += busy_ns; /* the home pays (WEIGHTS) */
     fq_measured(j->st, busy_ns, j->count);
+    if (m->status == WIRE_SHARD_LOST && park(d, j, m->reason))
+        return;
     for (uint32_t i = 0; i < j->ntargets; i++) {
         struct stream *st = j->t[i].st;
 
@@ -580,6 +663,7 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, 
             plan_advance_published(d, st);
             break;
         case WIRE_STREAM_FAILED:
+        case WIRE_SHARD_LOST: /* only past PLAN_LOST_MAX, or without ops */
             stream_fail(d, st, -EIO, m->reason);
             break;
         case WIRE_DATASET_FAILED:

@@ -38,5 +38,8 @@ void plan_job_free(struct daemon *d, struct job *j);
 void plan_job_untarget(struct job *j, uint32_t i);
 /* Takes st out of every queued job that would write its ring. */
 void plan_untarget_queued(struct daemon *d, struct stream *st);
+/* The parked jobs (PARKED in plan.c) whose shards are back go to their
+ * queues; those that cannot have them fail their streams (sched_fill). */
+void plan_parked(struct daemon *d);
 
 #endif

@@ -101,6 +101,15 @@ void sched_check(const struct daemon *d)
     fq_check(d);
     share_check(d);
     stream_check(d);
+    for (const struct job *j = d->sched.parked; j; j = j->next)
+        for (uint32_t i = 0; i < j->ntargets; i++)
+            if (j->worker != -1 || j->t[i].st->dead || !j->hold.pack) {
+                log_error("sched_check: parked job %llu %s",
+                          (unsigned long long)j->job_id,
+                          j->worker != -1 ? "has a worker" : j->t[i].st->dead
+                              ? "targets a detached client" : "holds no shards");
+                abort();
+            }
     for (const struct stream *st = d->sched.streams; st; st = st->next)
         kicks += st->kicked && !st->kick_sent;
     if (kicks > d->sched.kicks_pending) {

@@ -63,6 +63,7 @@ struct job {
     int32_t progress;          /* last WIRE_PROGRESS sample, -1 none */
     int32_t suspect;           /* sample a careful run died on, -1 none */
     struct ahead_hold hold;    /* an on-demand dataset's shards it reads (ahead.h) */
+    uint32_t lost;             /* times a worker found a held shard gone (PARKED) */
 };
 
 
@@ -110,6 +111,10 @@ struct sched_ops {
     int (*shards_hold)(struct daemon *d, uint32_t dataset_id, const uint64_t *samples,
                        uint32_t n, struct ahead_hold *h);
     void (*shards_release)(struct daemon *d, struct ahead_hold *h);
+    /* a worker could not open a shard h holds: look again, fetch it anew;
+     * are h's shards all there again (0, -EAGAIN, or -EIO with err) */
+    void (*shards_lost)(struct daemon *d, const struct ahead_hold *h);
+    int (*shards_held_ready)(struct daemon *d, const struct ahead_hold *h, struct rf_err *err);
     /* the clock (ns) the scheduler times holds, waits and windows by; NULL:
      * CLOCK_MONOTONIC (clock_mono_ns).  Tests give their own to play time */
     uint64_t (*now)(void);
@@ -127,6 +132,7 @@ struct sched_state {
     uint32_t nmaking;          /* of them, not dead: they count under max-clients */
     uint32_t next_stream_id;
     uint64_t next_job_id;
+    struct job *parked;        /* jobs waiting for a lost shard (plan.c PARKED) */
     struct fq_state fq;        /* fairq.c's: the queues and the round robin */
     struct share_state share;  /* share.c's: the groups */
     uint64_t mem_used;         /* bytes of rings (I3), those being made included */

@@ -178,6 +178,9 @@ enum wire_status {
     WIRE_DATASET_FAILED, /* the dataset's files changed since they were opened
                           * (truncated, replaced, removed): fail every stream
                           * of the dataset, reason names the shard and what */
+    WIRE_SHARD_LOST,    /* an on-demand dataset's shard could not be opened
+                         * (gone from the node cache): nothing was written;
+                         * the job runs again once it is fetched anew */
 };
 
 struct wire_done {

@@ -140,6 +140,36 @@ static uint64_t fake_now(void)
 
 #define MS 1000000ull
 
+/* An on-demand dataset's shards (ahead.h), played: jobs hold a fake pack,
+ * a lost shard is counted, and whether the held shards are back is what
+ * the test says (g_held_ready, g_held_why). */
+static char g_fake_pack;
+static unsigned g_lost_calls;
+static int g_held_ready;
+static const char *g_held_why = "";
+
+static void fake_shards_release(struct daemon *d, struct ahead_hold *h)
+{
+    (void)d;
+    *h = (struct ahead_hold){0};
+}
+
+static void fake_shards_lost(struct daemon *d, const struct ahead_hold *h)
+{
+    (void)d;
+    if (h->pack == (struct apack *)&g_fake_pack)
+        g_lost_calls++;
+}
+
+static int fake_shards_held_ready(struct daemon *d, const struct ahead_hold *h,
+                                  struct rf_err *err)
+{
+    (void)d;
+    (void)h;
+    return g_held_ready < 0 && g_held_ready != -EAGAIN
+               ? rf_err_set(err, g_held_ready, "%s", g_held_why) : g_held_ready;
+}
+
 static const struct sched_ops g_ops = {
     .dispatch = fake_dispatch,
     .forget_ring = fake_forget_ring,
@@ -151,6 +181,9 @@ static const struct sched_ops g_ops = {
     .failed_reason = fake_failed_reason,
     .dataset_names = fake_dataset_names,
     .now = fake_now,
+    .shards_release = fake_shards_release,
+    .shards_lost = fake_shards_lost,
+    .shards_held_ready = fake_shards_held_ready,
 };
 
 /* ---- the pieces the test plays */
@@ -706,6 +739,104 @@ static void kicked_in_job_done(void)
     while ((j = sched_dequeue(&g_d)))
         sched_job_orphaned(&g_d, j); /* its other job: the stream is gone */
     TAP_IS_INT(g_d.sched.nstreams, 0, "  no stream left");
+}
+
+/* A worker found a shard of the job's on-demand dataset gone from the node
+ * cache (WIRE_SHARD_LOST): the job is parked, nothing of it counted, until
+ * the shard is back; then it runs first and its batch arrives whole.  A
+ * fetch that fails fails the stream with its error; a stream that detaches
+ * takes its parked job with it; a job that loses its shards again and again
+ * fails its stream with the worker's reason (PLAN_LOST_MAX).  A CI run
+ * failed a stream when the cache folder was removed under the daemon. */
+static struct job *lose(struct job *j, const char *why)
+{
+    struct wire_done done = {.type = WIRE_DONE, .status = WIRE_SHARD_LOST};
+
+    j->hold.pack = (struct apack *)&g_fake_pack;
+    j->hold.n = 1;
+    done.job_id = j->job_id;
+    snprintf(done.reason, sizeof(done.reason), "%s", why);
+    sched_job_done(&g_d, j, &done, 0);
+    return j;
+}
+
+static void lost_shards(void)
+{
+    struct client c, c2;
+    struct job *j, *k;
+    uint32_t queued;
+
+    if (attach(&c, 64, 2, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    g_lost_calls = 0;
+    g_held_ready = -EAGAIN;
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    queued = g_d.sched.fq.queued;
+    lose(j, "shard-00001.rfs: cannot open");
+    TAP_OK(g_d.sched.parked == j && g_lost_calls == 1 && g_d.sched.fq.queued == queued &&
+           !((struct ring_hdr *)c.mem)->reason[0],
+           "a job whose shard left the cache is parked, the shard looked for again");
+    sched_fill(&g_d);
+    TAP_OK(g_d.sched.parked == j, "  and stays parked while the shard is away");
+    g_held_ready = 0;
+    sched_fill(&g_d);
+    k = sched_dequeue(&g_d);
+    TAP_OK(g_d.sched.parked == NULL && k == j, "  once it is back, the job runs first");
+    k->worker = 0;
+    work(&c, k, 1);
+    run(&c, 4);
+    TAP_IS_INT(c.bad + g_broken, 0, "  and every batch arrives in order, whole");
+    tap_ok(c.consumed >= 4, "  (%llu batches)", (unsigned long long)c.consumed);
+
+    /* the fetch fails: the stream fails with its error */
+    g_held_ready = -EAGAIN;
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    lose(j, "shard-00002.rfs: cannot open");
+    g_held_ready = -EIO;
+    g_held_why = "http://127.0.0.1/fm/shard-00002.rfs: 404 (no such object)";
+    sched_fill(&g_d);
+    tap_ok(g_d.sched.parked == NULL &&
+           strstr(((struct ring_hdr *)c.mem)->reason, "404 (no such object)") != NULL,
+           "a parked job whose shard cannot be fetched fails its stream with the fetch's "
+           "error: %s", ((struct ring_hdr *)c.mem)->reason);
+    sched_run_kicks(&g_d);
+    detach(&c);
+    drop_all();
+
+    /* a stream detaches while its job is parked: the job goes with it */
+    if (attach(&c2, 64, 2, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    g_held_ready = -EAGAIN;
+    j = sched_dequeue(&g_d);
+    j->worker = 0;
+    lose(j, "shard-00003.rfs: cannot open");
+    detach(&c2);
+    drop_all();
+    TAP_OK(g_d.sched.parked == NULL && g_d.sched.nstreams == 0,
+           "a client that detaches while its job is parked takes the job with it");
+
+    /* a cache that loses the shard every time: the stream fails, named */
+    if (attach(&c, 64, 2, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    g_held_ready = 0;
+    j = sched_dequeue(&g_d);
+    for (unsigned n = 0; n < 9 && j; n++) {
+        j->worker = 0;
+        lose(j, "shard-00004.rfs: cannot open: No such file or directory");
+        sched_fill(&g_d);
+        j = sched_dequeue(&g_d);
+    }
+    tap_ok(strstr(((struct ring_hdr *)c.mem)->reason, "shard-00004.rfs: cannot open") != NULL,
+           "a job that loses its shard %d times fails its stream with the worker's reason",
+           9);
+    if (j)
+        sched_enqueue(&g_d, j, true);
+    sched_run_kicks(&g_d);
+    detach(&c);
+    drop_all();
+    g_held_ready = 0;
 }
 
 /*
@@ -1468,6 +1599,7 @@ int main(void)
     crashes();
     orphans_want_release();
     kicked_in_job_done();
+    lost_shards();
     hostile_release();
     fair_turns();
     shared();

@@ -1070,8 +1070,9 @@ static int plan_job(const struct wring *r, const struct wire_job *job, struct sa
  * planned the job only once every shard its samples lie in was in the
  * cache, and keeps them there until the job is done (daemon/ahead.h).  So
  * each is loaded here; one that cannot be (the cache folder was removed
- * under the daemon) fails the stream with the file named, not the
- * dataset, whose records are not at fault.  Every SWEEP_NS the shards
+ * under the daemon) is reported with the file named (WIRE_SHARD_LOST,
+ * nothing written): the main process fetches it again and reruns the job.
+ * The dataset's records are not at fault.  Every SWEEP_NS the shards
  * the cache evicted since are closed, so their disk space comes back.
  */
 static int load_shards(struct wstate *ws, struct dataset *ds, const uint64_t *plan, uint32_t n,
@@ -1098,7 +1099,7 @@ static int load_shards(struct wstate *ws, struct dataset *ds, const uint64_t *pl
         last = sh;
         if (dataset_shard_load(ds, sh, &err) < 0) {
             /* the message's head names the file; a long one is cut */
-            snprintf(reason, cap, "the node cache lost a shard this batch needs: %.140s",
+            snprintf(reason, cap, "the node cache lost a shard a batch needs: %.140s",
                      err.msg);
             return -EIO;
         }
@@ -1399,7 +1400,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     }
     if (ws->ds_on_demand[r->p.dataset_id] && load_shards(ws, ds, plan, job->count, done.reason,
                                                          sizeof(done.reason)) < 0) {
-        done.status = WIRE_STREAM_FAILED;
+        done.status = WIRE_SHARD_LOST;
         goto out;
     }
     nd = job_dests(ws, r, job, dests);

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -280,7 +281,13 @@ def test_cache_folder_removed_under_the_daemon(big, tmp_path):
             assert run_read(d.sock, "big", batch=20, extra=block)[0]["digest"] == ref["digest"]
             shutil.rmtree(cache)
             before = int(d.stats()["fetch.objects"])
-            # what the daemon thought it held is fetched again, into a new folder
+            # What the daemon thought it held is fetched again, into a new
+            # folder.  The pause lets each worker's sweep close the files it
+            # held (SWEEP_NS) while the daemon's last look at them is still
+            # fresh (AHEAD_RECHECK_NS): a batch is planned on a shard no
+            # worker can open, and must wait for it, not fail (a CI run
+            # failed the stream here).
+            time.sleep(0.3)
             assert run_read(d.sock, "big", batch=20, extra=block)[0]["digest"] == ref["digest"]
             assert int(d.stats()["fetch.objects"]) > before
             digest(d, "local")
