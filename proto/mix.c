@@ -115,3 +115,216 @@ void mix_seek(const struct mix *m, struct mix_state *st, uint64_t p)
     while (st->p < p)
         mix_next(m, st, NULL);
 }
+
+/* ---- a mixture stream's plan (mix.h, MIXTURE STREAM) */
+
+#include "sampler.h"
+
+/* Source s's sampler seed: the stream's, stirred with s (SplitMix64's
+ * finaliser), so sources of one size are not shuffled alike. */
+static uint64_t source_seed(uint64_t seed, uint32_t s)
+{
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (s + 1);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void source_params(const struct mix_plan *pl, uint32_t s, uint32_t epoch,
+                          struct sampler_params *sp)
+{
+    *sp = (struct sampler_params){
+        .n = pl->p.n[s], .seed = pl->seed[s], .epoch = epoch, .rank = pl->p.rank,
+        .world = pl->p.world, .batch = 1, .shuffle = pl->p.shuffle,
+        .drop_last = pl->p.drop_last,
+    };
+}
+
+static int keep(struct mix_plan *pl, const struct mix_state *st, uint64_t *cap)
+{
+    uint64_t row = st->p / MIX_STEP, n = pl->m.n;
+
+    if ((row + 1) * n > *cap) {
+        uint64_t want = *cap ? *cap * 2 : 64 * n;
+        uint64_t *cp = realloc(pl->cp, want * sizeof(*cp));
+
+        if (!cp)
+            return -ENOMEM;
+        pl->cp = cp;
+        *cap = want;
+    }
+    memcpy(pl->cp + row * n, st->c, n * sizeof(*st->c));
+    return 0;
+}
+
+int mix_plan_init(struct mix_plan *pl, const struct mix_plan_params *p, struct rf_err *err)
+{
+    struct mix_state st;
+    uint64_t cap = 0, target = 0, full[MIX_SOURCES_MAX];
+    uint32_t of = p->epoch_of < 0 ? 0 : (uint32_t)p->epoch_of;
+
+    memset(pl, 0, sizeof(*pl));
+    pl->m = *p->m;
+    pl->p = *p;
+    pl->p.m = &pl->m;
+    if (p->batch == 0 || p->world == 0 || p->rank >= p->world || p->shuffle > 1 ||
+        of >= pl->m.n || pl->m.n < 2 || pl->m.n > MIX_SOURCES_MAX)
+        return rf_err_set(err, -EINVAL, "mixture: bad parameters (batch %u, rank %u of %u, "
+                          "shuffle %u, epoch_of %d)", p->batch, p->rank, p->world, p->shuffle,
+                          p->epoch_of);
+    if (p->no_repeat && p->epoch_of >= 0)
+        return rf_err_set(err, -EINVAL, "mixture: epoch_of=%s needs repeat: without it the "
+                          "epoch ends where the first source runs out",
+                          pl->m.s[p->epoch_of].name);
+    pl->unit = p->per_stream ? p->batch : 1;
+    for (uint32_t s = 0; s < pl->m.n; s++) {
+        struct sampler_params sp;
+        struct sampler smp;
+        struct rf_err e;
+
+        pl->seed[s] = source_seed(p->seed, s);
+        pl->base[s + 1] = pl->base[s] + p->n[s];
+        source_params(pl, s, 0, &sp);
+        if (p->n[s] == 0 || sampler_init(&smp, &sp, &e) < 0)
+            return rf_err_set(err, -EINVAL, "mixture: source %s: %llu samples cannot be split "
+                              "over %u ranks%s", pl->m.s[s].name, (unsigned long long)p->n[s],
+                              p->world, p->drop_last ? " with drop_last" : "");
+        pl->per_rank[s] = sampler_samples_per_rank(&smp);
+        full[s] = pl->per_rank[s] / pl->unit;
+        if (full[s] == 0)
+            return rf_err_set(err, -EINVAL, "mixture: source %s has %llu samples a rank, fewer "
+                              "than a batch of %u (per_stream)", pl->m.s[s].name,
+                              (unsigned long long)pl->per_rank[s], p->batch);
+    }
+    if (pl->base[pl->m.n] < p->n[0])
+        return rf_err_set(err, -EINVAL, "mixture: the sources' sizes overflow");
+    /* repeat: the epoch_of source's epoch, in whole units (its last unit
+     * may reach into its next epoch: per_stream's batches are whole) */
+    target = (pl->per_rank[of] + pl->unit - 1) / pl->unit;
+    mix_start(&pl->m, &st);
+    for (;;) {
+        if (st.p % MIX_STEP == 0 && keep(pl, &st, &cap) < 0) {
+            mix_plan_free(pl);
+            return rf_err_set(err, -ENOMEM, "mixture: out of memory for its plan");
+        }
+        if (p->no_repeat) {
+            struct mix_state peek = st;
+            uint32_t s = mix_next(&pl->m, &peek, NULL);
+
+            if (st.c[s] + 1 > full[s])
+                break;
+        } else if (st.c[of] >= target) {
+            break;
+        }
+        if (st.p >= MIX_UNITS_MAX) {
+            mix_plan_free(pl);
+            return rf_err_set(err, -EINVAL, "mixture: an epoch would be over %llu positions: "
+                              "%s's weight is too small for its size", MIX_UNITS_MAX,
+                              pl->m.s[of].name);
+        }
+        mix_next(&pl->m, &st, NULL);
+    }
+    pl->units = st.p;
+    for (uint32_t s = 0; s < pl->m.n; s++) {
+        pl->per_epoch[s] = st.c[s] * pl->unit;
+        pl->advance[s] = p->no_repeat ? pl->per_rank[s] : pl->per_epoch[s];
+    }
+    pl->samples = pl->units * pl->unit;
+    pl->batches = p->per_stream ? pl->units
+                  : p->drop_last_batch ? pl->samples / p->batch
+                  : (pl->samples + p->batch - 1) / p->batch;
+    if (pl->batches == 0) {
+        mix_plan_free(pl);
+        return rf_err_set(err, -EINVAL, "mixture: an epoch of %llu samples holds no whole "
+                          "batch of %u (drop_last_batch)", (unsigned long long)pl->samples,
+                          p->batch);
+    }
+    return 0;
+}
+
+void mix_plan_free(struct mix_plan *pl)
+{
+    free(pl->cp);
+    pl->cp = NULL;
+}
+
+uint32_t mix_plan_batch_count(const struct mix_plan *pl, uint64_t seq)
+{
+    uint64_t left;
+
+    if (seq >= pl->batches)
+        return 0;
+    if (pl->p.per_stream)
+        return pl->p.batch;
+    left = pl->samples - seq * pl->p.batch;
+    return left < pl->p.batch ? (uint32_t)left : pl->p.batch;
+}
+
+/* The blend's state at position q of an epoch (q <= units). */
+static void state_at(const struct mix_plan *pl, uint64_t q, struct mix_state *st)
+{
+    uint64_t row = q / MIX_STEP;
+
+    mix_start(&pl->m, st);
+    memcpy(st->c, pl->cp + row * pl->m.n, pl->m.n * sizeof(*st->c));
+    st->p = row * MIX_STEP;
+    while (st->p < q)
+        mix_next(&pl->m, st, NULL);
+}
+
+uint32_t mix_plan_range(const struct mix_plan *pl, uint64_t epoch, uint64_t seq, uint32_t first,
+                        uint32_t count, uint64_t *out, uint8_t *src, bool *pad)
+{
+    uint32_t have = mix_plan_batch_count(pl, seq), s = 0;
+    struct sampler smp[MIX_SOURCES_MAX];
+    uint64_t smp_epoch[MIX_SOURCES_MAX], kb = 0;
+    struct mix_state st;
+
+    if (first >= have)
+        return 0;
+    if (count > have - first)
+        count = have - first;
+    for (uint32_t k = 0; k < pl->m.n; k++)
+        smp_epoch[k] = UINT64_MAX;
+    if (pl->p.per_stream) {
+        state_at(pl, seq, &st);
+        s = mix_next(&pl->m, &st, &kb);
+    } else {
+        state_at(pl, seq * pl->p.batch + first, &st);
+    }
+    for (uint32_t j = 0; j < count; j++) {
+        uint64_t k, kt, se, w, idx;
+
+        if (pl->p.per_stream)
+            k = kb * pl->unit + first + j;
+        else
+            s = mix_next(&pl->m, &st, &k);
+        kt = epoch * pl->advance[s] + k;
+        se = kt / pl->per_rank[s];
+        w = kt % pl->per_rank[s];
+        if (smp_epoch[s] != se) {
+            struct sampler_params sp;
+
+            source_params(pl, s, (uint32_t)se, &sp);
+            sampler_init(&smp[s], &sp, NULL); /* checked at mix_plan_init */
+            smp_epoch[s] = se;
+        }
+        idx = sampler_sample(&smp[s], w, 0);
+        out[j] = pl->base[s] + idx;
+        if (src)
+            src[j] = (uint8_t)s;
+        if (pad)
+            pad[j] = sampler_is_padding(&smp[s], w, 0);
+    }
+    return count;
+}
+
+uint32_t mix_plan_source(const struct mix_plan *pl, uint64_t i)
+{
+    uint32_t s = 0;
+
+    while (s + 1 < pl->m.n && i >= pl->base[s + 1])
+        s++;
+    return s;
+}

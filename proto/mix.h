@@ -19,6 +19,7 @@
 #ifndef RINGFEED_PROTO_MIX_H
 #define RINGFEED_PROTO_MIX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,5 +67,87 @@ void mix_start(const struct mix *m, struct mix_state *st);
 uint32_t mix_next(const struct mix *m, struct mix_state *st, uint64_t *k);
 /* *st := position p (from 0: p * n steps). */
 void mix_seek(const struct mix *m, struct mix_state *st, uint64_t p);
+
+/*
+ * A MIXTURE STREAM for one rank (docs/design/mixtures.md).  Source s has
+ * n[s] samples (the transform's: records, or windows of tokens); a
+ * sample's mixture index is base[s] + its index in s (base[0] = 0, then
+ * the sizes in order), so one number names source and sample.
+ *
+ * Each source is split across ranks and shuffled by its own sampler
+ * (sampler.h: n[s], a seed derived from the stream's seed and s, batch 1,
+ * the stream's shuffle 0/1, rank, world and drop_last), epoch after epoch:
+ * its k-th sample on this rank (k = 0, 1, ... over all its epochs) is
+ * sample k % per_rank[s] of its epoch k / per_rank[s].
+ *
+ * The blend picks, position by position (per_stream: batch by batch, B
+ * samples of one source each), the source of the next unit by mix_next,
+ * and restarts at every mixture epoch, so the prefix bound holds within
+ * an epoch (across a boundary, within 2).  The epoch is `units` positions:
+ *   repeat (the default)  until the epoch_of source (the first, unless
+ *                         named) has given per_rank of its samples; the
+ *                         other sources wrap into their next epochs
+ *                         (reshuffled) as often as their weights ask, and
+ *                         go on from there in the next mixture epoch;
+ *   no repeat             until the first source that runs out of its
+ *                         epoch; each mixture epoch e reads epoch e of
+ *                         every source from its start.
+ * All of it is a pure function of the parameters: any process computes
+ * the same batches, and a resume at (epoch, batch) replays nothing.  The
+ * blend's counts are kept every MIX_STEP positions of an epoch, so a
+ * batch anywhere costs at most MIX_STEP steps to reach.
+ */
+#define MIX_STEP 1024
+#define MIX_UNITS_MAX (1ull << 32)  /* blend positions of one epoch, at most */
+
+struct mix_plan_params {
+    const struct mix *m;
+    uint64_t n[MIX_SOURCES_MAX];
+    uint64_t seed;
+    uint32_t rank, world, batch;
+    uint32_t shuffle;               /* 0 or 1 (sampler.h's off, global) */
+    int32_t epoch_of;               /* the source whose epoch is the mixture's; -1: 0 */
+    bool drop_last;                 /* each source's rank split (sampler.h) */
+    bool drop_last_batch;           /* the epoch's last partial batch */
+    bool no_repeat;
+    bool per_stream;                /* each batch from one source */
+};
+
+struct mix_plan {
+    struct mix m;
+    struct mix_plan_params p;       /* p.m points at m */
+    uint64_t seed[MIX_SOURCES_MAX]; /* each source's sampler seed */
+    uint64_t per_rank[MIX_SOURCES_MAX]; /* a source epoch's samples on this rank */
+    uint64_t base[MIX_SOURCES_MAX + 1]; /* mixture index of each source's sample 0;
+                                           base[n]: all of them */
+    uint64_t units;                 /* blend positions of an epoch */
+    uint64_t unit;                  /* samples a position gives: 1, or batch */
+    uint64_t per_epoch[MIX_SOURCES_MAX]; /* samples of s one mixture epoch takes */
+    uint64_t advance[MIX_SOURCES_MAX];   /* and how far s's count moves per epoch */
+    uint64_t samples;               /* an epoch's samples on this rank */
+    uint64_t batches;               /* and its batches */
+    uint64_t *cp;                   /* counts at positions 0, MIX_STEP, ...: n each */
+};
+
+/*
+ * Builds *pl (its checkpoints: units / MIX_STEP + 1 rows; units * n steps
+ * of work, some 30 ms for a million).  0, or -EINVAL with err naming the
+ * parameter (a source with no sample for this rank, epoch_of with no
+ * repeat, an epoch over MIX_UNITS_MAX positions), -ENOMEM.
+ */
+int mix_plan_init(struct mix_plan *pl, const struct mix_plan_params *p, struct rf_err *err);
+void mix_plan_free(struct mix_plan *pl);
+/* Samples in batch seq of an epoch (batch, less for the last, 0 past it). */
+uint32_t mix_plan_batch_count(const struct mix_plan *pl, uint64_t seq);
+/*
+ * Samples first .. first + count - 1 of batch seq of epoch `epoch` (cut to
+ * the batch): each one's mixture index into out[], its source into src[]
+ * (may be NULL), and whether it is its source's rank padding (sampler.h's
+ * padding rule) into pad[] (may be NULL).  Returns how many were written.
+ */
+uint32_t mix_plan_range(const struct mix_plan *pl, uint64_t epoch, uint64_t seq, uint32_t first,
+                        uint32_t count, uint64_t *out, uint8_t *src, bool *pad);
+/* The source of mixture index i (base[s] <= i < base[s + 1]). */
+uint32_t mix_plan_source(const struct mix_plan *pl, uint64_t i);
 
 #endif

@@ -90,7 +90,9 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <string.h>
 
+#include "mix.h"
 #include "rng.h"
 
 /* Stafford's Mix13 (the splitmix64 finalizer): a bijection with avalanche. */
@@ -308,6 +310,17 @@ int sampler_init(struct sampler *s, const struct sampler_params *p,
 {
     uint64_t per_rank, batches;
 
+    if (p->mix) {
+        memset(s, 0, sizeof(*s));
+        s->order.epoch = p->epoch;
+        s->mix = p->mix;
+        s->per_rank = p->mix->samples;
+        s->batches = p->mix->batches;
+        s->batch = p->mix->p.batch;
+        s->rank = p->mix->p.rank;
+        s->world = p->mix->p.world;
+        return 0;
+    }
     if (p->n < 1 || p->n > SAMPLER_MAX_N)
         return rf_err_set(err, -EINVAL,
                           "sampler: dataset size %" PRIu64 " is outside 1..%"
@@ -358,6 +371,7 @@ int sampler_init(struct sampler *s, const struct sampler_params *p,
     s->world = p->world;
     s->batch = p->batch;
     s->pad_ = 0;
+    s->mix = NULL;
     return 0;
 }
 
@@ -375,6 +389,8 @@ uint32_t sampler_batch_count(const struct sampler *s, uint64_t seq)
 {
     uint64_t left;
 
+    if (s->mix)
+        return mix_plan_batch_count(s->mix, seq);
     if (seq >= s->batches)
         return 0;
     left = s->per_rank - seq * s->batch;
@@ -394,6 +410,10 @@ uint64_t sampler_sample(const struct sampler *s, uint64_t seq, uint32_t j)
 
     if (j >= sampler_batch_count(s, seq))
         return SAMPLER_NONE;
+    if (s->mix) {
+        mix_plan_range(s->mix, s->order.epoch, seq, j, 1, &p, NULL, NULL);
+        return p;
+    }
     p = position(s, seq, j);
     if (p >= s->n)
         p %= s->n;
@@ -404,6 +424,8 @@ uint64_t sampler_position(const struct sampler *s, uint64_t seq, uint32_t j)
 {
     if (j >= sampler_batch_count(s, seq))
         return SAMPLER_NONE;
+    if (s->mix) /* the place in the mixture's epoch */
+        return seq * s->batch + j;
     return position(s, seq, j);
 }
 
@@ -411,6 +433,13 @@ bool sampler_is_padding(const struct sampler *s, uint64_t seq, uint32_t j)
 {
     if (j >= sampler_batch_count(s, seq))
         return false;
+    if (s->mix) {
+        uint64_t i;
+        bool pad;
+
+        mix_plan_range(s->mix, s->order.epoch, seq, j, 1, &i, NULL, &pad);
+        return pad;
+    }
     return position(s, seq, j) >= s->n;
 }
 
@@ -426,6 +455,8 @@ uint32_t sampler_batch_range(const struct sampler *s, uint64_t seq, uint32_t fir
     uint64_t p, last_b = SAMPLER_NONE;
     struct sampler_perm sigma;
 
+    if (s->mix)
+        return mix_plan_range(s->mix, s->order.epoch, seq, first, count, out, NULL, NULL);
     if (first >= all)
         return 0;
     if (count > all - first)

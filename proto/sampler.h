@@ -69,6 +69,8 @@
 
 #include "err.h"
 
+struct mix_plan;
+
 /* The kinds of epoch order; the values are ATTACH's shuffle= words' order
  * (0, 1, block: ctl_attach.c) and WIRE_RING_ADD's shuffle byte. */
 enum sampler_shuffle {
@@ -178,6 +180,10 @@ struct sampler_params {
                                1..SAMPLER_MAX_N; 0 with the other kinds */
     bool drop_last;         /* drop the tail instead of padding; n >= world */
     bool drop_last_batch;   /* drop each rank's final partial batch */
+    const struct mix_plan *mix; /* a mixture stream (mix.h): when set, the
+                               batches are the plan's for this epoch and
+                               every other field but epoch is ignored; the
+                               plan outlives the sampler */
 };
 
 /* Everything a lookup needs, about 150 bytes whatever n is. */
@@ -191,6 +197,7 @@ struct sampler {
     uint32_t world;
     uint32_t batch;
     uint32_t pad_;
+    const struct mix_plan *mix; /* sampler_params.mix; epoch: order.epoch */
 };
 
 /*
