@@ -57,7 +57,7 @@ int confload_layer(struct conf *dst, const struct conf *src, const char *file,
     if (note) {
         for (int k = 0; k < CONF_KEY_COUNT; k++) {
 
-            if (k == CONF_DATASET || k == CONF_RECIPE || k == CONF_PLUGIN ||
+            if (k == CONF_DATASET || k == CONF_RECIPE || k == CONF_PLUGIN || k == CONF_MIXTURE ||
                 !conf_is_set(src, (enum conf_key)k) || !conf_is_set(dst, (enum conf_key)k))
                 continue;
             note(arg, conf_key_name((enum conf_key)k), file);
@@ -77,6 +77,14 @@ int confload_layer(struct conf *dst, const struct conf *src, const char *file,
             if (!conf_find_recipe(dst, name, strlen(name)))
                 continue;
             snprintf(what, sizeof(what), "recipe.%s", name);
+            note(arg, what, file);
+        }
+        for (unsigned i = 0; i < src->n_mixtures; i++) {
+            char what[sizeof("mixture.") + sizeof(src->mixtures[i].name)];
+
+            if (!conf_find_mixture(dst, src->mixtures[i].name))
+                continue;
+            snprintf(what, sizeof(what), "mixture.%s", src->mixtures[i].name);
             note(arg, what, file);
         }
         for (unsigned i = 0; i < src->n_plugins; i++) {

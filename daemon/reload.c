@@ -34,6 +34,8 @@
  *   watchdog-sec      the job watchdog at once
  *   allow-uid/-gid    the next connection
  *   recipe.*          the next ATTACH (an attached stream keeps its spec)
+ *   mixture.*         the next ATTACH (an attached stream keeps its sources
+ *                     and weights)
  *   plugin.*          each file loaded and checked first (one that fails
  *                     refuses the reload); a change restarts the workers
  *                     (an attached stream's Plugin ops then run the new
@@ -165,6 +167,9 @@ static void apply(struct daemon *d, struct conf *nc, const struct affinity_plan 
     if (nc->n_recipes != old->n_recipes ||
         memcmp(nc->recipes, old->recipes, nc->n_recipes * sizeof(nc->recipes[0])))
         note(changes, cap, "recipes");
+    if (nc->n_mixtures != old->n_mixtures ||
+        memcmp(nc->mixtures, old->mixtures, nc->n_mixtures * sizeof(nc->mixtures[0])))
+        note(changes, cap, "mixtures");
     if (workers_changed)
         note(changes, cap, "workers");
     if (budget_changed)

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cpus.h"
+#include "mix.h"
 #include "strnum.h"
 #include "url.h"
 
@@ -34,6 +35,7 @@ enum kind {
     K_WORKERS, /* uint32_t count in min..max, or "auto" (workers_auto, count 0) */
     K_CAP,     /* struct conf_cap: a size in min..max, or "P%" with P in 1..100 */
     K_RECIPE,  /* recipe.NAME = SPEC, into recipes[] */
+    K_MIXTURE, /* mixture.NAME = MIX, into mixtures[] */
     K_PLUGIN,  /* plugin.NAME = PATH, into plugins[] */
     K_ENDPOINT, /* char[] http(s)://HOST[:PORT] (url.h), no path, at most max bytes */
     K_REGION,  /* char[] 1..max of [a-z0-9-] */
@@ -99,7 +101,11 @@ static const struct keydef keys[CONF_KEY_COUNT] = {
     {"fetch-retries", CONF_FETCH_RETRIES, K_UINT, FIELD(fetch_retries), 0, 0,
      CONF_FETCH_RETRIES_MAX},
     {"cache-evict", CONF_CACHE_EVICT, K_EVICT, FIELD(cache_evict), 0, 0, CONF_EVICT_COUNT - 1},
+    {"mixture.NAME", CONF_MIXTURE, K_MIXTURE, FIELD(mixtures), 0, 1, CONF_MIX_MAX},
 };
+
+_Static_assert(CONF_KEY_COUNT <= 32, "conf.set keeps one bit per key");
+_Static_assert(CONF_MIX_MAX == CTL_MIX_MAX, "a config's mixture fits ATTACH's");
 
 _Static_assert(CONF_ENDPOINT_MAX == URL_MAX, "an endpoint is a URL");
 
@@ -111,6 +117,8 @@ static const char *const levels[CONF_LOG_COUNT] = {"error", "warn", "info", "deb
 #define PLUGIN_PREFIX_LEN (sizeof(PLUGIN_PREFIX) - 1)
 #define RECIPE_PREFIX "recipe."
 #define RECIPE_PREFIX_LEN (sizeof(RECIPE_PREFIX) - 1)
+#define MIXTURE_PREFIX "mixture."
+#define MIXTURE_PREFIX_LEN (sizeof(MIXTURE_PREFIX) - 1)
 
 void conf_defaults(struct conf *c)
 {
@@ -162,6 +170,14 @@ const struct conf_dataset *conf_find_dataset(const struct conf *c, const char *n
 bool conf_dataset_remote(const char *dir)
 {
     return strstr(dir, "://") != NULL;
+}
+
+const struct conf_mixture *conf_find_mixture(const struct conf *c, const char *name)
+{
+    for (unsigned i = 0; i < c->n_mixtures; i++)
+        if (strcmp(c->mixtures[i].name, name) == 0)
+            return &c->mixtures[i];
+    return NULL;
 }
 
 const struct conf_recipe *conf_find_recipe(const struct conf *c, const char *name, size_t len)
@@ -264,6 +280,10 @@ static void describe(const struct keydef *k, char *buf, size_t cap)
     case K_RECIPE:
         snprintf(buf, cap, "an augmentation spec of at most %llu bytes (ATTACH augment=)",
                  (unsigned long long)k->max);
+        return;
+    case K_MIXTURE:
+        snprintf(buf, cap, "datasets by weight, NAME:WEIGHT NAME:WEIGHT ..., of at most %llu "
+                 "bytes", (unsigned long long)k->max);
         return;
     case K_UINT:
         snprintf(buf, cap, "an integer in %llu..%llu", (unsigned long long)k->min,
@@ -544,6 +564,33 @@ static int set_recipe(struct conf *c, const char *key, const char *v, struct rf_
     return 0;
 }
 
+static int set_mixture(struct conf *c, const char *key, const char *v, struct rf_err *err)
+{
+    const char *name = key + MIXTURE_PREFIX_LEN;
+    size_t nlen = strlen(name), vlen = strlen(v);
+    struct conf_mixture *x;
+    struct mix m;
+
+    if (!ctl_dataset_name_ok(name, nlen))
+        return rf_err_set(err, -EINVAL, "%s: the name after \"mixture.\" must be 1 to %d "
+                          "characters of A-Z a-z 0-9 . _ -", key, CTL_DATASET_NAME_MAX);
+    if (conf_find_mixture(c, name))
+        return rf_err_set(err, -EEXIST, "%s: given twice", key);
+    if (c->n_mixtures == CONF_MIXTURES_MAX)
+        return rf_err_set(err, -E2BIG, "%s: more than %d mixtures", key, CONF_MIXTURES_MAX);
+    if (vlen > CONF_MIX_MAX)
+        return rf_err_set(err, -EINVAL, "%s: %zu bytes, at most %d", key, vlen, CONF_MIX_MAX);
+    if (mix_parse(v, vlen, &m, err) < 0) {
+        rf_err_prefix(err, "%s", key);
+        return -EINVAL;
+    }
+    x = &c->mixtures[c->n_mixtures++];
+    memset(x, 0, sizeof(*x));
+    memcpy(x->name, name, nlen);
+    memcpy(x->mix, v, vlen);
+    return 0;
+}
+
 static int set_plugin(const struct keydef *k, struct conf *c, const char *key, const char *v,
                       struct rf_err *err)
 {
@@ -681,6 +728,8 @@ static int set_value(const struct keydef *k, struct conf *c, const char *key, co
         return set_dataset(k, c, key, v, err);
     case K_RECIPE:
         return set_recipe(c, key, v, err);
+    case K_MIXTURE:
+        return set_mixture(c, key, v, err);
     case K_PLUGIN:
         return set_plugin(k, c, key, v, err);
     case K_MODE:
@@ -727,6 +776,8 @@ static const struct keydef *find_key(const char *key)
         return &keys[CONF_DATASET];
     if (strncmp(key, RECIPE_PREFIX, RECIPE_PREFIX_LEN) == 0)
         return &keys[CONF_RECIPE];
+    if (strncmp(key, MIXTURE_PREFIX, MIXTURE_PREFIX_LEN) == 0)
+        return &keys[CONF_MIXTURE];
     if (strncmp(key, PLUGIN_PREFIX, PLUGIN_PREFIX_LEN) == 0)
         return &keys[CONF_PLUGIN];
     for (int i = 0; i < CONF_KEY_COUNT; i++)
@@ -762,7 +813,7 @@ int conf_set(struct conf *c, const char *key, const char *value, struct rf_err *
     if (!k)
         return unknown_key(key, err);
     if (k->kind != K_DATASET && k->kind != K_RECIPE && k->kind != K_PLUGIN &&
-        conf_is_set(c, k->key))
+        k->kind != K_MIXTURE && conf_is_set(c, k->key))
         return rf_err_set(err, -EEXIST, "%s: given twice", key);
     /* the file's rules for a value: trimmed, no control characters */
     while (start < end && is_blank(value[start]))
@@ -805,6 +856,7 @@ struct seen_lines {
     unsigned dataset[CONF_DATASETS_MAX];
     unsigned recipe[CONF_RECIPES_MAX];
     unsigned plugin[CONF_PLUGINS_MAX];
+    unsigned mixture[CONF_MIXTURES_MAX];
 };
 
 /* Parses one line s[0..n) (no LF, no CR) numbered lineno into c. */
@@ -850,6 +902,10 @@ static int parse_line(struct conf *c, const char *s, size_t n, unsigned lineno,
             const struct conf_recipe *rc = conf_find_recipe(c, nm, strlen(nm));
 
             first = rc ? seen->recipe[rc - c->recipes] : 0;
+        } else if (strncmp(key, MIXTURE_PREFIX, MIXTURE_PREFIX_LEN) == 0) {
+            const struct conf_mixture *mx = conf_find_mixture(c, key + MIXTURE_PREFIX_LEN);
+
+            first = mx ? seen->mixture[mx - c->mixtures] : 0;
         } else if (strncmp(key, PLUGIN_PREFIX, PLUGIN_PREFIX_LEN) == 0) {
             const char *nm = key + PLUGIN_PREFIX_LEN;
             const struct conf_plugin *pl = conf_find_plugin(c, nm, strlen(nm));
@@ -868,6 +924,8 @@ static int parse_line(struct conf *c, const char *s, size_t n, unsigned lineno,
         seen->recipe[c->n_recipes - 1] = lineno;
     else if (strncmp(key, PLUGIN_PREFIX, PLUGIN_PREFIX_LEN) == 0)
         seen->plugin[c->n_plugins - 1] = lineno;
+    else if (strncmp(key, MIXTURE_PREFIX, MIXTURE_PREFIX_LEN) == 0)
+        seen->mixture[c->n_mixtures - 1] = lineno;
     else
         seen->key[find_key(key)->key] = lineno;
     return 0;
@@ -930,6 +988,13 @@ int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
     if (dst->n_plugins + added > CONF_PLUGINS_MAX)
         return rf_err_set(err, -E2BIG, "more than %d plugins in the file and flags together",
                           CONF_PLUGINS_MAX);
+    added = 0;
+    for (unsigned i = 0; i < src->n_mixtures; i++)
+        if (!conf_find_mixture(dst, src->mixtures[i].name))
+            added++;
+    if (dst->n_mixtures + added > CONF_MIXTURES_MAX)
+        return rf_err_set(err, -E2BIG, "more than %d mixtures in the file and flags together",
+                          CONF_MIXTURES_MAX);
     for (int i = 0; i < CONF_KEY_COUNT; i++) {
         const struct keydef *k = &keys[i];
 
@@ -952,6 +1017,15 @@ int conf_merge(struct conf *dst, const struct conf *src, struct rf_err *err)
 
                 if (!d)
                     d = &dst->plugins[dst->n_plugins++];
+                *d = *s;
+            }
+        } else if (k->kind == K_MIXTURE) {
+            for (unsigned j = 0; j < src->n_mixtures; j++) {
+                const struct conf_mixture *s = &src->mixtures[j];
+                struct conf_mixture *d = (struct conf_mixture *)conf_find_mixture(dst, s->name);
+
+                if (!d)
+                    d = &dst->mixtures[dst->n_mixtures++];
                 *d = *s;
             }
         } else if (k->kind == K_RECIPE) {
@@ -1097,6 +1171,15 @@ static int format_key(const struct keydef *k, const struct conf *c, char *buf, s
             *used += (size_t)n;
         }
         return 0;
+    case K_MIXTURE:
+        for (unsigned i = 0; i < c->n_mixtures; i++) {
+            n = snprintf(buf + *used, cap - *used, "mixture.%s = %s\n", c->mixtures[i].name,
+                         c->mixtures[i].mix);
+            if (n < 0 || (size_t)n >= cap - *used)
+                return -ENOSPC;
+            *used += (size_t)n;
+        }
+        return 0;
     }
     n = snprintf(buf + *used, cap - *used, "%s = %s\n", k->name, v);
     if (n < 0 || (size_t)n >= cap - *used)
@@ -1138,6 +1221,7 @@ bool conf_equal(const struct conf *a, const struct conf *b)
         a->memory_per_uid.bytes != b->memory_per_uid.bytes ||
         a->memory_per_uid.percent != b->memory_per_uid.percent ||
         a->n_recipes != b->n_recipes || a->n_plugins != b->n_plugins ||
+        a->n_mixtures != b->n_mixtures ||
         strcmp(a->name, b->name) != 0 || conf_numa_node(a) != conf_numa_node(b) ||
         memcmp(a->cpu_list, b->cpu_list, sizeof(a->cpu_list)) != 0 ||
         strcmp(a->cache_dir, b->cache_dir) != 0 || a->cache_size != b->cache_size ||
@@ -1152,6 +1236,10 @@ bool conf_equal(const struct conf *a, const struct conf *b)
     for (unsigned i = 0; i < a->n_recipes; i++)
         if (strcmp(a->recipes[i].name, b->recipes[i].name) != 0 ||
             strcmp(a->recipes[i].spec, b->recipes[i].spec) != 0)
+            return false;
+    for (unsigned i = 0; i < a->n_mixtures; i++)
+        if (strcmp(a->mixtures[i].name, b->mixtures[i].name) != 0 ||
+            strcmp(a->mixtures[i].mix, b->mixtures[i].mix) != 0)
             return false;
     for (unsigned i = 0; i < a->n_weights; i++)
         if (a->weights[i].by_uid != b->weights[i].by_uid ||

@@ -40,6 +40,7 @@
  *     s3-region     = eu-west-1
  *     fetch-retries = 4
  *     cache-evict   = belady
+ *     mixture.blend = fmnist:0.7 imagenet:0.3
  *
  *   - One "key = value" a line; blanks around the key, the '=' and the value
  *     are ignored.  The value is the rest of the line (so a path may hold
@@ -144,6 +145,14 @@
  *                          CONF_RECIPES_MAX; a NAME given twice is an
  *                          error.  A reload applies to the next ATTACH
  *                          (an attached stream keeps the spec it parsed).
+ *   mixture.NAME = MIX     a weighted mixture of datasets of one schema
+ *                          (proto/mix.h: "web:0.7 books:0.3", blanks or
+ *                          commas between, 2..16 datasets of this config)
+ *                          that a client attaches as dataset=NAME; NAME
+ *                          is a dataset's name ([A-Za-z0-9._-], 1..64) that
+ *                          no dataset.NAME takes.  At most
+ *                          CONF_MIXTURES_MAX.  A reload applies to the next
+ *                          ATTACH (docs/design/mixtures.md).
  *   plugin.NAME = PATH     a plugin: the shared object at the absolute
  *                          PATH (at most CONF_PATH_MAX - 1 bytes) whose
  *                          descriptor is named NAME (1..32 of
@@ -238,6 +247,8 @@
 #define CONF_LINE_MAX 4096         /* a line, CR and LF included */
 #define CONF_DATASETS_MAX 64
 #define CONF_RECIPES_MAX 16
+#define CONF_MIXTURES_MAX 16
+#define CONF_MIX_MAX 1200         /* a mixture's text (= CTL_MIX_MAX) */
 #define CONF_RECIPE_NAME_MAX 32    /* bytes of [A-Za-z0-9_-], first a letter */
 #define CONF_PLUGINS_MAX 16
 #define CONF_PLUGIN_NAME_MAX 32    /* = AUG_NAME_MAX */
@@ -301,6 +312,7 @@ enum conf_key {
     CONF_S3_REGION,
     CONF_FETCH_RETRIES,
     CONF_CACHE_EVICT,
+    CONF_MIXTURE, /* set once any mixture.NAME is */
     CONF_KEY_COUNT
 };
 
@@ -330,6 +342,12 @@ struct conf_dataset {
 struct conf_recipe {
     char name[CONF_RECIPE_NAME_MAX + 1];
     char spec[AUG_SPEC_MAX + 1];
+};
+
+/* mixture.NAME = MIX: datasets by weight (mix.h), attached as dataset=NAME. */
+struct conf_mixture {
+    char name[CTL_DATASET_NAME_MAX + 1];
+    char mix[CONF_MIX_MAX + 1];
 };
 
 /* plugin.NAME = PATH: a shared object of the operator's own op
@@ -399,6 +417,8 @@ struct conf {
     struct conf_cap memory_per_uid;
     unsigned n_recipes;
     struct conf_recipe recipes[CONF_RECIPES_MAX];
+    unsigned n_mixtures;
+    struct conf_mixture mixtures[CONF_MIXTURES_MAX];
     unsigned n_plugins;
     struct conf_plugin plugins[CONF_PLUGINS_MAX];
 };
@@ -415,6 +435,8 @@ uint32_t conf_weight_for(const struct conf *c, const char *name, uint32_t uid);
  * An ATTACH weight= above it is lowered to it (stream.c and fairq.c, WEIGHTS). */
 uint32_t conf_weight_max(const struct conf *c, const char *name, uint32_t uid);
 
+/* The mixture called name, or NULL. */
+const struct conf_mixture *conf_find_mixture(const struct conf *c, const char *name);
 /* The recipe called name[0..len), or NULL. */
 const struct conf_recipe *conf_find_recipe(const struct conf *c, const char *name, size_t len);
 /* The recipes' names, space separated, into buf ("(none)" without any). */

@@ -192,7 +192,8 @@
 #define CTL_WORKERS_MAX 256
 #define CTL_DATASET_NAME_MAX 64   /* bytes of [A-Za-z0-9._-] */
 #define CTL_LABEL_MAX 64          /* bytes of [A-Za-z0-9._:@/+-] */
-#define CTL_ATTACH_KEYS 28        /* rows in the ATTACH key table */
+#define CTL_ATTACH_KEYS 32        /* rows in the ATTACH key table */
+#define CTL_MIX_MAX 1200          /* ATTACH mix=: bytes of its value (16 sources) */
 #define CTL_AUGMENT_MAX 1024      /* ATTACH augment=: bytes of its value (AUG_SPEC_MAX) */
 #define CTL_SUBSET_NAME_MAX 32    /* ATTACH subset=: a set's name (proto/subset.h) */
 #define CTL_FIELD_MAX 31          /* ATTACH field=: a schema field name (schema.h) */
@@ -316,6 +317,13 @@ struct ctl_attach {
     struct ctl_subset subset;               /* the samples drawn from */
     char augment[CTL_AUGMENT_MAX + 1];      /* an augmentation spec (aug_spec.h)
                                                or "@RECIPE"; "" when not given */
+    char mix[CTL_MIX_MAX + 1];              /* a mixture, NAME:WEIGHT,... (mix.h),
+                                               instead of dataset=; "" when not given */
+    bool repeat;                            /* a mixture's sources repeat (mix.h);
+                                               default 1 */
+    char epoch_of[CTL_DATASET_NAME_MAX + 1]; /* the source whose epoch is the
+                                               mixture's; "" when not given */
+    bool per_stream;                        /* each batch of a mixture from one source */
     uint32_t given;                         /* the keys the request named, one bit
                                                per key (ctl_attach_given): the
                                                daemon refuses a transform

@@ -17,6 +17,7 @@
 #include "strnum.h"
 #include "subset.h"
 #include "aug_spec.h"
+#include "mix.h"
 #include "sampler.h"
 
 enum kind {
@@ -31,6 +32,7 @@ enum kind {
     K_FIELD,  /* char[] a field name (ctl_field_name_ok) */
     K_SUBSET, /* struct ctl_subset: NAME or START:STOP */
     K_AUGMENT, /* char[] an augmentation spec (aug_spec_parse) or @RECIPE */
+    K_MIX,    /* char[] a mixture, NAME:WEIGHT,... (mix_parse) */
 };
 
 struct key {
@@ -61,7 +63,7 @@ _Static_assert(SAMPLER_SHUFFLE_OFF == 0 && SAMPLER_SHUFFLE_GLOBAL == 1 &&
 #define W(n, field, w) {n, K_CHOICE, F(field), 0, 0, 0, 0, false, false, w, sizeof(w) / sizeof(w[0])}
 
 static const struct key keys[] = {
-    {"dataset", K_NAME, F(dataset), 0, 0, 0, 0, false, false, NULL, 0},
+    {"dataset", K_NAME, F(dataset), 0, 0, 0, 0, false, true, NULL, 0}, /* or mix= */
     U("batch", K_U32, batch, 1, CTL_ATTACH_BATCH_MAX),
     U("rank", K_U32, rank, 0, CTL_ATTACH_WORLD_MAX - 1),
     U("world", K_U32, world, 1, CTL_ATTACH_WORLD_MAX),
@@ -90,6 +92,10 @@ static const struct key keys[] = {
     {"field", K_FIELD, F(field), 0, 0, 0, 0, false, true, NULL, 0},
     {"subset", K_SUBSET, F(subset), 0, 0, 0, 0, false, true, NULL, 0},
     {"augment", K_AUGMENT, F(augment), 0, 0, 0, 0, false, true, NULL, 0},
+    {"mix", K_MIX, F(mix), 0, 0, 0, 0, false, true, NULL, 0},
+    U("repeat", K_BOOL, repeat, 0, 1),
+    {"epoch_of", K_NAME, F(epoch_of), 0, 0, 0, 0, false, true, NULL, 0},
+    U("per_stream", K_BOOL, per_stream, 0, 1),
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -124,6 +130,7 @@ void ctl_attach_defaults(struct ctl_attach *a)
     a->version = 0;
     a->weight = 0; /* the daemon's default for the client (fairq.c, WEIGHTS) */
     a->share = true;
+    a->repeat = true;
 }
 
 const char *ctl_transform_name(uint32_t t)
@@ -219,6 +226,10 @@ static void describe(const struct key *k, char *buf, size_t cap)
         snprintf(buf, cap, "an augmentation spec of at most %d bytes or @RECIPE",
                  CTL_AUGMENT_MAX);
         return;
+    case K_MIX:
+        snprintf(buf, cap, "NAME:WEIGHT,NAME:WEIGHT,... (2 to %d datasets, positive weights, "
+                 "at most %d bytes)", MIX_SOURCES_MAX, CTL_MIX_MAX);
+        return;
     }
     snprintf(buf, cap, "?");
 }
@@ -290,6 +301,16 @@ static bool parse_subset(const char *v, size_t vlen, struct ctl_subset *out)
 /* augment='s value: "@NAME" (a recipe's name: 1..32 of [A-Za-z0-9_-],
  * first a letter; the daemon looks it up) or a spec aug_spec_parse
  * accepts.  Returns 0, or -EINVAL with the parser's message in err. */
+/* mix=: a mixture's text, NAME:WEIGHT entries between commas (mix.h). */
+static int check_mix(const char *v, size_t vlen, struct rf_err *err)
+{
+    struct mix m;
+
+    if (vlen > CTL_MIX_MAX)
+        return rf_err_set(err, -EINVAL, "mix: %zu bytes, at most %d", vlen, CTL_MIX_MAX);
+    return mix_parse(v, vlen, &m, err);
+}
+
 static int check_augment(const char *v, size_t vlen, struct rf_err *err)
 {
     struct aug_spec spec;
@@ -373,6 +394,12 @@ static bool parse_value(const struct key *k, const char *v, size_t vlen, struct 
         memcpy(field, v, vlen);
         field[vlen] = '\0';
         return true;
+    case K_MIX:
+        if (check_mix(v, vlen, NULL) < 0)
+            return false;
+        memcpy(field, v, vlen);
+        field[vlen] = '\0';
+        return true;
     }
     return false;
 }
@@ -422,7 +449,7 @@ static int fail_unknown_key(const char *s, size_t len, char *msg, size_t cap)
 int ctl_attach_parse(const char *line, const struct ctl_span *args, unsigned nargs,
                      struct ctl_attach *a, char *msg, size_t cap)
 {
-    uint32_t seen = 0;
+    uint32_t seen = 0, mix_bit;
     struct rf_err e;
 
     ctl_attach_defaults(a);
@@ -447,11 +474,17 @@ int ctl_attach_parse(const char *line, const struct ctl_span *args, unsigned nar
         seen |= 1u << (k - keys);
         if (k->kind == K_AUGMENT && check_augment(eq + 1, len - klen - 1, &e) < 0)
             return fail(msg, cap, "ATTACH: %s", e.msg);
+        if (k->kind == K_MIX && check_mix(eq + 1, len - klen - 1, &e) < 0)
+            return fail(msg, cap, "ATTACH: %s", e.msg);
         if (!parse_value(k, eq + 1, len - klen - 1, a))
             return fail_value(k, eq + 1, len - klen - 1, msg, cap);
     }
-    if (!(seen & 1u)) /* keys[0] is dataset */
-        return fail(msg, cap, "ATTACH: dataset=NAME is required");
+    mix_bit = 1u << (find_key("mix", 3) - keys);
+    if (!(seen & 1u) && !(seen & mix_bit)) /* keys[0] is dataset */
+        return fail(msg, cap, "ATTACH: dataset=NAME (or mix=) is required");
+    if ((seen & 1u) && (seen & mix_bit))
+        return fail(msg, cap, "ATTACH: dataset= and mix= name the data twice: give one "
+                    "(a mixture of the config is dataset=NAME)");
     a->given = seen;
     if (ctl_attach_check(a, &e) < 0)
         return fail(msg, cap, "ATTACH: %s", e.msg);
@@ -505,6 +538,9 @@ static bool field_ok(const struct key *k, const struct ctl_attach *a)
     case K_AUGMENT:
         n = strnlen(field, CTL_AUGMENT_MAX + 1);
         return n == 0 || (n <= CTL_AUGMENT_MAX && check_augment(field, n, NULL) == 0);
+    case K_MIX:
+        n = strnlen(field, CTL_MIX_MAX + 1);
+        return n == 0 || (n <= CTL_MIX_MAX && check_mix(field, n, NULL) == 0);
     }
     return false;
 }
@@ -513,6 +549,9 @@ int ctl_attach_check(const struct ctl_attach *a, struct rf_err *err)
 {
     char what[96];
 
+    if (!a->dataset[0] == !a->mix[0])
+        return rf_err_set(err, -EINVAL, a->dataset[0] ? "dataset= and mix= name the data "
+                          "twice: give one" : "dataset=NAME or mix= is required");
     for (size_t i = 0; i < NKEYS; i++) {
         if (!field_ok(&keys[i], a)) {
             describe(&keys[i], what, sizeof(what));
@@ -596,6 +635,7 @@ static int format_key(const struct key *k, const struct ctl_attach *a, char *buf
         ctl_subset_format((const struct ctl_subset *)field, v, sizeof(v));
         break;
     case K_AUGMENT: /* longer than v: written whole here */
+    case K_MIX:
         n = snprintf(buf + *used, cap - *used, " %s=%s", k->name, field);
         if (n < 0 || (size_t)n >= cap - *used)
             return -ENOSPC;
@@ -632,6 +672,7 @@ static bool same_field(const struct key *k, const struct ctl_attach *a,
     case K_LABEL:
     case K_FIELD:
     case K_AUGMENT:
+    case K_MIX:
         return strcmp(fa, fb) == 0;
     case K_SUBSET:
         return ctl_subset_same((const struct ctl_subset *)fa, (const struct ctl_subset *)fb);

@@ -56,6 +56,8 @@ struct ds_shard {
     char *problem;             /* NULL when the shard passed every check */
 };
 
+#define DATASET_VIEW_MAX 16
+
 struct dataset {
     char *dir;
     uint64_t identity;         /* CRC-32C and length of the MANIFEST text */
@@ -67,6 +69,10 @@ struct dataset {
     char *src_text;            /* the source list, read on first use */
     uint64_t *src_off;         /* samples + 1 line starts (sources.h) */
     bool on_demand;            /* DATASET_OPEN_ON_DEMAND: shards opened when needed */
+    /* a view (dataset_view_new): its parts, borrowed, and where each begins */
+    uint32_t nparts;
+    struct dataset *parts[DATASET_VIEW_MAX];
+    uint64_t part_base[DATASET_VIEW_MAX + 1];
 };
 
 struct dataset_dctx {
@@ -444,6 +450,11 @@ void dataset_close(struct dataset *ds)
 {
     if (!ds)
         return;
+    if (ds->nparts) {
+        free(ds->dir);
+        free(ds);
+        return;
+    }
     for (uint32_t i = 0; ds->shards && i < ds->m.nshards; i++) {
         shard_close(&ds->shards[i]);
         free(ds->shards[i].path);
@@ -455,6 +466,111 @@ void dataset_close(struct dataset *ds)
     manifest_free(&ds->m);
     free(ds->dir);
     free(ds);
+}
+
+/* The part of view ds holding sample i (i < samples), and i's place in it. */
+static uint32_t view_part(const struct dataset *ds, uint64_t *i)
+{
+    uint32_t k = 0;
+
+    while (k + 1 < ds->nparts && *i >= ds->part_base[k + 1])
+        k++;
+    *i -= ds->part_base[k];
+    return k;
+}
+
+/* Is every field of b as in a?  The first difference into why. */
+static bool same_schema(const struct dataset_info *a, const struct dataset_info *b, char *why,
+                        size_t cap)
+{
+    char fa[256], fb[256];
+
+    if (a->kind != b->kind) {
+        snprintf(why, cap, "a %s dataset against a %s one", dataset_kind_name(b->kind),
+                 dataset_kind_name(a->kind));
+        return false;
+    }
+    if (a->schema.n != b->schema.n) {
+        snprintf(why, cap, "%u fields against %u", b->schema.n, a->schema.n);
+        return false;
+    }
+    for (uint32_t f = 0; f < a->schema.n; f++) {
+        if (schema_field_format(&a->schema, f, fa, sizeof(fa)) < 0 ||
+            schema_field_format(&b->schema, f, fb, sizeof(fb)) < 0 || strcmp(fa, fb) != 0) {
+            snprintf(why, cap, "field '%s' against '%s'", fb, fa);
+            return false;
+        }
+    }
+    if (a->kind == DATASET_TENSOR && (a->dtype != b->dtype || a->sample_bytes != b->sample_bytes ||
+                                      a->ndim != b->ndim ||
+                                      memcmp(a->shape, b->shape, sizeof(a->shape)) != 0)) {
+        snprintf(why, cap, "tensors of another dtype or shape");
+        return false;
+    }
+    if (a->image_height != b->image_height || a->image_width != b->image_width) {
+        snprintf(why, cap, "images of %ux%u against %ux%u (0x0: sizes vary)", b->image_width,
+                 b->image_height, a->image_width, a->image_height);
+        return false;
+    }
+    return true;
+}
+
+int dataset_view_new(struct dataset *const *parts, const char *const *names, uint32_t n,
+                     struct dataset **out, struct rf_err *err)
+{
+    struct dataset *v;
+    char why[600];
+    size_t len = 0;
+
+    *out = NULL;
+    if (n < 2 || n > DATASET_VIEW_MAX)
+        return rf_err_set(err, -EINVAL, "a view of %u datasets: 2 to %d", n, DATASET_VIEW_MAX);
+    for (uint32_t k = 0; k < n; k++) {
+        if (parts[k]->on_demand || parts[k]->nparts)
+            return rf_err_set(err, -EINVAL, "%s: a %s dataset cannot be mixed", names[k],
+                              parts[k]->on_demand ? "remote" : "mixed");
+        if (k && !same_schema(&parts[0]->info, &parts[k]->info, why, sizeof(why)))
+            return rf_err_set(err, -EINVAL, "%s and %s differ: %s has %s", names[0], names[k],
+                              names[k], why);
+        len += strlen(names[k]) + 3;
+    }
+    if (!(v = calloc(1, sizeof(*v))) || !(v->dir = malloc(len + 1))) {
+        free(v);
+        return rf_err_set(err, -ENOMEM, "out of memory for a view");
+    }
+    v->dir[0] = '\0';
+    v->info = parts[0]->info;
+    v->info.samples = 0;
+    v->info.shards = 0;
+    v->identity = 0;
+    v->nparts = n;
+    v->m.nshards = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const struct dataset_info *pi = &parts[k]->info;
+
+        strcat(v->dir, names[k]);
+        if (k + 1 < n)
+            strcat(v->dir, " + ");
+        v->parts[k] = parts[k];
+        v->part_base[k] = v->info.samples;
+        v->info.samples += pi->samples;
+        v->info.shards += pi->shards;
+        v->info.max_stored = pi->max_stored > v->info.max_stored ? pi->max_stored
+                                                                 : v->info.max_stored;
+        v->info.max_decoded = pi->max_decoded > v->info.max_decoded ? pi->max_decoded
+                                                                    : v->info.max_decoded;
+        v->info.classes = pi->classes > v->info.classes ? pi->classes : v->info.classes;
+        v->info.raw_images += pi->raw_images;
+        v->identity = v->identity * 0x100000001b3ull ^ parts[k]->identity;
+    }
+    v->part_base[n] = v->info.samples;
+    *out = v;
+    return 0;
+}
+
+uint32_t dataset_view_parts(const struct dataset *ds)
+{
+    return ds->nparts;
 }
 
 const struct dataset_info *dataset_info(const struct dataset *ds)
@@ -588,6 +704,12 @@ int dataset_subset_read(const struct dataset *ds, const struct dataset_subset_re
 
 int dataset_check(const struct dataset *ds, struct rf_err *err)
 {
+    for (uint32_t k = 0; k < ds->nparts; k++) {
+        int r = dataset_check(ds->parts[k], err);
+
+        if (r < 0)
+            return r;
+    }
     for (uint32_t i = 0; i < ds->m.nshards; i++) {
         const struct ds_shard *sh = &ds->shards[i];
         struct stat st;
@@ -608,6 +730,8 @@ int dataset_check(const struct dataset *ds, struct rf_err *err)
 
 const char *dataset_class_name(const struct dataset *ds, uint32_t i)
 {
+    if (ds->nparts) /* the first part's names: a view's parts share a schema */
+        return manifest_class_name(&ds->parts[0]->m, i);
     return manifest_class_name(&ds->m, i);
 }
 
@@ -653,6 +777,14 @@ void dataset_prefetch(const struct dataset *ds, uint64_t sample)
 {
     const struct ds_shard *sh;
 
+    if (ds->nparts) {
+        if (sample < ds->info.samples) {
+            uint32_t k = view_part(ds, &sample);
+
+            dataset_prefetch(ds->parts[k], sample);
+        }
+        return;
+    }
     if (sample >= ds->m.samples)
         return;
     sh = &ds->shards[find_shard(ds, sample)];
@@ -669,6 +801,17 @@ int dataset_locate(const struct dataset *ds, uint64_t sample,
     uint32_t i;
     int r;
 
+    if (ds->nparts) {
+        uint64_t in = sample;
+
+        if (sample >= ds->info.samples)
+            return rf_err_set(err, -ERANGE, "%s: sample %" PRIu64 " out of range: the "
+                              "mixture has %" PRIu64, ds->dir, sample, ds->info.samples);
+        i = view_part(ds, &in);
+        r = dataset_locate(ds->parts[i], in, loc, err);
+        loc->sample = sample;
+        return r;
+    }
     if (sample >= ds->m.samples)
         return rf_err_set(err, -ERANGE, "%s: sample %" PRIu64 " out of "
                           "range: the dataset has %" PRIu64, ds->dir, sample,
@@ -699,6 +842,7 @@ int dataset_locate(const struct dataset *ds, uint64_t sample,
         .label = e.label,
         .crc = e.crc,
         .codec = e.codec,
+        .ds = ds,
     };
     return 0;
 }
@@ -788,6 +932,8 @@ int dataset_decode(const struct dataset *ds, const struct dataset_loc *loc,
     uint32_t crc;
     int r;
 
+    if (loc->ds) /* the part of a view holding it */
+        ds = loc->ds;
     if (loc->decoded_len > DATASET_RECORD_MAX ||
         loc->stored_len > DATASET_RECORD_MAX)
         return rf_err_set(err, -EINVAL, "%s: record %" PRIu64 " at byte %"
@@ -888,6 +1034,11 @@ void dataset_dctx_free(struct dataset_dctx *ctx)
 
 int dataset_has_sources(const struct dataset *ds)
 {
+    for (uint32_t k = 0; k < ds->nparts; k++)
+        if (!ds->parts[k]->m.has_sources)
+            return 0;
+    if (ds->nparts)
+        return 1;
     return ds->m.has_sources;
 }
 
@@ -935,6 +1086,16 @@ out:
 int dataset_source(struct dataset *ds, uint64_t i, const char **line,
                    size_t *len, struct rf_err *err)
 {
+    if (ds->nparts) {
+        if (i >= ds->info.samples)
+            return rf_err_set(err, -ERANGE, "sample %" PRIu64 " is past the mixture's %"
+                              PRIu64 " samples", i, ds->info.samples);
+        {
+            uint32_t k = view_part(ds, &i);
+
+            return dataset_source(ds->parts[k], i, line, len, err);
+        }
+    }
     if (!ds->m.has_sources)
         return rf_err_set(err, -ENOENT, "%s has no source list (its MANIFEST "
                           "names none: packed before source lists, with "

@@ -95,6 +95,7 @@ struct dataset_loc {
     uint32_t label;          /* < classes, or DATASET_NO_LABEL */
     uint32_t crc;            /* CRC-32C of the stored bytes */
     uint8_t codec;           /* enum dataset_codec */
+    const struct dataset *ds; /* the dataset holding it (a view's part) */
 };
 
 /* One shard, for tools (verify, info). */
@@ -144,6 +145,23 @@ int dataset_open_flags(const char *dir, unsigned flags, struct dataset **out,
 
 /* Unmaps and closes everything.  Accepts NULL. */
 void dataset_close(struct dataset *ds);
+
+/*
+ * A VIEW: parts[0..n) (2..16 open datasets of one schema) read as one, the
+ * samples of parts[k] following those of the parts before it (a mixture
+ * stream's index space, mix.h).  The view borrows the parts (they outlive
+ * it; dataset_close frees only the view).  Its info is parts[0]'s with the
+ * samples summed and the largest record sizes and class count of any part;
+ * locate, prefetch, decode, check, class names and sources answer for the
+ * part holding the sample.  Splits, shards and on-demand parts are not for
+ * views: a part opened on demand is refused, and so are parts whose fields
+ * (or image size, or tensor shape) differ, naming the first difference.
+ * 0, -EINVAL with err, -ENOMEM.
+ */
+int dataset_view_new(struct dataset *const *parts, const char *const *names, uint32_t n,
+                     struct dataset **out, struct rf_err *err);
+/* Part k of a view holds samples [base, base + samples); n parts (0: not a view). */
+uint32_t dataset_view_parts(const struct dataset *ds);
 
 /* Was ds opened with DATASET_OPEN_ON_DEMAND? */
 bool dataset_on_demand(const struct dataset *ds);

@@ -28,7 +28,7 @@ int mix_parse(const char *text, size_t len, struct mix *m, struct rf_err *err)
         char num[40], *end;
         double w;
 
-        while (i < len && (text[i] == ' ' || text[i] == '\t'))
+        while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == ','))
             i++;
         if (i == len)
             break;
@@ -49,7 +49,7 @@ int mix_parse(const char *text, size_t len, struct mix *m, struct rf_err *err)
                                   (int)nlen, text + start, start);
         memcpy(m->s[m->n].name, text + start, nlen);
         start = ++i;
-        while (i < len && text[i] != ' ' && text[i] != '\t')
+        while (i < len && text[i] != ' ' && text[i] != '\t' && text[i] != ',')
             i++;
         if (i - start == 0 || i - start >= sizeof(num))
             return rf_err_set(err, -EINVAL, "mixture: %s: no weight at byte %zu",

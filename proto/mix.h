@@ -45,7 +45,7 @@ struct mix {
 };
 
 /*
- * Parses "NAME:WEIGHT NAME:WEIGHT ..." (blanks between entries; a weight
+ * Parses "NAME:WEIGHT NAME:WEIGHT ..." (blanks or commas between entries; a weight
  * a positive decimal such as 0.7, 3 or 1e-2; names of [A-Za-z0-9._-], each
  * once, 2..MIX_SOURCES_MAX entries) of len bytes into *m, the weights
  * turned into shares.  Returns 0, or -EINVAL with err naming the entry

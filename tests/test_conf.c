@@ -125,7 +125,8 @@ static void test_example(void)
         "s3-endpoint   = http://127.0.0.1:9000\n"
         "s3-region     = eu-west-1\n"
         "fetch-retries = 4\n"
-        "cache-evict   = belady\n";
+        "cache-evict   = belady\n"
+        "mixture.blend = fmnist:0.7 imagenet:0.3\n";
 
     expect_ok(example, "the example in conf.h parses");
     TAP_IS_STR(c.name, "gpu0", "name");
@@ -146,7 +147,10 @@ static void test_example(void)
                "  a rule without /MAX caps at the larger of W and max-weight");
     TAP_IS_INT(conf_weight_max(&c, "other", 1000), 8, "  uid:1000=2/8 caps its user at 8");
     TAP_IS_INT(conf_weight_max(&c, "trainer2", 7), 1, "  no rule: max-weight");
-    TAP_IS_INT(c.set, (1u << CONF_KEY_COUNT) - 1, "every key set");
+    TAP_IS_INT(c.set, (uint32_t)((1ull << CONF_KEY_COUNT) - 1), "every key set");
+    TAP_OK(c.n_mixtures == 1 && conf_find_mixture(&c, "blend") &&
+           strcmp(conf_find_mixture(&c, "blend")->mix, "fmnist:0.7 imagenet:0.3") == 0,
+           "mixture.blend: its text as written");
     TAP_IS_INT(c.workers, 8, "workers");
     TAP_OK(!c.workers_auto, "workers = 8 is a fixed count");
     TAP_IS_INT(c.cpu_budget, 8, "cpu-budget");
@@ -442,6 +446,14 @@ static void test_syntax(void)
                "given twice", "first on line 1", NULL);
     expect_bad("dataset.a = /x\ndataset.b = /y\n\ndataset.a = /z\n", "duplicate dataset",
                "line 4", "dataset.a", "first on line 1", NULL);
+    expect_bad("mixture.m = a:1 b:1\nmixture.m = a:1 c:1\n", "duplicate mixture", "line 2",
+               "mixture.m: given twice", "first on line 1", NULL);
+    expect_bad("mixture.m = a:1\n", "a mixture of one", "line 1", "mixture.m",
+               "a mixture needs 2", NULL);
+    expect_bad("mixture.m = a:1 b:zero\n", "a mixture's bad weight", "line 1",
+               "b: weight 'zero'", NULL);
+    expect_bad("mixture.a/b = a:1 b:1\n", "a mixture's bad name", "line 1",
+               "the name after \"mixture.\"", NULL);
     expect_bad("recipe.a = RandomInvert\nrecipe.b = RandomVerticalFlip\nrecipe.a = RandomInvert\n",
                "duplicate recipe", "line 3", "recipe.a", "given twice", "first on line 1", NULL);
     expect_bad("recipe.a = RandomInvert:p=2\n", "a recipe whose spec is bad", "line 1",

@@ -549,7 +549,18 @@ static void test_attach_bounds(void)
     expect_err("ATTACH dataset=../etc\n", CTL_E_BAD_ARG, "dataset with a slash", "dataset",
                NULL);
     expect_err("ATTACH batch=8\n", CTL_E_BAD_ARG, "dataset missing",
-               "dataset=NAME is required", NULL);
+               "dataset=NAME (or mix=) is required", NULL);
+    expect_ok("ATTACH mix=web:0.7,books:0.3 repeat=0 per_stream=1\n", CTL_VERB_ATTACH,
+              "mix= instead of dataset=");
+    TAP_OK(strcmp(req.attach.mix, "web:0.7,books:0.3") == 0 && !req.attach.repeat &&
+           req.attach.per_stream && req.attach.dataset[0] == '\0', "  mix, repeat, per_stream");
+    expect_err("ATTACH dataset=a mix=a:1,b:1\n", CTL_E_BAD_ARG, "dataset and mix",
+               "name the data twice", NULL);
+    expect_err("ATTACH mix=a:1\n", CTL_E_BAD_ARG, "a mixture of one", "mixture needs 2",
+               NULL);
+    expect_err("ATTACH mix=a:1,b:x\n", CTL_E_BAD_ARG, "a bad weight", "b: weight 'x'", NULL);
+    expect_err("ATTACH mix=a:1,b:1 epoch_of=../x\n", CTL_E_BAD_ARG, "epoch_of not a name",
+               "epoch_of", NULL);
 
     /* messages name the key and the accepted range */
     expect_err("ATTACH dataset=d batch=0\n", CTL_E_BAD_ARG, "batch message", "batch",
@@ -585,8 +596,8 @@ static void test_attach_bounds(void)
               "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
               "shuffle=block block=7 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 "
               "share=0 field=img_2 subset=val augment=RandomInvert:p=1,RandomVerticalFlip "
-              "context=8 doc_ids=1\n",
-              CTL_VERB_ATTACH, "all 28 keys at once");
+              "context=8 doc_ids=1 repeat=0 epoch_of=a per_stream=1\n",
+              CTL_VERB_ATTACH, "all 31 keys but mix at once");
     TAP_OK(req.attach.context == 8 && req.attach.doc_ids, "context=8 doc_ids=1 parsed");
     TAP_OK(req.attach.shuffle == SAMPLER_SHUFFLE_BLOCK && req.attach.block == 7,
            "shuffle=block block=7 parsed");
@@ -597,8 +608,9 @@ static void test_attach_bounds(void)
     expect_err("ATTACH dataset=d batch=9 rank=1 world=2 seed=5 epoch=6 seq=7 transform=eval "
                "depth=8 size=32 layout=hwc scale=0.5,0.75 ratio=1,2 flip=0 crop=0.5 "
                "shuffle=block block=7 drop_last=1 drop_last_batch=1 version=3 name=x weight=7 "
-               "share=0 field=a subset=v augment=RandomInvert context=8 doc_ids=1 name=y\n",
-               CTL_E_BAD_ARG, "29 arguments", "takes 1 to 28", NULL);
+               "share=0 field=a subset=v augment=RandomInvert context=8 doc_ids=1 repeat=1 "
+               "epoch_of=a per_stream=0 mix=a:1,b:1 name=y\n",
+               CTL_E_BAD_ARG, "33 arguments", "takes 1 to 32", NULL);
     expect_err("ATTACH dataset=d context=0\n", CTL_E_BAD_ARG, "context=0", "1..65536", NULL);
     expect_err("ATTACH dataset=d context=65537\n", CTL_E_BAD_ARG, "context too large",
                "1..65536", NULL);
