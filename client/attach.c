@@ -449,6 +449,7 @@ static int attach_one(const struct client_attach_args *a, struct client_conn *ou
         .size = (size_t)r.size,
         .id = r.id,
     };
+    memcpy(out->sources, r.sources, sizeof(out->sources));
     return 0;
 
 unmap:

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdbool.h>
 #include <strings.h>
 
 #include "client.h"
@@ -24,6 +25,16 @@ static const char *const owned_keys[] = {
     "dataset", "batch", "rank", "world", "seed", "epoch", "seq", "transform",
     "shuffle", "drop_last", "version", "depth", "size", "name",
 };
+
+/* Does params hold a mix= pair (a mixture instead of a dataset)? */
+static bool has_mix(const char *params)
+{
+    for (const char *k = params + strspn(params, " \t"); *k;
+         k += strcspn(k, " \t"), k += strspn(k, " \t"))
+        if (strncasecmp(k, "mix=", 4) == 0)
+            return true;
+    return false;
+}
 
 /* Parses o->params (space-separated key=value pairs) with the protocol's
  * own parser into *at, so a bad pair is refused here, naming the key. */
@@ -60,9 +71,9 @@ static int parse_params(const struct rf_options *o, struct ctl_attach *at,
         }
     }
     /* block= (shuffle=block's block size) is checked against the shuffle
-     * the options ask for */
-    n = snprintf(line, sizeof(line), "ATTACH dataset=x %s%s\n", o->params,
-                 o->shuffle == RF_SHUFFLE_BLOCK ? " shuffle=block" : "");
+     * the options ask for; a mixture (mix=) names its datasets itself */
+    n = snprintf(line, sizeof(line), "ATTACH %s%s%s\n", has_mix(o->params) ? "" : "dataset=x ",
+                 o->params, o->shuffle == RF_SHUFFLE_BLOCK ? " shuffle=block" : "");
     if (n < 0 || (size_t)n >= sizeof(line))
         return rf_err_set(err, -EMSGSIZE, "option params is longer than the protocol's "
                           "%d-byte line", CTL_LINE_MAX);
@@ -98,7 +109,14 @@ int client_format_attach(const struct client_attach_args *a, char *buf, size_t c
         if (rc < 0)
             return rc;
     }
-    if (!ds || strlen(ds) > CTL_DATASET_NAME_MAX || !ctl_dataset_name_ok(ds, strlen(ds)))
+    if (at.mix[0]) {
+        /* a mixture: its datasets are in mix=, and the dataset option is "" */
+        if (ds && ds[0])
+            return rf_err_set(err, -EINVAL, "option dataset=\"%.80s\" and params mix=: a "
+                              "mixture names its own datasets; give dataset \"\"", ds);
+        ds = "";
+    } else if (!ds || strlen(ds) > CTL_DATASET_NAME_MAX ||
+               !ctl_dataset_name_ok(ds, strlen(ds)))
         return rf_err_set(err, -EINVAL,
                           "option dataset=\"%.80s\": give a name from the daemon's "
                           "catalogue, 1 to %d characters of A-Z a-z 0-9 . _ - "
@@ -162,6 +180,7 @@ int client_parse_reply(const char *line, size_t len, const char *path,
     size_t used, pos, end;
     const char *text;
 
+    r->sources[0] = '\0';
     if (ctl_parse_reply(line, len, &rep, &used) != CTL_DONE || rep.multi)
         return rf_err_set(err, -EPROTO,
                           "the daemon at %s answered ATTACH with \"%.*s\", not "
@@ -191,6 +210,19 @@ int client_parse_reply(const char *line, size_t len, const char *path,
         eq = memchr(k, '=', end - pos);
         if (!eq)
             continue; /* a word a later daemon added: ignored */
+        if ((size_t)(eq - k) == 7 && memcmp(k, "sources", 7) == 0) {
+            size_t vlen = (size_t)(text + end - eq - 1);
+
+            /* a mixture's NAME:FIRST,... (names of [A-Za-z0-9._-]) */
+            if (vlen >= sizeof(r->sources) ||
+                strspn(eq + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789._-:,") < vlen)
+                return rf_err_set(err, -EPROTO, "the daemon's ATTACH reply has a bad sources: "
+                                  "\"%.80s\"", eq + 1);
+            memcpy(r->sources, eq + 1, vlen);
+            r->sources[vlen] = '\0';
+            continue;
+        }
         for (unsigned i = 0; i < 4; i++) {
             if ((size_t)(eq - k) != strlen(keys[i]) || memcmp(k, keys[i], (size_t)(eq - k)))
                 continue;

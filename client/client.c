@@ -775,6 +775,11 @@ const char *rf_socket_path(const struct rf_client *c)
     return c ? c->path : "";
 }
 
+const char *rf_sources(const struct rf_client *c)
+{
+    return c ? c->conn.sources : "";
+}
+
 const char *rf_dataset_name(const struct rf_client *c)
 {
     if (!c)

@@ -56,6 +56,9 @@ struct client_ring {
 };
 
 /* What one successful ATTACH yields. */
+/* A mixture's sources=NAME:FIRST,... (16 names of 64 and their numbers). */
+#define CLIENT_SOURCES_MAX 1400
+
 struct client_conn {
     int sock;                   /* control connection; closing it detaches */
     int efd;                    /* eventfd the daemon watches for releases */
@@ -66,6 +69,7 @@ struct client_conn {
                                    (RING_HDR_SIZE bytes, owned) */
     size_t size;
     uint64_t id;                /* the daemon's attach id */
+    char sources[CLIENT_SOURCES_MAX]; /* a mixture's sources (rf_sources), else "" */
 };
 
 /* Where the stream goes on from: the parameters of one ATTACH. */
@@ -216,6 +220,7 @@ int client_rank_world(int32_t rank, int32_t world, int32_t *r, int32_t *w,
 /* The numbers of an "OK attach ..." reply. */
 struct client_reply {
     uint64_t id, size, depth, batches;
+    char sources[CLIENT_SOURCES_MAX]; /* "" unless the stream is a mixture */
 };
 
 int client_format_attach(const struct client_attach_args *a, char *buf, size_t cap,

@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 #define RF_VERSION_MAJOR 0
-#define RF_VERSION_MINOR 7
+#define RF_VERSION_MINOR 8
 
 struct rf_client;
 
@@ -372,6 +372,13 @@ const char *rf_last_error(const struct rf_client *c);
  * rf_close() (a reconnect may change both); "" for NULL. */
 const char *rf_socket_path(const struct rf_client *c);
 const char *rf_dataset_name(const struct rf_client *c);
+
+/* A mixture stream's sources (since 0.8; ATTACH mix=, or a dataset name the
+ * daemon's config makes a mixture.NAME): "NAME:FIRST,NAME:FIRST,...", each
+ * source's name and the first sample index that is its (a sample's index
+ * in rf_sample.index is FIRST + its index in that source).  "" for a
+ * stream of one dataset, and for NULL.  Valid until rf_close(). */
+const char *rf_sources(const struct rf_client *c);
 
 /* The ring mapping's base and size, for registering it with a GPU runtime;
  * NULL and 0 while not attached.  A reconnect maps a new ring: the base

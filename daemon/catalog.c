@@ -40,6 +40,7 @@
 #include "ahead.h"
 #include "daemon.h"
 #include "log.h"
+#include "stream.h"
 
 /* The config value entry e was opened from: its URL, or its folder. */
 static const char *source(const struct catalog_entry *e)
@@ -336,7 +337,7 @@ static uint32_t entry_users(const struct daemon *d, uint32_t i)
 
     for (const struct stream *st = sched_client_next(d, NULL, &c); st;
          st = sched_client_next(d, st, &c))
-        n += c.dataset_id == i;
+        n += stream_reads(st, i);
     return n + sched_making_users(d, i);
 }
 

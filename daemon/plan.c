@@ -689,17 +689,25 @@ void sched_job_done(struct daemon *d, struct job *j, const struct wire_done *m, 
 void sched_fail_dataset(struct daemon *d, uint32_t dataset_id, const char *why)
 {
     for (struct stream *st = d->sched.streams; st; st = st->next)
-        if (st->dataset_id == dataset_id)
+        if (stream_reads(st, dataset_id))
             stream_fail(d, st, -EIO, why);
     sched_check(d);
 }
 
 static void quarantine(struct daemon *d, struct stream *st, uint64_t index)
 {
+    uint32_t id = st->dataset_id;
+
+    if (st->mix) { /* a mixture index: its source's own */
+        uint32_t s = mix_plan_source(&st->mix->plan, index);
+
+        id = st->mix->ids[s];
+        index -= st->mix->plan.base[s];
+    }
     log_error("dataset %s: sample %llu killed workers twice at the same point; "
               "quarantined as bad",
-              d->cat[st->dataset_id].name, (unsigned long long)index);
-    d->sched.ops->quarantine(d, st->dataset_id, index);
+              d->cat[id].name, (unsigned long long)index);
+    d->sched.ops->quarantine(d, id, index);
 }
 
 void sched_job_orphaned(struct daemon *d, struct job *j)

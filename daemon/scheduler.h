@@ -231,6 +231,9 @@ struct sched_info {
     uint32_t id, depth;
 };
 void sched_info(const struct stream *st, struct sched_info *si);
+/* A mixture stream's sources and where each one's samples begin in its
+ * indices ("web:0,books:60000"), for the ATTACH reply; "" for another. */
+void sched_sources_text(const struct stream *st, char *buf, size_t cap);
 /* What METRICS and the catalogue read of one attached client. */
 struct sched_client {
     uint32_t id, dataset_id;

@@ -64,6 +64,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "meta.h"
+#include "mix.h"
 #include "ring.h"
 #include "sdnotify.h"
 
@@ -469,7 +470,8 @@ static int send_attach_reply(struct conn *c, struct stream *st)
         char buf[CMSG_SPACE(2 * sizeof(int))];
         struct cmsghdr align;
     } u;
-    char line[256];
+    char line[256 + MIX_SOURCES_MAX * (MIX_NAME_MAX + 22)];
+    char sources[MIX_SOURCES_MAX * (MIX_NAME_MAX + 22) + 1];
     int fds[2], n, fd;
     struct sched_info si;
     struct iovec iov;
@@ -480,8 +482,12 @@ static int send_attach_reply(struct conn *c, struct stream *st)
     sched_info(st, &si);
     fds[0] = si.memfd;
     fds[1] = si.efd;
-    n = ctl_reply_ok(line, sizeof(line), "attach id=%u size=%llu depth=%u batches=%llu", si.id,
-                     (unsigned long long)si.size, si.depth, (unsigned long long)si.bpe);
+    /* a mixture's sources=NAME:FIRST,... (docs/design/mixtures.md): clients
+     * that do not know the key skip it */
+    sched_sources_text(st, sources, sizeof(sources));
+    n = ctl_reply_ok(line, sizeof(line), "attach id=%u size=%llu depth=%u batches=%llu%s%s",
+                     si.id, (unsigned long long)si.size, si.depth, (unsigned long long)si.bpe,
+                     sources[0] ? " sources=" : "", sources);
     if (n < 0)
         return -EINVAL;
     iov.iov_base = line;

@@ -102,7 +102,7 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
     m->seed = st->a.seed;
     m->dataset_samples = st->n;
     m->dataset_id = st->dataset_id;
-    m->dataset_identity = dataset_identity(st->d->cat[st->dataset_id].ds);
+    m->dataset_identity = dataset_identity(stream_dataset(st));
     m->rank = st->a.rank;
     m->world = st->a.world;
     m->batch = st->a.batch;
@@ -118,6 +118,18 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
     m->subset = st->wsub;
     m->geom = st->geom;
     m->fields_digest = xform_fields_digest(&st->fx);
+    if (st->mix) {
+        const struct mix_plan *pl = &st->mix->plan;
+
+        m->nsources = pl->m.n;
+        for (uint32_t k = 0; k < pl->m.n; k++) {
+            m->sources[k] = st->mix->ids[k];
+            m->shares[k] = pl->m.s[k].share;
+        }
+        m->epoch_of = pl->p.epoch_of;
+        m->no_repeat = pl->p.no_repeat;
+        m->per_stream = pl->p.per_stream;
+    }
 }
 
 
@@ -149,15 +161,87 @@ int stream_sampler(const struct stream *st, uint64_t epoch, struct sampler *s)
         .block = st->block,
         .drop_last = st->a.drop_last,
         .drop_last_batch = st->a.drop_last_batch,
+        .mix = st->mix ? &st->mix->plan : NULL,
     };
 
     return sampler_init(s, &p, NULL);
+}
+
+const struct dataset *stream_dataset(const struct stream *st)
+{
+    return st->mix ? st->mix->view : st->d->cat[st->dataset_id].ds;
+}
+
+bool stream_reads(const struct stream *st, uint32_t i)
+{
+    if (!st->mix)
+        return st->dataset_id == i;
+    for (uint32_t k = 0; k < st->mix->plan.m.n; k++)
+        if (st->mix->ids[k] == i)
+            return true;
+    return false;
+}
+
+/* Each source's count at stream batch g (its first sample's place). */
+static void mix_counts_at(const struct stream *st, uint64_t g, uint64_t *out)
+{
+    const struct mix_plan *pl = &st->mix->plan;
+    uint64_t epoch, seq;
+
+    stream_batch_pos(st, g, &epoch, &seq);
+    mix_plan_counts(pl, epoch, pl->p.per_stream ? seq : seq * pl->p.batch, out);
+}
+
+void sched_sources_text(const struct stream *st, char *buf, size_t cap)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (uint32_t k = 0; st->mix && k < st->mix->plan.m.n && used < cap; k++) {
+        int n = snprintf(buf + used, cap - used, "%s%s:%llu", k ? "," : "",
+                         st->mix->plan.m.s[k].name,
+                         (unsigned long long)st->mix->plan.base[k]);
+
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+void stream_mix_text(const struct stream *st, char *buf, size_t cap)
+{
+    uint64_t now[MIX_SOURCES_MAX];
+    size_t used = 0;
+
+    buf[0] = '\0';
+    if (!st->mix)
+        return;
+    mix_counts_at(st, st->published, now);
+    for (uint32_t k = 0; k < st->mix->plan.m.n && used < cap; k++) {
+        int n = snprintf(buf + used, cap - used, "%s%s:%llu", k ? "," : "",
+                         st->mix->plan.m.s[k].name,
+                         (unsigned long long)(now[k] - st->mix->start[k]));
+
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+static void mix_free(struct stream_mix *mx)
+{
+    if (!mx)
+        return;
+    mix_plan_free(&mx->plan);
+    dataset_close(mx->view);
+    free(mx);
 }
 
 void stream_free(struct stream *st)
 {
     if (!st)
         return;
+    mix_free(st->mix);
     subset_free(&st->sub);
     free(st);
 }
@@ -301,6 +385,7 @@ static void ring_header(struct daemon *d, struct stream *st)
 {
     struct ring_hdr *h;
 
+    (void)d;
     ring_init(st->mem, &st->geom, st->version >= RING_VERSION_FIELDS ? RING_VERSION_FIELDS : 2);
     h = st->mem;
     h->version = st->version;
@@ -308,7 +393,7 @@ static void ring_header(struct daemon *d, struct stream *st)
     h->dtype = st->out.dtype;
     h->layout = st->out.layout;
     memcpy(h->shape, st->out.shape, sizeof(h->shape));
-    h->classes = dataset_info(d->cat[st->dataset_id].ds)->classes;
+    h->classes = dataset_info(stream_dataset(st))->classes;
     h->dataset_samples = st->n;
     h->batches_per_epoch = st->bpe;
     h->start_epoch = st->start_epoch;
@@ -373,7 +458,8 @@ static uint32_t auto_depth(const struct daemon *d, const struct stream *st, uint
     struct rf_err err;
     uint64_t n;
 
-    if (xform_fields_build(dataset_info(d->cat[st->dataset_id].ds), &st->xp, &st->out,
+    (void)d;
+    if (xform_fields_build(dataset_info(stream_dataset(st)), &st->xp, &st->out,
                            st->version, AUTO_DEPTH_MIN, batch, &fx, &err) < 0)
         return AUTO_DEPTH_MIN; /* the build says why with the real depth */
     n = AUTO_RING_BYTES / fx.g.slot_stride;
@@ -443,7 +529,7 @@ uint32_t sched_making_users(const struct daemon *d, uint32_t i)
     uint32_t n = 0;
 
     for (const struct stream *st = d->sched.making; st; st = st->next)
-        n += !st->dead && st->dataset_id == i;
+        n += !st->dead && stream_reads(st, i);
     return n;
 }
 
@@ -516,9 +602,13 @@ static void making_done(uv_work_t *req, int status)
                  mk->numa_node, strerror(mk->place_errno));
     if (!st->dead)
         d->sched.nmaking--;
-    if (rc == 0 && !st->dead && d->cat[st->dataset_id].failed[0])
-        rc = rf_err_set(&err, -EBADMSG, "dataset %s failed while the ring was made: %s",
-                        st->a.dataset, d->cat[st->dataset_id].failed);
+    for (uint32_t k = 0; rc == 0 && !st->dead && k < (st->mix ? st->mix->plan.m.n : 1); k++) {
+        uint32_t i = st->mix ? st->mix->ids[k] : st->dataset_id;
+
+        if (d->cat[i].failed[0])
+            rc = rf_err_set(&err, -EBADMSG, "dataset %s failed while the ring was made: %s",
+                            d->cat[i].name, d->cat[i].failed);
+    }
     if (rc == 0 && !st->dead && st->sh.can_share && !share_group_new(d, st))
         rc = rf_err_set(&err, -EAGAIN, "the daemon is out of memory; try again");
     free(rj);
@@ -775,7 +865,7 @@ static int stream_augment(struct daemon *d, struct stream *st, const struct ctl_
     }
     if (st->fx.kind_fields) {
         /* a plugin's geometry is its own: boxes and masks cannot follow it */
-        const struct schema *sc = &dataset_info(d->cat[st->dataset_id].ds)->schema;
+        const struct schema *sc = &dataset_info(stream_dataset(st))->schema;
 
         for (uint32_t i = 0; i < st->xp.aug.n; i++)
             for (uint32_t k = 0; k < sc->n && st->xp.aug.op[i].id == AUG_PLUGIN; k++)
@@ -800,6 +890,136 @@ static int stream_augment(struct daemon *d, struct stream *st, const struct ctl_
     return 0;
 }
 
+/*
+ * A mixture (mix.h, docs/design/mixtures.md): ATTACH mix=, or dataset=NAME
+ * naming the config's mixture.NAME.  Its sources are found in the
+ * catalogue (local datasets, served, of one schema) and read through a
+ * view of them.  Returns 1 with *out made, 0 when the ATTACH names no
+ * mixture (then repeat=, epoch_of= and per_stream= are refused), or a
+ * negative errno with err.
+ */
+static int mix_resolve(struct daemon *d, const struct ctl_attach *a, struct stream_mix **out,
+                       struct rf_err *err)
+{
+    const struct conf_mixture *cm = a->mix[0] ? NULL : conf_find_mixture(&d->cf, a->dataset);
+    const char *text = a->mix[0] ? a->mix : cm ? cm->mix : NULL;
+    const char *what = cm ? cm->name : "mix=";
+    struct dataset *parts[MIX_SOURCES_MAX];
+    const char *names[MIX_SOURCES_MAX];
+    struct stream_mix *mx;
+    struct mix m;
+    int rc;
+
+    *out = NULL;
+    if (!text) {
+        static const char *const only[] = {"repeat", "epoch_of", "per_stream"};
+
+        for (size_t k = 0; k < sizeof(only) / sizeof(only[0]); k++)
+            if (ctl_attach_given(a, only[k]))
+                return rf_err_set(err, -EINVAL, "%s= is for mixtures (mix=, or a mixture.NAME "
+                                  "of the config); dataset %s is not one", only[k], a->dataset);
+        return 0;
+    }
+    if (mix_parse(text, strlen(text), &m, err) < 0) { /* checked when read: never here */
+        rf_err_prefix(err, "%s", what);
+        return -EINVAL;
+    }
+    for (uint32_t k = 0; k < m.n; k++) {
+        int id = d->sched.ops->find_dataset(d, m.s[k].name);
+        const char *why = id < 0 ? d->sched.ops->failed_reason(d, m.s[k].name) : NULL;
+
+        if (id < 0 && why)
+            return rf_err_set(err, -EBADMSG, "mixture %s: source %s is not served: %s", what,
+                              m.s[k].name, why);
+        if (id < 0) {
+            char list[1024];
+
+            d->sched.ops->dataset_names(d, list, sizeof(list));
+            return rf_err_set(err, -ENOENT, "mixture %s: no dataset \"%s\"; this daemon serves: "
+                              "%s", what, m.s[k].name, list[0] ? list : "(none)");
+        }
+        if (d->sched.ops->on_demand && d->sched.ops->on_demand(d, (uint32_t)id))
+            return rf_err_set(err, -EINVAL, "mixture %s: source %s is a remote dataset; a "
+                              "mixture's sources are local folders", what, m.s[k].name);
+        parts[k] = d->cat[id].ds;
+        names[k] = m.s[k].name;
+    }
+    mx = calloc(1, sizeof(*mx));
+    if (!mx)
+        return rf_err_set(err, -EAGAIN, "the daemon is out of memory; try again");
+    rc = dataset_view_new(parts, names, m.n, &mx->view, err);
+    if (rc < 0) {
+        free(mx);
+        rf_err_prefix(err, "mixture %s", what);
+        return rc == -ENOMEM ? -EAGAIN : rc;
+    }
+    for (uint32_t k = 0; k < m.n; k++)
+        mx->ids[k] = (uint32_t)d->sched.ops->find_dataset(d, m.s[k].name);
+    mx->plan.m = m; /* the plan proper once the transform says what a sample is */
+    *out = mx;
+    return 1;
+}
+
+/*
+ * The mixture's plan (st->mix->plan): each source's samples (records, or
+ * a window transform's windows), the ATTACH's sampler parameters.  subset=
+ * and shuffle=block are refused: a source is drawn whole, each by its own
+ * shuffle.  Returns 0 or a negative errno with err.
+ */
+static int mix_plan_stream(struct daemon *d, struct stream *st, const struct ctl_attach *a,
+                           bool windows, struct rf_err *err)
+{
+    struct stream_mix *mx = st->mix;
+    struct mix m = mx->plan.m;
+    struct mix_plan_params p = {
+        .m = &m, .seed = a->seed, .rank = a->rank, .world = a->world, .batch = a->batch,
+        .shuffle = a->shuffle, .epoch_of = -1, .drop_last = a->drop_last,
+        .drop_last_batch = a->drop_last_batch, .no_repeat = !a->repeat,
+        .per_stream = a->per_stream,
+    };
+    int rc;
+
+    if (a->subset.range || a->subset.name[0])
+        return rf_err_set(err, -EINVAL, "subset= with a mixture: its sources are drawn whole; "
+                          "name a set's own dataset in the mixture instead");
+    if (a->shuffle == SAMPLER_SHUFFLE_BLOCK)
+        return rf_err_set(err, -EINVAL, "shuffle=block with a mixture: each source is "
+                          "shuffled by its own sampler (shuffle=0 or 1); block is for remote "
+                          "datasets, which a mixture does not take");
+    if (a->epoch_of[0]) {
+        for (uint32_t k = 0; k < m.n; k++)
+            if (strcmp(m.s[k].name, a->epoch_of) == 0)
+                p.epoch_of = (int32_t)k;
+        if (p.epoch_of < 0)
+            return rf_err_set(err, -EINVAL, "epoch_of=%s is not one of the mixture's sources",
+                              a->epoch_of);
+    }
+    for (uint32_t k = 0; k < m.n; k++) {
+        const struct dataset *part = d->cat[mx->ids[k]].ds;
+
+        p.n[k] = dataset_info(part)->samples;
+        if (windows) {
+            struct tok_index ti;
+
+            rc = tokidx_build(part, &ti, err);
+            if (rc < 0) {
+                rf_err_prefix(err, "mixture source %s, transform tokens", m.s[k].name);
+                return rc == -ENOMEM ? -EAGAIN : rc;
+            }
+            p.n[k] = tokidx_windows(&ti, a->context);
+            tokidx_free(&ti);
+            if (p.n[k] == 0)
+                return rf_err_set(err, -EINVAL, "mixture source %s holds no whole window of "
+                                  "context=%u; lower context", m.s[k].name, a->context);
+        }
+    }
+    rc = mix_plan_init(&mx->plan, &p, err);
+    if (rc < 0)
+        return rc == -ENOMEM ? -EAGAIN : rc;
+    st->n = mx->plan.base[m.n];
+    return 0;
+}
+
 int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, void *conn,
                  struct stream **out, struct rf_err *err)
 {
@@ -807,6 +1027,8 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     struct sampler s;
     const struct xform_def *xf;
     const char *tname = ctl_transform_name(a->transform);
+    const struct dataset *sds;
+    struct stream_mix *mx;
     int ds, xi, rc;
 
     *out = NULL;
@@ -819,7 +1041,10 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
                           "%u clients attached, the daemon's max-clients; try again when one "
                           "detaches, or raise max-clients (at most %u)",
                           d->sched.nstreams + d->sched.nmaking, CONF_MAX_CLIENTS_MAX);
-    ds = d->sched.ops->find_dataset(d, a->dataset);
+    rc = mix_resolve(d, a, &mx, err);
+    if (rc < 0)
+        return rc;
+    ds = mx ? (int)mx->ids[0] : d->sched.ops->find_dataset(d, a->dataset);
     if (ds < 0 && d->sched.ops->failed_reason(d, a->dataset)) {
         const char *why = d->sched.ops->failed_reason(d, a->dataset);
 
@@ -837,19 +1062,27 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
                           a->dataset, names[0] ? names : "(none)");
     }
     xi = tname ? xform_find(tname) : -ENOENT;
-    if (xi < 0)
+    if (xi < 0) {
+        mix_free(mx);
         return rf_err_set(err, -EINVAL, "transform=%s is not available; this daemon has: %s",
                           tname ? tname : "?", xform_names());
+    }
     st = fault_calloc(1, sizeof(*st));
-    if (!st)
+    if (!st) {
+        mix_free(mx);
         return rf_err_set(err, -EAGAIN, "the daemon is out of memory; try again");
+    }
+    st->mix = mx;
     st->d = d;
     st->memfd = st->efd = -1;
     st->a = *a;
+    if (a->mix[0]) /* STATS and the log name an ATTACH's own mixture so */
+        snprintf(st->a.dataset, sizeof(st->a.dataset), "mix");
     st->version = a->version ? a->version : RING_VERSION;
     st->dataset_id = (uint32_t)ds;
     st->xform_id = (uint32_t)xi;
-    rc = stream_subset(st, d->cat[ds].ds, a, err);
+    sds = stream_dataset(st);
+    rc = mx ? 0 : stream_subset(st, sds, a, err);
     if (rc < 0)
         goto fail;
     st->xp = (struct wire_xform){
@@ -872,12 +1105,12 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
         goto fail;
     }
     st->xp.field = WIRE_NO_FIELD;
-    rc = xf->windows ? 0 : xform_bind_field(dataset_info(d->cat[ds].ds),
+    rc = xf->windows ? 0 : xform_bind_field(dataset_info(sds),
                                             strcmp(xf->name, "raw") == 0, a->field,
                                             &st->xp.field, err);
     if (rc < 0)
         goto fail;
-    rc = xf->geometry(d->cat[ds].ds, &st->xp, &st->out, err);
+    rc = xf->geometry(sds, &st->xp, &st->out, err);
     if (rc < 0)
         goto fail;
     /* a parameter the transform does not use is refused, never ignored
@@ -886,12 +1119,17 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     rc = xform_check_params((uint32_t)xi, a, err);
     if (rc < 0)
         goto fail;
-    if (xf->windows) {
-        rc = stream_windows(st, d->cat[ds].ds, a, err);
+    if (mx) {
+        rc = mix_plan_stream(d, st, a, xf->windows, err);
+        if (rc < 0)
+            goto fail;
+    } else if (xf->windows) {
+        rc = stream_windows(st, sds, a, err);
         if (rc < 0)
             goto fail;
     }
-    stream_block(st, d->cat[ds].ds, a);
+    if (!mx)
+        stream_block(st, sds, a);
     /* a transform that names no element type would give a ring every
      * client refuses: a bug here, said here */
     if (dataset_dtype_from_ring(st->out.dtype) < 0) {
@@ -928,7 +1166,7 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     st->start_seq %= st->bpe;
     /* the ring's layout: version 2's, or version 3's field table (fields.h);
      * a version-2 client is refused what it cannot read */
-    rc = xform_fields_build(dataset_info(d->cat[ds].ds), &st->xp, &st->out, st->version,
+    rc = xform_fields_build(dataset_info(sds), &st->xp, &st->out, st->version,
                             a->depth ? a->depth : auto_depth(d, st, a->batch), a->batch,
                             &st->fx, err);
     if (rc < 0)
@@ -964,7 +1202,9 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
         goto fail;
     st->weight_asked = a->weight;
     fq_member_init(&st->fq, grant_weight(d, a, uid), st->cost_ns);
-    st->sh.can_share = a->share &&
+    if (mx) /* each source's count where the stream starts (STATS) */
+        mix_counts_at(st, 0, mx->start);
+    st->sh.can_share = a->share && !mx && /* share.c compares one dataset's streams */
                     !__builtin_mul_overflow(st->start_epoch, st->bpe, &st->sh.start_k) &&
                     !__builtin_add_overflow(st->sh.start_k, st->start_seq, &st->sh.start_k) &&
                     st->sh.start_k <= UINT64_MAX / 2; /* room for next_g */
@@ -1106,6 +1346,19 @@ int sched_stats_lines(struct daemon *d, char *buf, size_t cap, size_t *len)
             int n = snprintf(buf + *len, cap - *len, "clients.%u.%s %s\n", st->id, names[i],
                              vals[i]);
 
+            if (n < 0 || (size_t)n >= cap - *len)
+                return -ENOSPC;
+            *len += (size_t)n;
+            lines++;
+        }
+        /* a mixture's samples per source (one line: a client's lines must
+         * fit CTL_REPLY_LINES_MAX at max-clients) */
+        if (st->mix) {
+            char mixed[MIX_SOURCES_MAX * (MIX_NAME_MAX + 22) + 1];
+            int n;
+
+            stream_mix_text(st, mixed, sizeof(mixed));
+            n = snprintf(buf + *len, cap - *len, "clients.%u.mix %s\n", st->id, mixed);
             if (n < 0 || (size_t)n >= cap - *len)
                 return -ENOSPC;
             *len += (size_t)n;

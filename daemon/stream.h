@@ -30,6 +30,7 @@
 
 #include "ctl.h"
 #include "fairq.h"
+#include "mix.h"
 #include "pool.h"
 #include "ring.h"
 #include "sampler.h"
@@ -40,6 +41,20 @@
 #include "wire.h"
 
 #define SCHED_EPOCH_MAX UINT32_MAX /* the sampler and RNG key an epoch by 32 bits */
+
+/*
+ * A mixture stream (docs/design/mixtures.md): ATTACH mix=, or dataset=NAME
+ * of a config mixture.NAME.  Its samples are mixture indices (mix.h) of
+ * the view of its sources (dataset.h VIEW), which the stream's sampler
+ * draws through the plan; dataset_id is its first source.
+ */
+struct stream_mix {
+    struct mix_plan plan;
+    struct dataset *view;               /* the sources read as one, owned */
+    uint32_t ids[MIX_SOURCES_MAX];      /* their catalogue slots */
+    uint64_t start[MIX_SOURCES_MAX];    /* each source's count where the stream
+                                           started (mix_plan_counts) */
+};
 
 struct stream {
     struct stream *next;
@@ -57,6 +72,7 @@ struct stream {
     struct share_member sh;         /* share.c's */
 
     uint32_t dataset_id;
+    struct stream_mix *mix;         /* a mixture stream's, else NULL */
     struct ctl_attach a;
     uint32_t xform_id;
     uint64_t cost_ns;               /* the transform's cost per sample */
@@ -150,6 +166,14 @@ static inline uint64_t stream_index(const struct stream *st, uint64_t pos)
 {
     return st->sub.nruns ? subset_at(&st->sub, pos) : pos;
 }
+
+/* The dataset a stream reads: a mixture's view, else its catalogue entry's. */
+const struct dataset *stream_dataset(const struct stream *st);
+/* Does st read catalogue dataset i (itself, or as one of its sources)? */
+bool stream_reads(const struct stream *st, uint32_t i);
+/* A mixture stream's samples delivered per source since it attached
+ * ("web:700,books:300") into buf, for STATS; "" for another stream. */
+void stream_mix_text(const struct stream *st, char *buf, size_t cap);
 
 /* The stream's subset as STATS and the log show it: "val", "0:5000" (the
  * range resolved against the dataset), "-" for the whole dataset. */

@@ -696,8 +696,10 @@ int ctl_format_attach(const struct ctl_attach *a, char *buf, size_t cap, struct 
         return -ENOSPC;
     used = (size_t)r;
     for (size_t i = 0; i < NKEYS; i++) {
-        /* dataset always; the rest when given or not the default */
-        if (i > 0 && !(a->given & (1u << i)) && same_field(&keys[i], a, &def))
+        /* dataset always (but for a mixture's mix=); the rest when given
+         * or not the default */
+        if ((i > 0 || !a->dataset[0]) && !(a->given & (1u << i)) &&
+            same_field(&keys[i], a, &def))
             continue;
         r = format_key(&keys[i], a, buf, cap, &used);
         if (r < 0)

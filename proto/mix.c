@@ -320,6 +320,15 @@ uint32_t mix_plan_range(const struct mix_plan *pl, uint64_t epoch, uint64_t seq,
     return count;
 }
 
+void mix_plan_counts(const struct mix_plan *pl, uint64_t epoch, uint64_t q, uint64_t *out)
+{
+    struct mix_state st;
+
+    state_at(pl, q < pl->units ? q : pl->units, &st);
+    for (uint32_t s = 0; s < pl->m.n; s++)
+        out[s] = epoch * pl->per_epoch[s] + st.c[s] * pl->unit;
+}
+
 uint32_t mix_plan_source(const struct mix_plan *pl, uint64_t i)
 {
     uint32_t s = 0;

@@ -147,6 +147,10 @@ uint32_t mix_plan_batch_count(const struct mix_plan *pl, uint64_t seq);
  */
 uint32_t mix_plan_range(const struct mix_plan *pl, uint64_t epoch, uint64_t seq, uint32_t first,
                         uint32_t count, uint64_t *out, uint8_t *src, bool *pad);
+/* How many samples of each source positions [0, q) of epoch `epoch` and
+ * every epoch before it took, into out[n] (q: a sample's place, or with
+ * per_stream a batch's; at most units). */
+void mix_plan_counts(const struct mix_plan *pl, uint64_t epoch, uint64_t q, uint64_t *out);
 /* The source of mixture index i (base[s] <= i < base[s + 1]). */
 uint32_t mix_plan_source(const struct mix_plan *pl, uint64_t i);
 

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "aug_spec.h"
+#include "mix.h"
 #include "ring.h"
 
 #define WIRE_FD 3              /* the worker's end of its socketpair */
@@ -121,7 +122,18 @@ struct wire_ring_add {
      * this geometry and this digest (xform_fields_digest) */
     struct ring_geom geom;
     uint32_t fields_digest;
-    uint32_t pad;
+    /* a mixture ring (mix.h): its sources' catalogue ids in order (the
+     * first is dataset_id), the shares the blend runs on, and the plan's
+     * parameters; the worker builds the same view and plan from its own
+     * opens, checked by the view's identity (dataset_identity) and the
+     * sum of the sources' samples (dataset_samples); 0 sources: a ring of
+     * one dataset */
+    uint32_t nsources;
+    uint32_t sources[MIX_SOURCES_MAX];
+    uint64_t shares[MIX_SOURCES_MAX];
+    int32_t epoch_of;
+    uint8_t no_repeat, per_stream;
+    uint8_t pad8[2];
 };
 
 struct wire_ring_del {

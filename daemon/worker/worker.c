@@ -148,6 +148,12 @@ struct wring {
                                ring's jobs fail its stream with it */
     struct tok_index tok;   /* transform tokens: the dataset's documents'
                                token prefix sums (window.h), this ring's own */
+    /* a mixture ring (wire_ring_add.nsources): the view of its sources
+     * (dataset.h VIEW), the plan (mix.h), and each source's token index
+     * (transform tokens); NULL for a ring of one dataset */
+    struct dataset *view;
+    struct mix_plan *mix;
+    struct tok_index *toks;
 };
 
 /*
@@ -371,7 +377,7 @@ static void dataset_fail(struct wstate *ws, uint32_t id, const char *fmt, ...)
 /* Dataset id, opened now if no ring needed it before, and checked to be the
  * pack the main process opened (identity).  NULL when it failed: ds_err[id]
  * says why. */
-static struct dataset *dataset_get(struct wstate *ws, uint32_t id, uint64_t identity)
+static struct dataset *dataset_opened(struct wstate *ws, uint32_t id)
 {
     struct rf_err err;
 
@@ -384,6 +390,13 @@ static struct dataset *dataset_get(struct wstate *ws, uint32_t id, uint64_t iden
         dataset_fail(ws, id, "%s", err.msg);
         return NULL;
     }
+    return ws->ds[id];
+}
+
+static struct dataset *dataset_get(struct wstate *ws, uint32_t id, uint64_t identity)
+{
+    if (!dataset_opened(ws, id))
+        return NULL;
     if (dataset_identity(ws->ds[id]) != identity) {
         dataset_fail(ws, id, "%s holds another pack than the one the daemon opened (its "
                      "MANIFEST changed): pack into a new folder and reload", ws->ds_dir[id]);
@@ -404,6 +417,127 @@ static bool dataset_changed(struct wstate *ws, uint32_t id)
         return false;
     dataset_fail(ws, id, "%s", err.msg);
     return true;
+}
+
+/* dataset_changed for each dataset ring r reads (a mixture's sources). */
+static bool ring_changed(struct wstate *ws, const struct wring *r)
+{
+    bool changed = false;
+
+    for (uint32_t k = 0; k < (r->mix ? r->p.nsources : 1); k++)
+        changed |= dataset_changed(ws, r->mix ? r->p.sources[k] : r->p.dataset_id);
+    return changed;
+}
+
+/* After ring_changed: the status and reason of a job of r (one dataset:
+ * it fails, catalogue and all; a mixture: its stream fails, naming the
+ * source, which fails for good when a stream of its own reads it). */
+static uint32_t ring_changed_reason(const struct wstate *ws, const struct wring *r, char *buf,
+                                    size_t cap)
+{
+    for (uint32_t k = 0; r->mix && k < r->p.nsources; k++) {
+        uint32_t id = r->p.sources[k];
+
+        if (ws->ds_err[id][0]) {
+            snprintf(buf, cap, "mixture source %s: %.150s", ws->ds_name[id], ws->ds_err[id]);
+            return WIRE_STREAM_FAILED;
+        }
+    }
+    snprintf(buf, cap, "dataset %s: %.150s", ws->ds_name[r->p.dataset_id],
+             ws->ds_err[r->p.dataset_id]);
+    return WIRE_DATASET_FAILED;
+}
+
+/* The dataset ring r reads: its mixture's view, else its one dataset. */
+static struct dataset *ring_ds(struct wstate *ws, const struct wring *r)
+{
+    return r->mix ? r->view : ws->ds[r->p.dataset_id];
+}
+
+static void ring_mix_free(struct wring *r)
+{
+    for (uint32_t k = 0; r->toks && k < r->p.nsources; k++)
+        tokidx_free(&r->toks[k]);
+    free(r->toks);
+    if (r->mix)
+        mix_plan_free(r->mix);
+    free(r->mix);
+    dataset_close(r->view);
+    r->toks = NULL;
+    r->mix = NULL;
+    r->view = NULL;
+}
+
+/*
+ * A mixture ring's view and plan, from this worker's own opens of its
+ * sources, checked against the main process's: the view's identity (every
+ * source's MANIFEST) and the sources' samples or windows in all.  Returns
+ * 0, or -1 with why (cap bytes).
+ */
+static int ring_mix(struct wstate *ws, struct wring *r, const struct wire_ring_add *m,
+                    bool windows, char *why, size_t cap)
+{
+    struct dataset *parts[MIX_SOURCES_MAX];
+    const char *names[MIX_SOURCES_MAX];
+    struct mix mx = {.n = m->nsources};
+    struct mix_plan_params pp = {
+        .m = &mx, .seed = m->seed, .rank = m->rank, .world = m->world, .batch = m->batch,
+        .shuffle = m->shuffle, .epoch_of = m->epoch_of, .drop_last = m->drop_last,
+        .drop_last_batch = m->drop_last_batch, .no_repeat = m->no_repeat,
+        .per_stream = m->per_stream,
+    };
+    struct rf_err err = {0};
+
+    if (m->nsources < 2 || m->nsources > MIX_SOURCES_MAX) {
+        snprintf(why, cap, "a mixture of %u sources", m->nsources);
+        return -1;
+    }
+    for (uint32_t k = 0; k < m->nsources; k++) {
+        uint32_t id = m->sources[k];
+
+        if (id >= ws->nds || !ws->ds_dir[id][0] || !(parts[k] = dataset_opened(ws, id))) {
+            snprintf(why, cap, "mixture source %s: %s", id < ws->nds ? ws->ds_name[id] : "?",
+                     id < ws->nds ? ws->ds_err[id] : "not in the catalogue");
+            return -1;
+        }
+        names[k] = ws->ds_name[id];
+        snprintf(mx.s[k].name, sizeof(mx.s[k].name), "%s", names[k]);
+        mx.s[k].share = m->shares[k];
+        pp.n[k] = dataset_info(parts[k])->samples;
+    }
+    if (dataset_view_new(parts, names, m->nsources, &r->view, &err) < 0) {
+        snprintf(why, cap, "%.180s", err.msg);
+        return -1;
+    }
+    if (dataset_identity(r->view) != m->dataset_identity) {
+        snprintf(why, cap, "a mixture source holds another pack than the one the daemon "
+                 "opened (its MANIFEST changed): pack into a new folder and reload");
+        return -1;
+    }
+    if (windows) {
+        if (!(r->toks = calloc(m->nsources, sizeof(*r->toks)))) {
+            snprintf(why, cap, "out of memory");
+            return -1;
+        }
+        for (uint32_t k = 0; k < m->nsources; k++) {
+            if (tokidx_build(parts[k], &r->toks[k], &err) < 0) {
+                snprintf(why, cap, "mixture source %s: %.150s", names[k], err.msg);
+                return -1;
+            }
+            pp.n[k] = tokidx_windows(&r->toks[k], m->xform.context);
+        }
+    }
+    if (!(r->mix = calloc(1, sizeof(*r->mix))) || mix_plan_init(r->mix, &pp, &err) < 0) {
+        snprintf(why, cap, "%.180s", r->mix ? err.msg : "out of memory");
+        return -1;
+    }
+    if (r->mix->base[m->nsources] != m->dataset_samples) {
+        snprintf(why, cap, "the mixture's sources hold %llu samples here, %llu in the main "
+                 "process", (unsigned long long)r->mix->base[m->nsources],
+                 (unsigned long long)m->dataset_samples);
+        return -1;
+    }
+    return 0;
 }
 
 /* The stream's subset as the main process read it (wire.h): a range
@@ -450,14 +584,34 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
     struct rf_err err = { 0 };
     struct stat sb;
     void *mem;
-
+    struct wring mixed = {0}; /* a mixture's view, plan and token indexes */
     struct dataset *ds;
 
     if (r || fd < 0 || m->dataset_id >= ws->nds || !ws->ds_dir[m->dataset_id][0] || !xf) {
         log_warn("worker: bad RING_ADD for ring %u", m->ring_id);
         goto fail;
     }
-    ds = dataset_get(ws, m->dataset_id, m->dataset_identity);
+    if (m->nsources) {
+        struct wring tmp = {0};
+        char why[192];
+
+        if (ring_mix(ws, &tmp, m, xf->windows, why, sizeof(why)) < 0) {
+            log_warn("worker: ring %u: %s", m->ring_id, why);
+            ring_mix_free(&tmp);
+            for (unsigned i = 0; i < MAX_RINGS && !r; i++)
+                if (!ws->rings[i].used)
+                    r = &ws->rings[i];
+            if (r) { /* kept, unmapped: its jobs fail its stream with why */
+                *r = (struct wring){ .id = m->ring_id, .used = true, .p = *m };
+                snprintf(r->sub_err, sizeof(r->sub_err), "%s", why);
+            }
+            goto fail;
+        }
+        mixed = tmp;
+        ds = mixed.view;
+    } else {
+        ds = dataset_get(ws, m->dataset_id, m->dataset_identity);
+    }
     if (!ds) {
         /* kept, unmapped, so its jobs say why (run_job) */
         for (unsigned i = 0; i < MAX_RINGS && !r; i++)
@@ -497,7 +651,7 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
         goto fail;
     }
     r->g = r->fx.g;
-    if (xf->windows) {
+    if (xf->windows && !mixed.mix) {
         /* the token index, from this worker's own open, must give the
          * main process's count of windows */
         if (tokidx_build(ds, &r->tok, &err) < 0 ||
@@ -544,9 +698,14 @@ static void ring_add(struct wstate *ws, const struct wire_ring_add *m, int fd)
     r->mem = mem;
     r->size = m->total_size;
     r->p = *m;
+    r->view = mixed.view;
+    r->mix = mixed.mix;
+    r->toks = mixed.toks;
+    mixed = (struct wring){0};
     if (ring_subset(ds, &m->subset, &r->sub, r->sub_err, sizeof(r->sub_err)) < 0)
         log_warn("worker: ring %u: %s", m->ring_id, r->sub_err);
 fail:
+    ring_mix_free(&mixed);
     if (fd >= 0)
         close(fd);
 }
@@ -563,6 +722,7 @@ static void ring_del(struct wstate *ws, uint32_t id)
         munmap(r->mem, r->size);
     subset_free(&r->sub);
     tokidx_free(&r->tok);
+    ring_mix_free(r);
     memset(r, 0, sizeof(*r));
 }
 
@@ -643,7 +803,7 @@ static int make_fields(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
                        const struct dataset_loc *loc, const uint8_t *stored, int32_t *label,
                        enum wire_bad *why, struct rf_err *err)
 {
-    struct dataset *ds = ws->ds[r->p.dataset_id];
+    struct dataset *ds = ring_ds(ws, r);
     const struct schema *sc = &dataset_info(ds)->schema;
     const struct xform_def *xf = xform_get(r->p.xform.id);
     uint32_t bound = r->p.xform.field;
@@ -801,7 +961,7 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
                        const struct dataset_loc *loc, const uint8_t *stored,
                        uint8_t *dst, int32_t *label, enum wire_bad *why, struct rf_err *err)
 {
-    struct dataset *ds = ws->ds[r->p.dataset_id];
+    struct dataset *ds = ring_ds(ws, r);
     const struct xform_def *xf = xform_get(r->p.xform.id);
     bool augment = r->p.xform.aug.n > 0;
     uint8_t *out = dst;
@@ -809,7 +969,9 @@ static int make_sample(struct wstate *ws, struct wring *r, uint64_t epoch, uint6
     uint64_t t0, t1, t2;
     int n;
 
-    if (quarantined(ws, r->p.dataset_id, idx)) {
+    if (r->mix ? quarantined(ws, r->p.sources[mix_plan_source(r->mix, idx)],
+                             idx - r->mix->base[mix_plan_source(r->mix, idx)])
+               : quarantined(ws, r->p.dataset_id, idx)) {
         *why = BAD_QUARANTINED;
         return rf_err_set(err, -EBADMSG, "%s: record %llu at byte %llu: quarantined: it killed "
                           "workers before", loc->shard_path, (unsigned long long)loc->record,
@@ -946,14 +1108,24 @@ static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64
                       uint8_t *dst, uint64_t *index, int32_t *label, char *reason,
                       size_t reason_cap)
 {
-    struct dataset *ds = ws->ds[r->p.dataset_id];
+    struct dataset *ds = ring_ds(ws, r);
     struct sampler_order order;
-    uint64_t n = r->p.dataset_samples;
+    uint64_t n = r->p.dataset_samples, base = 0;
 
-    /* the parameters passed sampler_init when the job was planned */
-    sampler_order_init(&order, n, r->p.seed, (uint32_t)epoch, r->p.shuffle, r->p.shuffle_block);
+    /* the parameters passed sampler_init when the job was planned; a
+     * mixture's substitutes come from the bad sample's own source, in
+     * order (pos: its mixture index) */
+    if (r->mix) {
+        uint32_t s = mix_plan_source(r->mix, pos);
+
+        base = r->mix->base[s];
+        n = r->mix->base[s + 1] - base;
+        pos -= base;
+    }
+    sampler_order_init(&order, n, r->p.seed, (uint32_t)epoch, r->mix ? 0 : r->p.shuffle,
+                       r->mix ? 0 : r->p.shuffle_block);
     for (uint32_t k = 1; k <= r->p.max_bad && k < n; k++) {
-        uint64_t idx = ring_index(r, sampler_order_at(&order, (pos + k) % n));
+        uint64_t idx = base + ring_index(r, sampler_order_at(&order, (pos + k) % n));
         struct dataset_loc loc;
         enum wire_bad why = BAD_READ;
         const uint8_t *stored;
@@ -1051,6 +1223,7 @@ static int plan_job(const struct wring *r, const struct wire_job *job, struct sa
         .block = r->p.shuffle_block,
         .drop_last = r->p.drop_last != 0,
         .drop_last_batch = r->p.drop_last_batch != 0,
+        .mix = r->mix,
     };
 
     if (sampler_init(s, &sp, NULL) < 0 ||
@@ -1244,6 +1417,7 @@ static int window_job(struct wstate *ws, struct wring *r, const struct wire_job 
                       uint32_t nd, struct wire_done *done)
 {
     struct dataset *ds = ws->ds[r->p.dataset_id];
+    const struct tok_index *ti = &r->tok;
     const struct ring_field *tok = &r->fx.f[0], *ids = r->fx.n > 1 ? &r->fx.f[1] : NULL;
     uint64_t per = tok->item_bytes + (ids ? ids->item_bytes : 0);
     uint64_t t0 = clock_mono_ns();
@@ -1258,6 +1432,7 @@ static int window_job(struct wstate *ws, struct wring *r, const struct wire_job 
     for (uint32_t j = 0; j < job->count; j++) {
         uint32_t at = job->first + j, before = n;
         uint8_t *tdst, *idst = NULL;
+        uint64_t w;
         int rc;
 
         if (nd == 1) {
@@ -1269,8 +1444,18 @@ static int window_job(struct wstate *ws, struct wring *r, const struct wire_job 
             if (ids)
                 idst = tdst + tok->item_bytes;
         }
+        if (r->mix) {
+            /* a mixture's window: its source's, at its place there */
+            uint32_t s = mix_plan_source(r->mix, plan[j]);
+
+            ds = ws->ds[r->p.sources[s]];
+            ti = &r->toks[s];
+            w = plan[j] - r->mix->base[s];
+        } else {
+            w = plan[j];
+        }
         for (;;) {
-            rc = window_plan(ds, &r->tok, r->p.xform.context, plan[j], tdst, idst, ws->pieces,
+            rc = window_plan(ds, ti, r->p.xform.context, w, tdst, idst, ws->pieces,
                              &n, ws->pieces_cap, &err);
             if (rc != -ENOSPC)
                 break;
@@ -1316,10 +1501,8 @@ static int window_job(struct wstate *ws, struct wring *r, const struct wire_job 
             q->result = -EIO; /* an injected read error (fault.h) */
         ws->c.bytes_read += q->done;
         if (q->result < 0) {
-            if (dataset_changed(ws, r->p.dataset_id)) {
-                done->status = WIRE_DATASET_FAILED;
-                snprintf(done->reason, sizeof(done->reason), "dataset %s: %s",
-                         ws->ds_name[r->p.dataset_id], ws->ds_err[r->p.dataset_id]);
+            if (ring_changed(ws, r)) {
+                done->status = ring_changed_reason(ws, r, done->reason, sizeof(done->reason));
                 return -1;
             }
             snprintf(done->reason, sizeof(done->reason), "window %llu: reading %u bytes at "
@@ -1370,7 +1553,12 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         snprintf(done.reason, sizeof(done.reason), "ring %u is not mapped", job->ring_id);
         goto out;
     }
-    ds = ws->ds[r->p.dataset_id];
+    ds = ring_ds(ws, r);
+    if (r->p.nsources && !r->mix) { /* a mixture whose view could not be made */
+        done.status = WIRE_STREAM_FAILED;
+        snprintf(done.reason, sizeof(done.reason), "%s", r->sub_err);
+        goto out;
+    }
     if (!r->mem || !ds) {
         done.status = WIRE_DATASET_FAILED;
         snprintf(done.reason, sizeof(done.reason), "dataset %s: %s",
@@ -1499,7 +1687,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
              * files may have changed under the dataset (once per job) */
             if (!checked && (why == BAD_READ || mapguard_faults() != faults)) {
                 checked = true;
-                if (dataset_changed(ws, r->p.dataset_id))
+                if (ring_changed(ws, r))
                     goto failed;
             }
             /* err names the shard, the record and the byte offset: the
@@ -1549,7 +1737,7 @@ publish:
     ws->c.samples += job->count;
     /* zeros read anywhere in the job (a substitute's read included) never
      * publish: the batch is only good if the files did not change */
-    if (mapguard_faults() != faults && dataset_changed(ws, r->p.dataset_id))
+    if (mapguard_faults() != faults && ring_changed(ws, r))
         goto failed;
 
     /* 3. the chunk's per-sample records into each ring, then its bit; the
@@ -1567,9 +1755,7 @@ publish:
     }
     goto out;
 failed:
-    done.status = WIRE_DATASET_FAILED;
-    snprintf(done.reason, sizeof(done.reason), "dataset %s: %s", ws->ds_name[r->p.dataset_id],
-             ws->ds_err[r->p.dataset_id]);
+    done.status = ring_changed_reason(ws, r, done.reason, sizeof(done.reason));
 out:
     ws->c.jobs++;
     ws->c.busy_ns += clock_mono_ns() - t0;

@@ -856,6 +856,15 @@ static PyObject *client_where(ext_client *o, PyObject *unused)
     return Py_BuildValue("(ss)", rf_socket_path(o->c), rf_dataset_name(o->c));
 }
 
+/* A mixture stream's sources (rf_sources): "NAME:FIRST,...", or "". */
+static PyObject *client_sources(ext_client *o, PyObject *unused)
+{
+    (void)unused;
+    if (!o->c)
+        return ext_raise(-EBADF, "the loader is closed");
+    return PyUnicode_FromString(rf_sources(o->c));
+}
+
 static PyObject *client_info(ext_client *o, PyObject *unused)
 {
     struct rf_info in = o->info;
@@ -931,6 +940,8 @@ static PyMethodDef client_methods[] = {
     {"info", (PyCFunction)client_info, METH_NOARGS, "The stream's rf_get_info as a dict."},
     {"where", (PyCFunction)client_where, METH_NOARGS,
      "(socket, dataset name): the daemon attached to and the dataset's name there."},
+    {"sources", (PyCFunction)client_sources, METH_NOARGS,
+     "A mixture's sources, \"NAME:FIRST,...\" (rf_sources), or \"\"."},
     {"stats", (PyCFunction)client_stats, METH_NOARGS, "libringfeed's counters as a dict."},
     {"ring", (PyCFunction)client_ring, METH_NOARGS, "(base address, bytes) of the ring."},
     {NULL, NULL, 0, NULL},

@@ -62,6 +62,7 @@ Choices a DataLoader user should know (docs/pytorch.md says the same):
   2**64 - 1; epochs run from 0 to 2**32 - 1, the protocol's).
 """
 import array
+import bisect
 import errno
 import operator
 import os
@@ -199,14 +200,15 @@ class BatchInfo:
     the loader's output type (array.array for output="buffer").
     """
 
-    __slots__ = ("_recs", "_torch", "_buffer", "epoch", "seq", "stream_seq", "substituted",
-                 "dropped")
+    __slots__ = ("_recs", "_torch", "_buffer", "_mix", "epoch", "seq", "stream_seq",
+                 "substituted", "dropped")
 
     def __init__(self, recs, epoch, seq, stream_seq, substituted, torch_mod, dropped=0,
-                 buffer=False):
+                 buffer=False, mix=None):
         self._recs = recs
         self._torch = torch_mod
         self._buffer = buffer
+        self._mix = mix  # a mixture's [(source, first index)], else None
         self.epoch = epoch
         self.seq = seq
         self.stream_seq = stream_seq
@@ -232,6 +234,41 @@ class BatchInfo:
     @property
     def labels(self):
         return self._field("label", "int64")
+
+    def _source_of(self):
+        """Each sample's source number and its index in that source."""
+        if self._mix is None:
+            raise AttributeError("sources: this loader reads one dataset, not a mixture")
+        firsts = [f for _, f in self._mix]
+        idx = [r[0] for r in struct.iter_unpack("<QiI", self._recs)]
+        src = [bisect.bisect_right(firsts, i) - 1 for i in idx]
+        return src, [i - firsts[k] for i, k in zip(idx, src)]
+
+    def _ints(self, values):
+        if self._buffer:
+            return array.array("q", values)
+        import numpy as np
+        a = np.asarray(values, dtype=np.int64)
+        return self._torch.from_numpy(a) if self._torch else a
+
+    @property
+    def sources(self):
+        """A mixture's batch: each sample's source, numbered as
+        ``loader.sources`` lists them."""
+        return self._ints(self._source_of()[0])
+
+    @property
+    def source_indices(self):
+        """A mixture's batch: each sample's index in its own source."""
+        return self._ints(self._source_of()[1])
+
+    @property
+    def source_counts(self):
+        """A mixture's batch: {source name: samples of it in the batch}."""
+        counts = {name: 0 for name, _ in self._mix or ()}
+        for k in self._source_of()[0]:
+            counts[self._mix[k][0]] += 1
+        return counts
 
     @property
     def flags(self):
@@ -272,6 +309,18 @@ class Loader:
       folder holding a MANIFEST): served by the daemon at the socket when
       its config names it, else by your own daemon, which the library
       starts when none runs (``ringfeedd --user``; it exits when idle).
+      A dict ``{"web": 0.7, "books": 0.3}`` of catalogue names and weights
+      is a weighted mixture (ATTACH mix=; a config's ``mixture.NAME`` is
+      attached by its NAME): every prefix of the stream within one sample
+      of the weights, each source shuffled and split across ranks by its
+      own sampler; ``loader.sources`` names them and ``loader.last.sources``
+      / ``source_counts`` say where each sample came from
+      (docs/design/mixtures.md).
+    repeat, epoch_of, per_stream: a mixture's.  repeat=True (the default):
+      a source that runs out starts its next epoch, and the mixture's epoch
+      is one pass over epoch_of (a source's name; None: the first); False:
+      the epoch ends where the first source runs out.  per_stream=True
+      draws each batch from one source (Streaming's per_stream batching).
     batch_size, shuffle, seed, drop_last: as DataLoader and DistributedSampler.
       shuffle="block" shuffles blocks of consecutive samples (about 4 of
       the pack's shards each) and the samples within each block: for data
@@ -363,7 +412,7 @@ class Loader:
                  depth=None, params=None, name=None, output=None, copy=False, device=None,
                  layout=None, timeout=None, reconnect_timeout=30.0, dtype=None,
                  normalize=None, subset=None, augment=None, shuffle_block=None,
-                 context=None, doc_ids=False):
+                 context=None, doc_ids=False, repeat=True, epoch_of=None, per_stream=False):
         self._client = None
         self._pid = os.getpid()
         self._torch = None
@@ -400,8 +449,11 @@ class Loader:
         self.augment = _transforms.render(augment)
         shuffle, shuffle_mode = self._shuffle_param(shuffle, shuffle_block)
         self.context, self.doc_ids, tokens_key = self._tokens_param(transform, context, doc_ids)
+        dataset, mix_key = self._mix_param(dataset, repeat, epoch_of, per_stream)
         self._params = self._join_params(params, layout, drop_last, subset_key, self.augment,
                                          tokens_key)
+        if mix_key:
+            self._params = " ".join(filter(None, [mix_key, self._params]))
         if shuffle_block is not None:
             self._params = " ".join(filter(None, [self._params, f"block={shuffle_block}"]))
         self._opts = dict(
@@ -419,7 +471,8 @@ class Loader:
         else:
             import numpy as np
             self._from = np.asarray
-        self.dataset = os.fspath(dataset)
+        self.dataset = os.fspath(dataset) or mix_key.split(" ")[0][len("mix="):]
+        self.sources = None   # a mixture's [(source name, its first index)]
         self.batch_size = batch_size
         self.seed = seed
         self.shuffle = shuffle
@@ -581,6 +634,31 @@ class Loader:
         return context, bool(doc_ids), f"context={context}" + (" doc_ids=1" if doc_ids else "")
 
     @staticmethod
+    def _mix_param(dataset, repeat, epoch_of, per_stream):
+        """A mixture's ATTACH keys: (the dataset option, keys or "").  A
+        dict of names and weights is mix=; repeat=, epoch_of= and
+        per_stream= go with it, or with a name the config makes a mixture
+        (the daemon refuses them for a plain dataset)."""
+        keys = []
+        if isinstance(dataset, dict):
+            if len(dataset) < 2:
+                raise _bad(f"dataset={dataset!r}: a mixture needs 2 to 16 datasets")
+            for name, w in dataset.items():
+                if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
+                    raise _bad(f"dataset: mixture source {name!r} is not a catalogue name")
+                if isinstance(w, bool) or not isinstance(w, (int, float)) or not w > 0:
+                    raise _bad(f"dataset: mixture weight {name}={w!r}: use a number > 0")
+            keys.append("mix=" + ",".join(f"{n}:{float(w)!r}" for n, w in dataset.items()))
+            dataset = ""
+        if repeat is not True:
+            keys.append(f"repeat={1 if repeat else 0}")
+        if epoch_of is not None:
+            keys.append(f"epoch_of={epoch_of}")
+        if per_stream:
+            keys.append("per_stream=1")
+        return dataset, " ".join(keys)
+
+    @staticmethod
     def _join_params(params, layout, drop_last, subset=None, augment=None, tokens=None):
         parts = []
         if tokens is not None:
@@ -612,6 +690,9 @@ class Loader:
         if self._client is not None:
             self._client.close()
         self._client = client
+        text = client.sources()
+        self.sources = [(n, int(f)) for n, f in (p.rsplit(":", 1) for p in text.split(","))] \
+            if text else None
         self._served = client.where()  # (socket, name): a folder's daemon and name
         self._info = self._client.info()
         self._pos = (self._info["next_epoch"], self._info["next_seq"])
@@ -919,7 +1000,7 @@ class Loader:
 
     def _advance(self, recs, epoch, seq, sseq, sub, dropped=0):
         self.last = BatchInfo(recs, epoch, seq, sseq, sub, self._torch, dropped,
-                              buffer=self.output == "buffer")
+                              buffer=self.output == "buffer", mix=self.sources)
         self._pos = (epoch + 1, 0) if seq + 1 >= self._bpe else (epoch, seq + 1)
 
 
