@@ -197,6 +197,11 @@ int checkconf_run(const char *path, const struct conf *flags, FILE *out, FILE *e
         fprintf(err, "%s\n", e.msg);
         problems++;
     }
+    if (conf_check_mixtures(&c, &e) < 0) {
+        where(err, path, 0);
+        fprintf(err, "%s\n", e.msg);
+        problems++;
+    }
     if (catalog_load_plugins(&c, &plugins, &e) < 0) {
         where(err, path, 0);
         fprintf(err, "%s\n", e.msg);

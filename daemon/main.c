@@ -180,6 +180,9 @@ int daemon_load_config(struct conf *out, struct rf_err *err)
     rc = conf_merge(out, &flag_conf, err);
     if (rc < 0)
         return rc;
+    rc = conf_check_mixtures(out, err);
+    if (rc < 0)
+        return rc;
     if (!conf_is_set(out, CONF_SOCKET))
         default_socket(out->socket, sizeof(out->socket));
     if (out->workers_auto) {

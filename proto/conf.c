@@ -180,6 +180,25 @@ const struct conf_mixture *conf_find_mixture(const struct conf *c, const char *n
     return NULL;
 }
 
+int conf_check_mixtures(const struct conf *c, struct rf_err *err)
+{
+    for (unsigned i = 0; i < c->n_mixtures; i++) {
+        const struct conf_mixture *x = &c->mixtures[i];
+        struct mix m;
+
+        if (conf_find_dataset(c, x->name))
+            return rf_err_set(err, -EINVAL, "mixture.%s: dataset.%s has that name too: "
+                              "ATTACH dataset=%s would name both", x->name, x->name, x->name);
+        if (mix_parse(x->mix, strlen(x->mix), &m, err) < 0)
+            return -EINVAL;
+        for (uint32_t k = 0; k < m.n; k++)
+            if (!conf_find_dataset(c, m.s[k].name))
+                return rf_err_set(err, -EINVAL, "mixture.%s: %s is not a dataset of this "
+                                  "config (dataset.%s)", x->name, m.s[k].name, m.s[k].name);
+    }
+    return 0;
+}
+
 const struct conf_recipe *conf_find_recipe(const struct conf *c, const char *name, size_t len)
 {
     for (unsigned i = 0; i < c->n_recipes; i++)

@@ -437,6 +437,10 @@ uint32_t conf_weight_max(const struct conf *c, const char *name, uint32_t uid);
 
 /* The mixture called name, or NULL. */
 const struct conf_mixture *conf_find_mixture(const struct conf *c, const char *name);
+/* Each mixture against the datasets (after the file, drop-ins and flags
+ * are merged): its name is no dataset's, and each of its sources is one.
+ * 0, or -EINVAL with err naming the mixture and the name. */
+int conf_check_mixtures(const struct conf *c, struct rf_err *err);
 /* The recipe called name[0..len), or NULL. */
 const struct conf_recipe *conf_find_recipe(const struct conf *c, const char *name, size_t len);
 /* The recipes' names, space separated, into buf ("(none)" without any). */

@@ -495,8 +495,14 @@ static bool same_schema(const struct dataset_info *a, const struct dataset_info 
         return false;
     }
     for (uint32_t f = 0; f < a->schema.n; f++) {
-        if (schema_field_format(&a->schema, f, fa, sizeof(fa)) < 0 ||
-            schema_field_format(&b->schema, f, fb, sizeof(fb)) < 0 || strcmp(fa, fb) != 0) {
+        struct schema sa = a->schema, sb = b->schema;
+
+        /* sizes that differ from pack to pack are the view's largest (or
+         * "varies"): the fields' kinds, names, types and roles must agree */
+        sa.f[f].max_rows = sb.f[f].max_rows = sa.f[f].cap_rows = sb.f[f].cap_rows = 0;
+        sa.f[f].height = sb.f[f].height = sa.f[f].width = sb.f[f].width = 0;
+        if (schema_field_format(&sa, f, fa, sizeof(fa)) < 0 ||
+            schema_field_format(&sb, f, fb, sizeof(fb)) < 0 || strcmp(fa, fb) != 0) {
             snprintf(why, cap, "field '%s' against '%s'", fb, fa);
             return false;
         }
@@ -505,11 +511,6 @@ static bool same_schema(const struct dataset_info *a, const struct dataset_info 
                                       a->ndim != b->ndim ||
                                       memcmp(a->shape, b->shape, sizeof(a->shape)) != 0)) {
         snprintf(why, cap, "tensors of another dtype or shape");
-        return false;
-    }
-    if (a->image_height != b->image_height || a->image_width != b->image_width) {
-        snprintf(why, cap, "images of %ux%u against %ux%u (0x0: sizes vary)", b->image_width,
-                 b->image_height, a->image_width, a->image_height);
         return false;
     }
     return true;
@@ -562,6 +563,18 @@ int dataset_view_new(struct dataset *const *parts, const char *const *names, uin
         v->info.classes = pi->classes > v->info.classes ? pi->classes : v->info.classes;
         v->info.raw_images += pi->raw_images;
         v->identity = v->identity * 0x100000001b3ull ^ parts[k]->identity;
+        if (pi->image_height != v->info.image_height || pi->image_width != v->info.image_width)
+            v->info.image_height = v->info.image_width = 0; /* sizes vary */
+        for (uint32_t f = 0; f < v->info.schema.n; f++) {
+            struct schema_field *vf = &v->info.schema.f[f];
+            const struct schema_field *pf = &pi->schema.f[f];
+
+            vf->max_rows = pf->max_rows > vf->max_rows ? pf->max_rows : vf->max_rows;
+            vf->cap_rows = !vf->cap_rows || !pf->cap_rows ? 0
+                           : pf->cap_rows > vf->cap_rows ? pf->cap_rows : vf->cap_rows;
+            if (pf->height != vf->height || pf->width != vf->width)
+                vf->height = vf->width = 0;
+        }
     }
     v->part_base[n] = v->info.samples;
     *out = v;

@@ -446,6 +446,20 @@ static void test_syntax(void)
                "given twice", "first on line 1", NULL);
     expect_bad("dataset.a = /x\ndataset.b = /y\n\ndataset.a = /z\n", "duplicate dataset",
                "line 4", "dataset.a", "first on line 1", NULL);
+    {
+        struct conf *cm = malloc(sizeof(*cm));
+        struct rf_err e2;
+
+        { const char *t = "dataset.a = /a\ndataset.b = /b\nmixture.m = a:1 b:2\n"; conf_parse(t, strlen(t), cm, &e2); }
+        TAP_IS_INT(conf_check_mixtures(cm, &e2), 0, "a mixture of two datasets checks");
+        { const char *t = "dataset.a = /a\nmixture.m = a:1 b:2\n"; conf_parse(t, strlen(t), cm, &e2); }
+        TAP_IS_INT(conf_check_mixtures(cm, &e2), -EINVAL, "a source the config lacks");
+        TAP_OK(strstr(e2.msg, "mixture.m: b is not a dataset") != NULL, "  named");
+        { const char *t = "dataset.a = /a\ndataset.b = /b\nmixture.a = a:1 b:2\n"; conf_parse(t, strlen(t), cm, &e2); }
+        TAP_IS_INT(conf_check_mixtures(cm, &e2), -EINVAL, "a mixture named as a dataset");
+        TAP_OK(strstr(e2.msg, "dataset.a has that name too") != NULL, "  named");
+        free(cm);
+    }
     expect_bad("mixture.m = a:1 b:1\nmixture.m = a:1 c:1\n", "duplicate mixture", "line 2",
                "mixture.m: given twice", "first on line 1", NULL);
     expect_bad("mixture.m = a:1\n", "a mixture of one", "line 1", "mixture.m",

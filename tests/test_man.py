@@ -94,7 +94,8 @@ def conf_keys(conf_h):
     src = open(conf_h).read()
     enum = re.search(r"enum conf_key \{(.*?)\};", src, re.S).group(1)
     names = [k for k in re.findall(r"CONF_([A-Z0-9_]+)", enum) if k != "KEY_COUNT"]
-    per_name = {"DATASET": "dataset.NAME", "RECIPE": "recipe.NAME", "PLUGIN": "plugin.NAME"}  # one line per NAME
+    per_name = {"DATASET": "dataset.NAME", "RECIPE": "recipe.NAME", "PLUGIN": "plugin.NAME",
+                "MIXTURE": "mixture.NAME"}  # one line per NAME
     from_enum = [per_name.get(k, k.lower().replace("_", "-")) for k in names]
     listed = re.findall(r"^ \*   ([a-z][a-z0-9.A-Z-]*) = ", src, re.M)
     return from_enum, listed
