@@ -118,8 +118,6 @@ void mix_seek(const struct mix *m, struct mix_state *st, uint64_t p)
 
 /* ---- a mixture stream's plan (mix.h, MIXTURE STREAM) */
 
-#include "sampler.h"
-
 /* Source s's sampler seed: the stream's, stirred with s (SplitMix64's
  * finaliser), so sources of one size are not shuffled alike. */
 static uint64_t source_seed(uint64_t seed, uint32_t s)
@@ -274,49 +272,65 @@ static void state_at(const struct mix_plan *pl, uint64_t q, struct mix_state *st
 }
 
 uint32_t mix_plan_range(const struct mix_plan *pl, uint64_t epoch, uint64_t seq, uint32_t first,
-                        uint32_t count, uint64_t *out, uint8_t *src, bool *pad)
+                        uint32_t count, uint64_t *out, uint8_t *src, bool *pad,
+                        struct mix_cursor *cur)
 {
     uint32_t have = mix_plan_batch_count(pl, seq), s = 0;
-    struct sampler smp[MIX_SOURCES_MAX];
-    uint64_t smp_epoch[MIX_SOURCES_MAX], kb = 0;
-    struct mix_state st;
+    struct mix_cursor local;
+    uint64_t kb = 0, q;
+    struct mix_state *st;
 
     if (first >= have)
         return 0;
     if (count > have - first)
         count = have - first;
-    for (uint32_t k = 0; k < pl->m.n; k++)
-        smp_epoch[k] = UINT64_MAX;
-    if (pl->p.per_stream) {
-        state_at(pl, seq, &st);
-        s = mix_next(&pl->m, &st, &kb);
-    } else {
-        state_at(pl, seq * pl->p.batch + first, &st);
+    if (!cur) {
+        cur = &local;
+        cur->valid = cur->ready = false;
     }
+    if (!cur->ready) {
+        for (uint32_t k = 0; k < MIX_SOURCES_MAX; k++)
+            cur->smp_epoch[k] = UINT64_MAX;
+        cur->ready = true;
+    }
+    /* the blend's state at the first position: from the cursor when it is
+     * at or before it in this epoch and no further than a checkpoint */
+    q = pl->p.per_stream ? seq : seq * pl->p.batch + first;
+    st = &cur->st;
+    if (!cur->valid || cur->epoch != epoch || st->p > q || q - st->p >= MIX_STEP)
+        state_at(pl, q, st);
+    while (st->p < q)
+        mix_next(&pl->m, st, NULL);
+    cur->valid = true;
+    cur->epoch = epoch;
+    if (pl->p.per_stream)
+        s = mix_next(&pl->m, st, &kb);
     for (uint32_t j = 0; j < count; j++) {
         uint64_t k, kt, se, w, idx;
 
         if (pl->p.per_stream)
             k = kb * pl->unit + first + j;
         else
-            s = mix_next(&pl->m, &st, &k);
+            s = mix_next(&pl->m, st, &k);
         kt = epoch * pl->advance[s] + k;
         se = kt / pl->per_rank[s];
         w = kt % pl->per_rank[s];
-        if (smp_epoch[s] != se) {
+        if (cur->smp_epoch[s] != se) {
             struct sampler_params sp;
 
             source_params(pl, s, (uint32_t)se, &sp);
-            sampler_init(&smp[s], &sp, NULL); /* checked at mix_plan_init */
-            smp_epoch[s] = se;
+            sampler_init(&cur->smp[s], &sp, NULL); /* checked at mix_plan_init */
+            cur->smp_epoch[s] = se;
         }
-        idx = sampler_sample(&smp[s], w, 0);
+        idx = sampler_sample(&cur->smp[s], w, 0);
         out[j] = pl->base[s] + idx;
         if (src)
             src[j] = (uint8_t)s;
         if (pad)
-            pad[j] = sampler_is_padding(&smp[s], w, 0);
+            pad[j] = sampler_is_padding(&cur->smp[s], w, 0);
     }
+    if (pl->p.per_stream) /* the next range may be this batch's next slice */
+        cur->valid = false;
     return count;
 }
 

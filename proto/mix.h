@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "sampler.h"
 
 #define MIX_SOURCES_MAX 16
 #define MIX_NAME_MAX 64                /* a source's name (= CTL_DATASET_NAME_MAX) */
@@ -140,13 +141,30 @@ void mix_plan_free(struct mix_plan *pl);
 /* Samples in batch seq of an epoch (batch, less for the last, 0 past it). */
 uint32_t mix_plan_batch_count(const struct mix_plan *pl, uint64_t seq);
 /*
+ * A caller's place in a plan, kept between calls (a worker's, per ring):
+ * the blend's state after its last range and the source samplers it set
+ * up, so the next range, a little further on in the same epoch, steps from
+ * there instead of from a checkpoint.  Zeroed: nothing kept.  Plain data.
+ */
+struct mix_cursor {
+    bool valid;
+    uint64_t epoch;
+    struct mix_state st;
+    bool ready;                           /* smp_epoch[] set (UINT64_MAX: none) */
+    uint64_t smp_epoch[MIX_SOURCES_MAX];
+    struct sampler smp[MIX_SOURCES_MAX];
+};
+
+/*
  * Samples first .. first + count - 1 of batch seq of epoch `epoch` (cut to
  * the batch): each one's mixture index into out[], its source into src[]
  * (may be NULL), and whether it is its source's rank padding (sampler.h's
- * padding rule) into pad[] (may be NULL).  Returns how many were written.
+ * padding rule) into pad[] (may be NULL).  cur (may be NULL) is the
+ * caller's cursor, read and updated.  Returns how many were written.
  */
 uint32_t mix_plan_range(const struct mix_plan *pl, uint64_t epoch, uint64_t seq, uint32_t first,
-                        uint32_t count, uint64_t *out, uint8_t *src, bool *pad);
+                        uint32_t count, uint64_t *out, uint8_t *src, bool *pad,
+                        struct mix_cursor *cur);
 /* How many samples of each source positions [0, q) of epoch `epoch` and
  * every epoch before it took, into out[n] (q: a sample's place, or with
  * per_stream a batch's; at most units). */

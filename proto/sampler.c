@@ -411,7 +411,7 @@ uint64_t sampler_sample(const struct sampler *s, uint64_t seq, uint32_t j)
     if (j >= sampler_batch_count(s, seq))
         return SAMPLER_NONE;
     if (s->mix) {
-        mix_plan_range(s->mix, s->order.epoch, seq, j, 1, &p, NULL, NULL);
+        mix_plan_range(s->mix, s->order.epoch, seq, j, 1, &p, NULL, NULL, NULL);
         return p;
     }
     p = position(s, seq, j);
@@ -437,7 +437,7 @@ bool sampler_is_padding(const struct sampler *s, uint64_t seq, uint32_t j)
         uint64_t i;
         bool pad;
 
-        mix_plan_range(s->mix, s->order.epoch, seq, j, 1, &i, NULL, &pad);
+        mix_plan_range(s->mix, s->order.epoch, seq, j, 1, &i, NULL, &pad, NULL);
         return pad;
     }
     return position(s, seq, j) >= s->n;
@@ -456,7 +456,7 @@ uint32_t sampler_batch_range(const struct sampler *s, uint64_t seq, uint32_t fir
     struct sampler_perm sigma;
 
     if (s->mix)
-        return mix_plan_range(s->mix, s->order.epoch, seq, first, count, out, NULL, NULL);
+        return mix_plan_range(s->mix, s->order.epoch, seq, first, count, out, NULL, NULL, NULL);
     if (first >= all)
         return 0;
     if (count > all - first)

@@ -145,7 +145,7 @@ static uint64_t *epoch_of_plan(const struct mix_plan *pl, uint64_t e, uint8_t **
     for (uint64_t b = 0; b < pl->batches; b++) {
         /* in jobs of 7, as a worker's slices */
         for (uint32_t f = 0; f < mix_plan_batch_count(pl, b); f += 7)
-            at += mix_plan_range(pl, e, b, f, 7, out + at, *src + at, NULL);
+            at += mix_plan_range(pl, e, b, f, 7, out + at, *src + at, NULL, NULL);
     }
     return out;
 }
@@ -214,12 +214,29 @@ static void test_plan(void)
 
         bad = 0;
         for (uint64_t b = 0; b < pl2.batches; b += 37) {
-            uint32_t k = mix_plan_range(&pl2, 0, b, 0, 64, one, NULL, NULL);
+            uint32_t k = mix_plan_range(&pl2, 0, b, 0, 64, one, NULL, NULL, NULL);
 
             for (uint32_t j = 0; j < k; j++)
                 bad += one[j] != o[b * 64 + j];
         }
         TAP_IS_INT(bad, 0, "  gives the same batches, read whole or in slices");
+    }
+    {
+        /* a worker's cursor: slices in the order three workers take jobs
+         * (each every third, some out of order), and a jump back */
+        static struct mix_cursor cur;
+        uint64_t one[64];
+        uint32_t order[] = {0, 3, 6, 5, 9, 12, 2, 200, 203, 1, 374, 0};
+
+        bad = 0;
+        for (size_t t = 0; t < sizeof(order) / sizeof(order[0]); t++)
+            for (uint32_t f = 0; f < 64; f += 13) {
+                uint32_t k = mix_plan_range(&pl2, 0, order[t], f, 13, one, NULL, NULL, &cur);
+
+                for (uint32_t j = 0; j < k; j++)
+                    bad += one[j] != o[order[t] * 64 + f + j];
+            }
+        TAP_IS_INT(bad, 0, "  and the same through a cursor kept between slices");
     }
     /* the next epoch: c goes on from where it was, a starts a new order */
     o2 = epoch_of_plan(&pl2, 1, &src2);

@@ -153,6 +153,7 @@ struct wring {
      * (transform tokens); NULL for a ring of one dataset */
     struct dataset *view;
     struct mix_plan *mix;
+    struct mix_cursor mix_cur; /* where this worker's last job of it ended */
     struct tok_index *toks;
 };
 
@@ -1103,7 +1104,8 @@ static uint64_t ring_index(const struct wring *r, uint64_t pos)
     return r->sub.nruns ? subset_at(&r->sub, pos) : pos;
 }
 
-/* Finds the next good sample after position pos and writes it to dst. */
+/* Finds the next good sample after position pos (a mixture ring's: the bad
+ * sample's mixture index) and writes it to dst. */
 static int substitute(struct wstate *ws, struct wring *r, uint64_t epoch, uint64_t pos,
                       uint8_t *dst, uint64_t *index, int32_t *label, char *reason,
                       size_t reason_cap)
@@ -1209,8 +1211,10 @@ static bool mark_chunk(const struct wring *r, struct ring_slot *slot, uint32_t c
     return false;
 }
 
-static int plan_job(const struct wring *r, const struct wire_job *job, struct sampler *s,
-                    uint64_t *plan)
+/* The job's samples into plan[] and whether each is rank padding into
+ * pad[] (sampler.h; a mixture's, its source's: one walk of the plan). */
+static int plan_job(struct wring *r, const struct wire_job *job, struct sampler *s,
+                    uint64_t *plan, bool *pad)
 {
     struct sampler_params sp = {
         .n = r->p.dataset_samples,
@@ -1229,9 +1233,16 @@ static int plan_job(const struct wring *r, const struct wire_job *job, struct sa
     if (sampler_init(s, &sp, NULL) < 0 ||
         (uint64_t)job->first + job->count > sampler_batch_count(s, job->seq))
         return -EINVAL;
+    if (r->mix) {
+        mix_plan_range(r->mix, job->epoch, job->seq, job->first, job->count, plan, NULL, pad,
+                       &r->mix_cur);
+        return 0;
+    }
     sampler_batch_range(s, job->seq, job->first, job->count, plan);
-    for (uint32_t j = 0; j < job->count; j++)
+    for (uint32_t j = 0; j < job->count; j++) {
         plan[j] = ring_index(r, plan[j]);
+        pad[j] = sampler_is_padding(s, job->seq, job->first + j);
+    }
     return 0;
 }
 
@@ -1413,7 +1424,7 @@ static void put_ragged(struct wstate *ws, struct wring *r, const struct dest *d,
  * done->status and reason set.
  */
 static int window_job(struct wstate *ws, struct wring *r, const struct wire_job *job,
-                      const uint64_t *plan, const struct sampler *smp, const struct dest *d,
+                      const uint64_t *plan, const bool *pad, const struct dest *d,
                       uint32_t nd, struct wire_done *done)
 {
     struct dataset *ds = ws->ds[r->p.dataset_id];
@@ -1490,7 +1501,7 @@ static int window_job(struct wstate *ws, struct wring *r, const struct wire_job 
             ws->piece_doc[k] = plan[j];
         ws->meta[j] = (struct ring_sample){
             .index = plan[j], .label = -1,
-            .flags = sampler_is_padding(smp, job->seq, at) ? RING_SAMPLE_PADDING : 0,
+            .flags = pad[j] ? RING_SAMPLE_PADDING : 0,
         };
     }
     io_read_all(&ws->io, ws->pieces, n);
@@ -1536,6 +1547,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     struct io_req reqs[WIRE_JOB_MAX];
     struct dataset_loc locs[WIRE_JOB_MAX];
     uint64_t plan[WIRE_JOB_MAX];
+    bool pad[WIRE_JOB_MAX];
     int loc_ok[WIRE_JOB_MAX];
     struct sampler smp;
     struct dest dests[WIRE_TARGETS_MAX];
@@ -1578,7 +1590,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
         goto out;
     }
     /* the job's samples: the stream's sampler for the job's epoch (wire.h) */
-    if (plan_job(r, job, &smp, plan) < 0) {
+    if (plan_job(r, job, &smp, plan, pad) < 0) {
         done.status = WIRE_NO_RING;
         snprintf(done.reason, sizeof(done.reason),
                  "job of epoch %llu batch %llu samples %u..%u is outside the stream's plan",
@@ -1594,7 +1606,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
     nd = job_dests(ws, r, job, dests);
     sb = r->g.sample_bytes;
     if (xform_get(r->p.xform.id)->windows) {
-        if (window_job(ws, r, job, plan, &smp, dests, nd, &done) < 0)
+        if (window_job(ws, r, job, plan, pad, dests, nd, &done) < 0)
             goto out;
         goto publish;
     }
@@ -1670,7 +1682,7 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
             send_or_die(ws, &p, sizeof(p));
         }
         meta[j].index = plan[j];
-        meta[j].flags = sampler_is_padding(&smp, job->seq, at) ? RING_SAMPLE_PADDING : 0;
+        meta[j].flags = pad[j] ? RING_SAMPLE_PADDING : 0;
         if (j + PREFETCH_AHEAD < job->count)
             prefetch_record(&reqs[j + PREFETCH_AHEAD]);
         if (loc_ok[j] && reqs[j].result == 0)
@@ -1693,9 +1705,12 @@ static void run_job(struct wstate *ws, const struct wire_job *job)
             /* err names the shard, the record and the byte offset: the
              * index entry's when the locate failed, else the record's */
             bad_sample(ws, r->p.dataset_id, plan[j], why, err.msg);
+            /* from the bad sample's place in the epoch's order (a
+             * mixture's: its own index, searched in its source) */
             rc = substitute(ws, r, job->epoch,
-                            sampler_position(&smp, job->seq, at) % r->p.dataset_samples, dst,
-                            &idx, &label, done.reason, sizeof(done.reason));
+                            r->mix ? plan[j]
+                                   : sampler_position(&smp, job->seq, at) % r->p.dataset_samples,
+                            dst, &idx, &label, done.reason, sizeof(done.reason));
             if (rc < 0) {
                 done.status = WIRE_STREAM_FAILED;
                 goto out;

@@ -2,7 +2,8 @@
  * fuzz_client_attach.c - fuzz target for libringfeed's two ATTACH lines
  * (client/attach_line.c).  The first byte picks what the rest is:
  *   even: a reply from the daemon, given to client_parse_reply, which must
- *         answer 0 only with every field set, a negative errno otherwise,
+ *         answer 0 only with every field set (a mixture's sources= kept
+ *         terminated and of its own bytes), a negative errno otherwise,
  *         and always leave a terminated message;
  *   odd:  the params option, given to client_format_attach, which must
  *         either refuse (negative errno, message) or write one line that
@@ -29,6 +30,11 @@ static void reply(const char *buf, size_t len)
     if (rc > 0 || (rc < 0 && !err.msg[0]) || (rc == 0 && refused))
         abort();
     if (memchr(err.msg, '\0', sizeof(err.msg)) == NULL)
+        abort();
+    /* a mixture's sources=: terminated, of the names' and numbers' bytes */
+    if (rc == 0 && (memchr(r.sources, '\0', sizeof(r.sources)) == NULL ||
+                    strspn(r.sources, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                      "0123456789._-:,") != strlen(r.sources)))
         abort();
 }
 
