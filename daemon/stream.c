@@ -54,6 +54,9 @@ struct ring_job {
     uv_work_t req;
     struct stream *st;
     struct ring_make mk;
+    struct mix_plan *walk;          /* a mixture's plan to walk, or NULL */
+    int walk_rc;
+    struct rf_err walk_err;
 };
 
 /* A ring's end on the thread pool (unmake_ring). */
@@ -129,6 +132,9 @@ void sched_ring_message(const struct stream *st, struct wire_ring_add *m)
         m->epoch_of = pl->p.epoch_of;
         m->no_repeat = pl->p.no_repeat;
         m->per_stream = pl->p.per_stream;
+        m->mix_units = pl->units;
+        for (uint32_t k = 0; k < pl->m.n; k++)
+            m->mix_ends[k] = pl->per_epoch[k] / pl->unit;
     }
 }
 
@@ -547,11 +553,13 @@ static void making_work(uv_work_t *req)
 {
     struct ring_job *rj = req->data;
 
+    /* a mixture's epoch walked here, off the loop (mix.h): nothing on the
+     * loop reads the plan's epoch figures until making_done */
+    if (rj->walk)
+        rj->walk_rc = mix_plan_walk(rj->walk, &rj->walk_err);
     ring_make_run(&rj->mk);
 }
 
-/* The ring is made, or not (MAKING): the stream joins the others and the
- * server answers the ATTACH, or the stream ends. */
 /* A ring mlock refused (RLIMIT_MEMLOCK: LimitMEMLOCK= in the unit, ulimit
  * -l by hand): said in the log the first time and every 100th after, so an
  * operator sees that rings may be paged out (STATS has each client's). */
@@ -575,6 +583,41 @@ static void unlocked_note(struct daemon *d, const struct stream *st, int err)
              (unsigned long long)unlocked);
 }
 
+/*
+ * The stream's batches per epoch (st->bpe) and its start normalized: a
+ * start sequence past the epoch's end starts in a later epoch; one past
+ * the last epoch (the sampler keys epochs by 32 bits) is refused, never
+ * wrapped.  Then a mixture's counts at its start (STATS).  0 or -EINVAL
+ * with err.
+ */
+static int stream_start(struct stream *st, struct rf_err *err)
+{
+    const struct ctl_attach *a = &st->a;
+    struct sampler s;
+    int rc = stream_sampler(st, (uint32_t)st->start_epoch, &s);
+
+    if (rc < 0)
+        return rf_err_set(err, rc, "rank=%u world=%u batch=%u do not fit %s%s of %llu samples",
+                          a->rank, a->world, a->batch, st->wsub.kind ? "the subset of dataset "
+                          : "dataset ", a->dataset, (unsigned long long)st->n);
+    st->bpe = sampler_batches(&s);
+    if (st->bpe == 0)
+        return rf_err_set(err, -EINVAL, "this rank would get no batches");
+    if (st->start_seq / st->bpe > SCHED_EPOCH_MAX - st->start_epoch)
+        return rf_err_set(err, -EINVAL,
+                          "epoch=%u seq=%llu starts past epoch %llu; epochs are numbered 0..%u "
+                          "(%llu batches each for this rank)", a->epoch,
+                          (unsigned long long)a->seq, (unsigned long long)SCHED_EPOCH_MAX,
+                          (unsigned)SCHED_EPOCH_MAX, (unsigned long long)st->bpe);
+    st->start_epoch += st->start_seq / st->bpe;
+    st->start_seq %= st->bpe;
+    if (st->mix)
+        mix_counts_at(st, 0, st->mix->start);
+    return 0;
+}
+
+/* The ring is made, or not (MAKING): the stream joins the others and the
+ * server answers the ATTACH, or the stream ends. */
 static void making_done(uv_work_t *req, int status)
 {
     struct ring_job *rj = req->data;
@@ -608,6 +651,12 @@ static void making_done(uv_work_t *req, int status)
         if (d->cat[i].failed[0])
             rc = rf_err_set(&err, -EBADMSG, "dataset %s failed while the ring was made: %s",
                             d->cat[i].name, d->cat[i].failed);
+    }
+    if (rc == 0 && !st->dead && rj->walk && rj->walk_rc < 0) {
+        err = rj->walk_err;
+        rc = rj->walk_rc;
+    } else if (rc == 0 && !st->dead && rj->walk) {
+        rc = stream_start(st, &err);
     }
     if (rc == 0 && !st->dead && st->sh.can_share && !share_group_new(d, st))
         rc = rf_err_set(&err, -EAGAIN, "the daemon is out of memory; try again");
@@ -676,6 +725,7 @@ static int making_start(struct daemon *d, struct stream *st, struct rf_err *err)
     rj->mk.fail_mmap = fault_hit(FAULT_MMAP);
     rj->mk.wait = fault_hit(FAULT_RINGWAIT);
     rj->mk.numa_node = conf_numa_node(&d->cf);
+    rj->walk = st->mix ? &st->mix->plan : NULL;
     atomic_init(&rj->mk.cancel, false);
     rc = uv_queue_work(d->loop, &rj->req, making_work, making_done);
     if (rc < 0) {
@@ -961,10 +1011,12 @@ static int mix_resolve(struct daemon *d, const struct ctl_attach *a, struct stre
 }
 
 /*
- * The mixture's plan (st->mix->plan): each source's samples (records, or
- * a window transform's windows), the ATTACH's sampler parameters.  subset=
- * and shuffle=block are refused: a source is drawn whole, each by its own
- * shuffle.  Returns 0 or a negative errno with err.
+ * The mixture's plan (st->mix->plan), started: each source's samples
+ * (records, or a window transform's windows), the ATTACH's sampler
+ * parameters; the epoch's walk, which may take a second, runs with the
+ * ring's making, off the loop (making_work).  subset= and shuffle=block
+ * are refused: a source is drawn whole, each by its own shuffle.  Returns
+ * 0 or a negative errno with err.
  */
 static int mix_plan_stream(struct daemon *d, struct stream *st, const struct ctl_attach *a,
                            bool windows, struct rf_err *err)
@@ -1013,9 +1065,9 @@ static int mix_plan_stream(struct daemon *d, struct stream *st, const struct ctl
                                   "context=%u; lower context", m.s[k].name, a->context);
         }
     }
-    rc = mix_plan_init(&mx->plan, &p, err);
+    rc = mix_plan_init(&mx->plan, &p, err); /* the epoch's walk: making_work */
     if (rc < 0)
-        return rc == -ENOMEM ? -EAGAIN : rc;
+        return rc;
     st->n = mx->plan.base[m.n];
     return 0;
 }
@@ -1024,7 +1076,6 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
                  struct stream **out, struct rf_err *err)
 {
     struct stream *st;
-    struct sampler s;
     const struct xform_def *xf;
     const char *tname = ctl_transform_name(a->transform);
     const struct dataset *sds;
@@ -1139,31 +1190,11 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
     }
     st->start_epoch = a->epoch;
     st->start_seq = a->seq;
-    rc = stream_sampler(st, a->epoch, &s);
-    if (rc < 0) {
-        rf_err_set(err, rc, "rank=%u world=%u batch=%u do not fit %s%s of %llu samples",
-                   a->rank, a->world, a->batch, st->wsub.kind ? "the subset of dataset "
-                   : "dataset ", a->dataset, (unsigned long long)st->n);
-        goto fail;
+    if (!mx) { /* a mixture's, once its epoch is walked (making_done) */
+        rc = stream_start(st, err);
+        if (rc < 0)
+            goto fail;
     }
-    st->bpe = sampler_batches(&s);
-    if (st->bpe == 0) {
-        rc = rf_err_set(err, -EINVAL, "this rank would get no batches");
-        goto fail;
-    }
-    /* a start sequence past the epoch's end starts in a later epoch; one
-     * past the last epoch (the sampler keys epochs by 32 bits) is refused,
-     * never wrapped */
-    if (st->start_seq / st->bpe > SCHED_EPOCH_MAX - st->start_epoch) {
-        rc = rf_err_set(err, -EINVAL,
-                        "epoch=%u seq=%llu starts past epoch %llu; epochs are numbered 0..%u "
-                        "(%llu batches each for this rank)", a->epoch,
-                        (unsigned long long)a->seq, (unsigned long long)SCHED_EPOCH_MAX,
-                        (unsigned)SCHED_EPOCH_MAX, (unsigned long long)st->bpe);
-        goto fail;
-    }
-    st->start_epoch += st->start_seq / st->bpe;
-    st->start_seq %= st->bpe;
     /* the ring's layout: version 2's, or version 3's field table (fields.h);
      * a version-2 client is refused what it cannot read */
     rc = xform_fields_build(dataset_info(sds), &st->xp, &st->out, st->version,
@@ -1202,8 +1233,6 @@ int sched_attach(struct daemon *d, const struct ctl_attach *a, uint32_t uid, voi
         goto fail;
     st->weight_asked = a->weight;
     fq_member_init(&st->fq, grant_weight(d, a, uid), st->cost_ns);
-    if (mx) /* each source's count where the stream starts (STATS) */
-        mix_counts_at(st, 0, mx->start);
     st->sh.can_share = a->share && !mx && /* share.c compares one dataset's streams */
                     !__builtin_mul_overflow(st->start_epoch, st->bpe, &st->sh.start_k) &&
                     !__builtin_add_overflow(st->sh.start_k, st->start_seq, &st->sh.start_k) &&

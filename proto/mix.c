@@ -158,8 +158,6 @@ static int keep(struct mix_plan *pl, const struct mix_state *st, uint64_t *cap)
 
 int mix_plan_init(struct mix_plan *pl, const struct mix_plan_params *p, struct rf_err *err)
 {
-    struct mix_state st;
-    uint64_t cap = 0, target = 0, full[MIX_SOURCES_MAX];
     uint32_t of = p->epoch_of < 0 ? 0 : (uint32_t)p->epoch_of;
 
     memset(pl, 0, sizeof(*pl));
@@ -189,14 +187,42 @@ int mix_plan_init(struct mix_plan *pl, const struct mix_plan_params *p, struct r
                               "over %u ranks%s", pl->m.s[s].name, (unsigned long long)p->n[s],
                               p->world, p->drop_last ? " with drop_last" : "");
         pl->per_rank[s] = sampler_samples_per_rank(&smp);
-        full[s] = pl->per_rank[s] / pl->unit;
-        if (full[s] == 0)
+        if (pl->per_rank[s] / pl->unit == 0)
             return rf_err_set(err, -EINVAL, "mixture: source %s has %llu samples a rank, fewer "
                               "than a batch of %u (per_stream)", pl->m.s[s].name,
                               (unsigned long long)pl->per_rank[s], p->batch);
+        if (pl->base[s + 1] < pl->base[s])
+            return rf_err_set(err, -EINVAL, "mixture: the sources' sizes overflow");
     }
-    if (pl->base[pl->m.n] < p->n[0])
-        return rf_err_set(err, -EINVAL, "mixture: the sources' sizes overflow");
+    return 0;
+}
+
+/* What an epoch of units positions with counts c[] at its end makes. */
+static int epoch_figures(struct mix_plan *pl, uint64_t units, const uint64_t *c,
+                         struct rf_err *err)
+{
+    pl->units = units;
+    for (uint32_t s = 0; s < pl->m.n; s++) {
+        pl->per_epoch[s] = c[s] * pl->unit;
+        pl->advance[s] = pl->p.no_repeat ? pl->per_rank[s] : pl->per_epoch[s];
+    }
+    pl->samples = pl->units * pl->unit;
+    pl->batches = pl->p.per_stream ? pl->units
+                  : pl->p.drop_last_batch ? pl->samples / pl->p.batch
+                  : (pl->samples + pl->p.batch - 1) / pl->p.batch;
+    if (pl->batches == 0)
+        return rf_err_set(err, -EINVAL, "mixture: an epoch of %llu samples holds no whole "
+                          "batch of %u (drop_last_batch)", (unsigned long long)pl->samples,
+                          pl->p.batch);
+    return 0;
+}
+
+int mix_plan_walk(struct mix_plan *pl, struct rf_err *err)
+{
+    struct mix_state st;
+    uint64_t cap = 0, target, most = MIX_WALK_MAX / pl->m.n;
+    uint32_t of = pl->p.epoch_of < 0 ? 0 : (uint32_t)pl->p.epoch_of;
+
     /* repeat: the epoch_of source's epoch, in whole units (its last unit
      * may reach into its next epoch: per_stream's batches are whole) */
     target = (pl->per_rank[of] + pl->unit - 1) / pl->unit;
@@ -206,37 +232,67 @@ int mix_plan_init(struct mix_plan *pl, const struct mix_plan_params *p, struct r
             mix_plan_free(pl);
             return rf_err_set(err, -ENOMEM, "mixture: out of memory for its plan");
         }
-        if (p->no_repeat) {
+        if (pl->p.no_repeat) {
             struct mix_state peek = st;
             uint32_t s = mix_next(&pl->m, &peek, NULL);
 
-            if (st.c[s] + 1 > full[s])
+            if (st.c[s] + 1 > pl->per_rank[s] / pl->unit)
                 break;
         } else if (st.c[of] >= target) {
             break;
         }
-        if (st.p >= MIX_UNITS_MAX) {
+        if (st.p >= most) {
             mix_plan_free(pl);
-            return rf_err_set(err, -EINVAL, "mixture: an epoch would be over %llu positions: "
-                              "%s's weight is too small for its size", MIX_UNITS_MAX,
-                              pl->m.s[of].name);
+            return rf_err_set(err, -EINVAL, "mixture: an epoch of over %llu positions (%u "
+                              "sources): more than ringfeed walks at attach; give %s a larger "
+                              "weight, or name a smaller source in epoch_of=",
+                              (unsigned long long)most, pl->m.n,
+                              pl->p.no_repeat ? "the first source to run out" : pl->m.s[of].name);
         }
         mix_next(&pl->m, &st, NULL);
     }
-    pl->units = st.p;
-    for (uint32_t s = 0; s < pl->m.n; s++) {
-        pl->per_epoch[s] = st.c[s] * pl->unit;
-        pl->advance[s] = p->no_repeat ? pl->per_rank[s] : pl->per_epoch[s];
-    }
-    pl->samples = pl->units * pl->unit;
-    pl->batches = p->per_stream ? pl->units
-                  : p->drop_last_batch ? pl->samples / p->batch
-                  : (pl->samples + p->batch - 1) / p->batch;
-    if (pl->batches == 0) {
+    pl->ncp = st.p / MIX_STEP + 1;
+    pl->cp_cap = cap;
+    if (epoch_figures(pl, st.p, st.c, err) < 0) {
         mix_plan_free(pl);
-        return rf_err_set(err, -EINVAL, "mixture: an epoch of %llu samples holds no whole "
-                          "batch of %u (drop_last_batch)", (unsigned long long)pl->samples,
-                          p->batch);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int mix_plan_adopt(struct mix_plan *pl, uint64_t units, const uint64_t *c, struct rf_err *err)
+{
+    struct mix_state st;
+    uint64_t cap = 0;
+
+    if (units == 0 || units > MIX_WALK_MAX / pl->m.n)
+        return rf_err_set(err, -EINVAL, "mixture: an epoch of %llu positions",
+                          (unsigned long long)units);
+    mix_start(&pl->m, &st);
+    if (keep(pl, &st, &cap) < 0)
+        return rf_err_set(err, -ENOMEM, "mixture: out of memory for its plan");
+    pl->cp_cap = cap;
+    pl->ncp = 1;
+    return epoch_figures(pl, units, c, err);
+}
+
+int mix_plan_reach(struct mix_plan *pl, uint64_t q)
+{
+    uint64_t row = (q < pl->units ? q : pl->units) / MIX_STEP, cap = pl->cp_cap;
+    struct mix_state st;
+
+    if (row < pl->ncp)
+        return 0;
+    mix_start(&pl->m, &st);
+    st.p = (pl->ncp - 1) * MIX_STEP;
+    memcpy(st.c, pl->cp + (pl->ncp - 1) * pl->m.n, pl->m.n * sizeof(*st.c));
+    while (pl->ncp <= row) {
+        while (st.p < pl->ncp * MIX_STEP)
+            mix_next(&pl->m, &st, NULL);
+        if (keep(pl, &st, &cap) < 0)
+            return -ENOMEM;
+        pl->cp_cap = cap;
+        pl->ncp++;
     }
     return 0;
 }
@@ -263,6 +319,9 @@ uint32_t mix_plan_batch_count(const struct mix_plan *pl, uint64_t seq)
 static void state_at(const struct mix_plan *pl, uint64_t q, struct mix_state *st)
 {
     uint64_t row = q / MIX_STEP;
+
+    if (row >= pl->ncp) /* past the checkpoints kept (mix_plan_reach): from the last */
+        row = pl->ncp - 1;
 
     mix_start(&pl->m, st);
     memcpy(st->c, pl->cp + row * pl->m.n, pl->m.n * sizeof(*st->c));

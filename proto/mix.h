@@ -99,7 +99,8 @@ void mix_seek(const struct mix *m, struct mix_state *st, uint64_t p);
  * batch anywhere costs at most MIX_STEP steps to reach.
  */
 #define MIX_STEP 1024
-#define MIX_UNITS_MAX (1ull << 32)  /* blend positions of one epoch, at most */
+#define MIX_WALK_MAX (1ull << 30)   /* steps of source (positions x sources) an
+                                       epoch's walk may take: some 1.5 s */
 
 struct mix_plan_params {
     const struct mix *m;
@@ -128,15 +129,31 @@ struct mix_plan {
     uint64_t samples;               /* an epoch's samples on this rank */
     uint64_t batches;               /* and its batches */
     uint64_t *cp;                   /* counts at positions 0, MIX_STEP, ...: n each */
+    uint64_t ncp, cp_cap;           /* rows kept, and room (in counts) */
 };
 
 /*
- * Builds *pl (its checkpoints: units / MIX_STEP + 1 rows; units * n steps
- * of work, some 30 ms for a million).  0, or -EINVAL with err naming the
- * parameter (a source with no sample for this rank, epoch_of with no
- * repeat, an epoch over MIX_UNITS_MAX positions), -ENOMEM.
+ * Starts *pl: checks the parameters and sizes each source's share of a
+ * rank (cheap).  The epoch is then had one of two ways:
+ *   mix_plan_walk   walks the blend through one epoch (units * n steps,
+ *                   some 1.5 ns each: 0.1 s for 20 million positions of 3
+ *                   sources; the daemon's main process does it off its
+ *                   loop), keeping every checkpoint;
+ *   mix_plan_adopt  takes units and the counts at its end from a walk
+ *                   made elsewhere (a worker, from the main process's
+ *                   RING_ADD), keeping only position 0's checkpoint:
+ *                   mix_plan_reach extends them as jobs go.
+ * 0, or -EINVAL with err naming the parameter (a source with no sample
+ * for this rank, epoch_of with no repeat, an epoch of more than
+ * MIX_WALK_MAX / n positions, one without a whole batch), -ENOMEM.
  */
 int mix_plan_init(struct mix_plan *pl, const struct mix_plan_params *p, struct rf_err *err);
+int mix_plan_walk(struct mix_plan *pl, struct rf_err *err);
+int mix_plan_adopt(struct mix_plan *pl, uint64_t units, const uint64_t *c, struct rf_err *err);
+/* Keeps the checkpoints up to position q of an epoch (a range there then
+ * takes at most MIX_STEP steps to start).  0 or -ENOMEM (the range works
+ * then, walking from the last one kept). */
+int mix_plan_reach(struct mix_plan *pl, uint64_t q);
 void mix_plan_free(struct mix_plan *pl);
 /* Samples in batch seq of an epoch (batch, less for the last, 0 past it). */
 uint32_t mix_plan_batch_count(const struct mix_plan *pl, uint64_t seq);

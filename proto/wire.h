@@ -131,6 +131,10 @@ struct wire_ring_add {
     uint32_t nsources;
     uint32_t sources[MIX_SOURCES_MAX];
     uint64_t shares[MIX_SOURCES_MAX];
+    uint64_t mix_units;                 /* the main process's walk: an epoch's
+                                           positions, and each source's count
+                                           at its end (mix_plan_adopt) */
+    uint64_t mix_ends[MIX_SOURCES_MAX];
     int32_t epoch_of;
     uint8_t no_repeat, per_stream;
     uint8_t pad8[2];

@@ -132,7 +132,9 @@ static int plan(struct mix_plan *pl, const char *text, struct mix *m, const uint
         return -1;
     for (uint32_t s = 0; s < m->n; s++)
         p.n[s] = n[s];
-    return mix_plan_init(pl, &p, err);
+    if (mix_plan_init(pl, &p, err) < 0)
+        return -EINVAL;
+    return mix_plan_walk(pl, err);
 }
 
 /* Every sample of epoch e of a plan, in order, into out (samples of them). */
@@ -237,6 +239,43 @@ static void test_plan(void)
                     bad += one[j] != o[order[t] * 64 + f + j];
             }
         TAP_IS_INT(bad, 0, "  and the same through a cursor kept between slices");
+    }
+    {
+        /* a worker's plan: the walk's figures adopted, checkpoints reached
+         * as jobs go (a resume near the end first) */
+        struct mix_plan wk;
+        struct mix_plan_params pp = pl2.p;
+        uint64_t ends[MIX_SOURCES_MAX], one[64];
+        uint64_t kept;
+
+        for (uint32_t k = 0; k < 3; k++)
+            ends[k] = pl2.per_epoch[k];
+        pp.m = &m;
+        bad = mix_plan_init(&wk, &pp, &err) < 0 ||
+              mix_plan_adopt(&wk, pl2.units, ends, &err) < 0 ||
+              wk.batches != pl2.batches || wk.samples != pl2.samples;
+        kept = wk.ncp;
+        for (uint64_t b = 370; b < wk.batches; b++) {
+            uint32_t k;
+
+            mix_plan_reach(&wk, b * 64);
+            k = mix_plan_range(&wk, 0, b, 0, 64, one, NULL, NULL, NULL);
+            for (uint32_t j = 0; j < k; j++)
+                bad += one[j] != o[b * 64 + j];
+        }
+        for (uint64_t b = 0; b < 5; b++) {
+            uint32_t k = mix_plan_range(&wk, 1, b, 0, 64, one, NULL, NULL, NULL);
+            uint64_t want[64];
+
+            mix_plan_range(&pl2, 1, b, 0, 64, want, NULL, NULL, NULL);
+            for (uint32_t j = 0; j < k; j++)
+                bad += one[j] != want[j];
+        }
+        TAP_IS_INT(bad, 0, "  a plan adopted from the walk's figures gives the same batches");
+        tap_ok(kept == 1 && wk.ncp == 374 * 64 / MIX_STEP + 1,
+               "  keeping checkpoints only as far as asked (%llu, then %llu)",
+               (unsigned long long)kept, (unsigned long long)wk.ncp);
+        mix_plan_free(&wk);
     }
     /* the next epoch: c goes on from where it was, a starts a new order */
     o2 = epoch_of_plan(&pl2, 1, &src2);

@@ -528,7 +528,9 @@ static int ring_mix(struct wstate *ws, struct wring *r, const struct wire_ring_a
             pp.n[k] = tokidx_windows(&r->toks[k], m->xform.context);
         }
     }
-    if (!(r->mix = calloc(1, sizeof(*r->mix))) || mix_plan_init(r->mix, &pp, &err) < 0) {
+    /* the epoch as the main process walked it: checkpoints as jobs go */
+    if (!(r->mix = calloc(1, sizeof(*r->mix))) || mix_plan_init(r->mix, &pp, &err) < 0 ||
+        mix_plan_adopt(r->mix, m->mix_units, m->mix_ends, &err) < 0) {
         snprintf(why, cap, "%.180s", r->mix ? err.msg : "out of memory");
         return -1;
     }
@@ -1234,6 +1236,10 @@ static int plan_job(struct wring *r, const struct wire_job *job, struct sampler 
         (uint64_t)job->first + job->count > sampler_batch_count(s, job->seq))
         return -EINVAL;
     if (r->mix) {
+        /* the checkpoints up to here, once (a resume mid-epoch walks there
+         * in its first job, on its own stream's time) */
+        mix_plan_reach(r->mix, r->mix->p.per_stream ? job->seq
+                                                    : job->seq * r->p.batch + job->first);
         mix_plan_range(r->mix, job->epoch, job->seq, job->first, job->count, plan, NULL, pad,
                        &r->mix_cur);
         return 0;

@@ -12,7 +12,8 @@ first 6000, 2000 and 777):
   - a mixture of token datasets: each window is its source's slice;
   - refusals, each named: an unknown source, sources of another schema,
     repeat= on a plain dataset, subset=, shuffle=block, epoch_of= naming no
-    source, a config mixture of a dataset the config lacks."""
+    source, an epoch too long to walk, a config mixture of a dataset the
+    config lacks."""
 import gzip
 import subprocess
 
@@ -232,6 +233,9 @@ def test_refusals_named(packs, tmp_path):
         refused(d, WEIGHTS, "subset= with a mixture", subset=(0, 10))
         refused(d, WEIGHTS, "shuffle=block with a mixture", shuffle="block")
         refused(d, WEIGHTS, "epoch_of=z is not one of the mixture's sources", epoch_of="z")
+        # an epoch the walk would take too long for (a's 6000 at a billionth):
+        # refused from the thread pool, the daemon serving meanwhile
+        refused(d, {"a": 1e-9, "b": 1}, "an epoch of over 536870912 positions")
         with pytest.raises(ringfeed.Error, match="a mixture needs 2"):
             ringfeed.Loader({"a": 1}, 10, socket=d.sock)
         with pytest.raises(ringfeed.Error, match="weight b=0"):
