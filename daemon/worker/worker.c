@@ -440,11 +440,11 @@ static uint32_t ring_changed_reason(const struct wstate *ws, const struct wring 
         uint32_t id = r->p.sources[k];
 
         if (ws->ds_err[id][0]) {
-            snprintf(buf, cap, "mixture source %s: %.150s", ws->ds_name[id], ws->ds_err[id]);
+            snprintf(buf, cap, "mixture source %s: %s", ws->ds_name[id], ws->ds_err[id]);
             return WIRE_STREAM_FAILED;
         }
     }
-    snprintf(buf, cap, "dataset %s: %.150s", ws->ds_name[r->p.dataset_id],
+    snprintf(buf, cap, "dataset %s: %s", ws->ds_name[r->p.dataset_id],
              ws->ds_err[r->p.dataset_id]);
     return WIRE_DATASET_FAILED;
 }
