@@ -187,12 +187,44 @@ def test_view_outlives_close(daemon):
     loader.close()
     assert torch.equal(images, copy), "a view changed after close()"
     images.add_(1)             # writable, and still ours
-    assert attached(daemon) == 1, "close() detached while a view was alive"
+    # the view keeps the batch's memory, not the attachment
+    wait_for(lambda: attached(daemon) == 0, "the detach at close() with a view alive")
     with pytest.raises(ringfeed.Error):
         next(iter(loader))
+    assert torch.equal(images, copy + 1), "a view changed after the detach"
     del images
-    wait_for(lambda: attached(daemon) == 0, "the detach after the last view")
     assert labels.sum() > 0    # labels are owned: unaffected
+
+
+@pytest.mark.parametrize("how", ["close", "drop"])
+def test_a_view_of_a_closed_loader_holds_no_stream_back(daemon, how):
+    """A loader closed (or dropped) while a view of its batch lives used to
+    stay attached and in the share group of its stream, reading nothing: a
+    new loader of the same stream (a resume) joined that group and waited
+    for it forever once the old ring was full.  Now close() detaches at once
+    and the view keeps only its memory."""
+    kw = dict(batch_size=500, socket=daemon.sock, depth=3, seed=4, output="numpy")
+    first = ringfeed.Loader("test", **kw)
+    it = iter(first)
+    for _ in range(3):
+        x, _ = next(it)        # the for loop's way: the previous batch freed after next()
+    snap = x.copy()
+    state = first.state_dict()
+    if how == "close":
+        first.close()
+    else:
+        del first, it
+    second = ringfeed.Loader("test", timeout=10, **kw)  # a hang fails as ETIMEDOUT
+    second.load_state_dict(state)
+    seqs = [second.last.seq for _ in second]
+    assert seqs == list(range(3, 20))
+    again = ringfeed.Loader("test", timeout=10, **kw)  # a fresh epoch beside the view too
+    assert sum(1 for _ in again) == 20
+    assert np.array_equal(x, snap), "the closed loader's view changed"
+    second.close()
+    again.close()
+    del x
+    wait_for(lambda: attached(daemon) == 0, "every loader detached")
 
 
 def test_a_stream_left_by_its_group_goes_on(daemon):
