@@ -10,6 +10,9 @@
  *        │                  │ ring failed/closed   │ reconnect_ms passed
  *        └──failed──────────┴──────────────────────┴──────▶ DEAD (sticky error)
  *
+ * rf_detach (the caller's, at any state) also enters DEAD, -ENOTCONN, with
+ * the connection closed and held batches kept as a reconnect keeps them.
+ *
  * "Daemon gone" is EOF or a reset on the control connection, or the ring
  * CLOSED with -ESHUTDOWN (the daemon is stopping).  Reconnecting re-attaches
  * with the same options from the batch after the last one delivered, so the
@@ -255,12 +258,14 @@ static int die(struct rf_client *c, int code)
     return code;
 }
 
-/* The daemon went away: retire or unmap the ring, start reconnecting. */
-static void lose(struct rf_client *c)
+/* Closes the connection: the live ring is retired into c->old while it
+ * holds a batch not yet released (its mapping kept for those, which stay
+ * valid: no job writes a slot not released, M1 in ring.h), else unmapped. */
+static void retire(struct rf_client *c)
 {
     uint64_t held_from = c->released > c->first ? c->released : c->first;
 
-    if (held_from < c->delivered) {
+    if (c->conn.hdr && held_from < c->delivered) {
         c->old[c->n_old++] = (struct client_ring){
             .hdr = c->conn.hdr,
             .size = c->conn.size,
@@ -274,6 +279,12 @@ static void lose(struct rf_client *c)
     if (c->conn.hdr)
         client_handoff_unmapping(c, c->conn.hdr);
     client_conn_close(&c->conn);
+}
+
+/* The daemon went away: retire or unmap the ring, start reconnecting. */
+static void lose(struct rf_client *c)
+{
+    retire(c);
     c->lost = c->err;
     rf_err_set(&c->attempt, -ECONNREFUSED, "none yet");
     c->state = CLIENT_RECONNECTING;
@@ -725,6 +736,23 @@ int rf_get_info(const struct rf_client *c, struct rf_info *info)
     info->world = c->world;
     info->next_epoch = c->next_epoch;
     info->next_seq = c->next_seq;
+    return 0;
+}
+
+int rf_detach(struct rf_client *c)
+{
+    int rc;
+
+    if (!c)
+        return -EINVAL;
+    rc = client_check_owner(c, "rf_detach");
+    if (rc < 0)
+        return rc;
+    retire(c); /* nothing to close when the daemon went away before */
+    if (c->state != CLIENT_DEAD) /* a final error stays the one rf_next returns */
+        die(c, rf_err_set(&c->err, -ENOTCONN, "rf_next: this client was detached "
+                          "(rf_detach): it takes no more batches; open a new one"));
+    client_check(c);
     return 0;
 }
 

@@ -355,6 +355,17 @@ int rf_batch_column(struct rf_client *c, const struct rf_batch *b, uint32_t i,
  * version-2 ring; -EINVAL when b is not a held batch. */
 int64_t rf_batch_dropped(struct rf_client *c, const struct rf_batch *b);
 
+/*
+ * Detaches now and keeps the held batches (since 0.8): the daemon is told
+ * at once that this client reads no more (it frees the attachment and
+ * stops pacing a share group by it), while batches delivered and not yet
+ * released stay valid, and are released as usual, until rf_close.  Later
+ * rf_next calls return -ENOTCONN.  For a program that gives a stream up
+ * while something still reads its last batches (a Python view outliving
+ * its loader).  Returns 0; -EINVAL for NULL; -EPERM in a forked child.
+ */
+int rf_detach(struct rf_client *c);
+
 /* Detaches, unmaps and frees.  Accepts NULL.  Held batches become invalid. */
 void rf_close(struct rf_client *c);
 

@@ -1307,7 +1307,11 @@ void sched_detach(struct daemon *d, struct stream *st, const char *why, int code
     st->dead = true;
     if (st->jobs_live == 0)
         stream_free(st);
-    sched_check(d);
+    /* the group it left (now, or at its kick) planned only when its ring
+     * had room too: the others, which may be waiting on that full ring with
+     * nothing of theirs queued to bring a release or a DONE, plan now */
+    sched_fill(d);
+    d->sched.ops->dispatch(d);
 }
 
 static const char *share_text(double v, char *buf, size_t cap)

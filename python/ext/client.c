@@ -17,7 +17,8 @@
  * instead of wrapping as PyArg's "K" and "I" do.
  *
  * States (ext.h): OPEN -> CLOSING (close() while leases live) -> CLOSED,
- * or OPEN -> CLOSED directly.  client_check() holds after every
+ * or OPEN -> CLOSED directly.  CLOSING is detached from the daemon
+ * (rf_detach); only the mapping of the viewed batches is kept.  client_check() holds after every
  * transition in debug builds:
  *   CLOSED <=> c == NULL, and then no lease lives;
  *   released <= delivered <= released + EXT_HELD_MAX;
@@ -612,6 +613,11 @@ static PyObject *client_close(ext_client *o, PyObject *unused)
     }
     if (o->state == EXT_OPEN) {
         if (o->leases > 0) {
+            /* the views keep their batches, not the attachment: the
+             * daemon stops pacing a share group by a stream nobody reads
+             * (a new loader on the same stream would wait on it) */
+            if (!forked(o))
+                rf_detach(o->c);
             o->state = EXT_CLOSING;
             client_check(o);
         } else {
@@ -936,7 +942,7 @@ static PyMethodDef client_methods[] = {
     {"fields", (PyCFunction)client_fields, METH_NOARGS,
      "The ring's fields as a list of dicts, or None (a ring without a field table)."},
     {"close", (PyCFunction)client_close, METH_NOARGS,
-     "Detaches now, or once the last view of a batch is freed."},
+     "Detaches now; the mapping goes once the last view of a batch is freed."},
     {"info", (PyCFunction)client_info, METH_NOARGS, "The stream's rf_get_info as a dict."},
     {"where", (PyCFunction)client_where, METH_NOARGS,
      "(socket, dataset name): the daemon attached to and the dataset's name there."},

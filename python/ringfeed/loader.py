@@ -904,8 +904,8 @@ class Loader:
         return self._live().ring()
 
     def close(self):
-        """Detaches from the daemon; a batch still viewed keeps its memory
-        (and the attachment) until freed."""
+        """Detaches from the daemon now; a batch still viewed keeps its
+        memory (not the attachment) until freed."""
         if self._client is not None:
             self._client.close()
             self._client = None

@@ -48,14 +48,18 @@ def batch_bytes(images, info):
     return recs.tobytes() + np.ascontiguousarray(pixels).tobytes()
 
 
-def client_released(d, name):
-    """Batches the daemon has seen released by the client labelled name."""
+def client_stat(d, name, key):
+    """STATS clients.N.key of the client labelled name, as an int."""
     st = d.stats()
     for k, v in st.items():
         if k.startswith("clients.") and k.endswith(".name") and v == name:
-            cid = k.split(".")[1]
-            return int(st[f"clients.{cid}.batches"]) - int(st[f"clients.{cid}.ready"])
+            return int(st[f"clients.{k.split('.')[1]}.{key}"])
     raise AssertionError(f"no client named {name} in STATS")
+
+
+def client_released(d, name):
+    """Batches the daemon has seen released by the client labelled name."""
+    return client_stat(d, name, "batches") - client_stat(d, name, "ready")
 
 
 def attached(d):
@@ -183,12 +187,64 @@ def test_view_outlives_close(daemon):
     loader.close()
     assert torch.equal(images, copy), "a view changed after close()"
     images.add_(1)             # writable, and still ours
-    assert attached(daemon) == 1, "close() detached while a view was alive"
+    # the view keeps the batch's memory, not the attachment
+    wait_for(lambda: attached(daemon) == 0, "the detach at close() with a view alive")
     with pytest.raises(ringfeed.Error):
         next(iter(loader))
+    assert torch.equal(images, copy + 1), "a view changed after the detach"
     del images
-    wait_for(lambda: attached(daemon) == 0, "the detach after the last view")
     assert labels.sum() > 0    # labels are owned: unaffected
+
+
+@pytest.mark.parametrize("how", ["close", "drop"])
+def test_a_view_of_a_closed_loader_holds_no_stream_back(daemon, how):
+    """A loader closed (or dropped) while a view of its batch lives used to
+    stay attached and in the share group of its stream, reading nothing: a
+    new loader of the same stream (a resume) joined that group and waited
+    for it forever once the old ring was full.  Now close() detaches at once
+    and the view keeps only its memory."""
+    kw = dict(batch_size=500, socket=daemon.sock, depth=3, seed=4, output="numpy")
+    first = ringfeed.Loader("test", **kw)
+    it = iter(first)
+    for _ in range(3):
+        x, _ = next(it)        # the for loop's way: the previous batch freed after next()
+    snap = x.copy()
+    state = first.state_dict()
+    if how == "close":
+        first.close()
+    else:
+        del first, it
+    second = ringfeed.Loader("test", timeout=10, **kw)  # a hang fails as ETIMEDOUT
+    second.load_state_dict(state)
+    seqs = [second.last.seq for _ in second]
+    assert seqs == list(range(3, 20))
+    again = ringfeed.Loader("test", timeout=10, **kw)  # a fresh epoch beside the view too
+    assert sum(1 for _ in again) == 20
+    assert np.array_equal(x, snap), "the closed loader's view changed"
+    second.close()
+    again.close()
+    del x
+    wait_for(lambda: attached(daemon) == 0, "every loader detached")
+
+
+def test_a_stream_left_by_its_group_goes_on(daemon):
+    """A loader that resumes attaches at the epoch's start, then again at
+    its place, and lets the first attachment go: the second used to join the
+    first's share group, wait on its full ring, and never be planned again
+    once it left.  Here a loader that reads nothing fills its ring, a second
+    joins its group where it stopped, and the first closes."""
+    kw = dict(batch_size=500, socket=daemon.sock, depth=3, seed=5, output="numpy")
+    idle = ringfeed.Loader("test", name="idle", **kw)
+    wait_for(lambda: client_stat(daemon, "idle", "ready") == 3, "the idle ring full")
+    state = dict(idle.state_dict(), seq=3)
+    reader = ringfeed.Loader("test", name="reader", timeout=10, **kw)  # a hang: ETIMEDOUT
+    reader.load_state_dict(state)
+    it = iter(reader)  # attaches at batch 3, where the idle one's group plans next
+    st = daemon.stats()
+    assert int(st["sharing.members"]) == 2, "the reader did not join the idle one's group"
+    idle.close()
+    assert [reader.last.seq for _ in it] == list(range(3, 20))
+    reader.close()
 
 
 FORK = textwrap.dedent("""

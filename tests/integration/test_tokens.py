@@ -321,7 +321,6 @@ def test_resume_mid_epoch(tmp_path, daemon_factory):
     for _ in range(5):
         w = next(it)
         got.append((list(first.last.indices), np.asarray(w).tolist()))
-    del w  # no view of the first stream's ring outlives it
     state = first.state_dict()
     first.close()
     second = ringfeed.Loader("tok", 12, **kw)
