@@ -55,6 +55,15 @@
  *     little slower than the rest, two equal readers one ring apart, each
  *     wait a decode long), sharing still pays, and a new window begins.
  *
+ * STALLED: a Python loop keeps its last batch alive while it asks for the
+ * next, so it never has every batch published to it read, and its waits
+ * (WAITS) are not seen.  A member with room that holds at most the batch
+ * in its hand and has released nothing for SHARE_HOLD_NS is stalled: it
+ * is not reading its batch slowly, it has none to read.  It counts as
+ * waiting for a hold to begin, and a hold of SHARE_HOLD_NS with a stalled
+ * member splits the laggers off whatever the waits say (else a member
+ * that stopped reading beside a Python loop held it for good).
+ *
  * Looks come with every release of any member (plan_fill_group) and with
  * the once-a-second tick while a hold lasts, so a member that keeps the
  * others waiting (one that stops reading, or reads a batch a second while
@@ -308,6 +317,19 @@ enum share_join share_try_join(struct daemon *d, struct stream *st)
     return SHARE_JOIN_NONE;
 }
 
+/* STALLED: st has room, holds at most the batch in its hand, and has
+ * released nothing for SHARE_HOLD_NS. */
+static bool stalled(const struct stream *st, uint64_t now)
+{
+    return stream_has_room(st, 1) && st->published - st->released <= 1 &&
+           now - st->sh.last_release_ns >= SHARE_HOLD_NS;
+}
+
+void share_released(struct stream *st, uint64_t now)
+{
+    st->sh.last_release_ns = now;
+}
+
 /* A member that lags: its ring is full (the group cannot plan) and holds
  * batches published to it that it has not read. */
 static bool lags(const struct stream *m)
@@ -335,7 +357,7 @@ static void hold_begin(struct share_group *g, struct stream *h, uint64_t now)
 void share_check_hold(struct daemon *d, struct share_group *g)
 {
     struct stream *lagging = NULL;
-    bool waiting = false;
+    bool waiting = false, stuck = false;
     uint64_t now = sched_now(d), waited = 0, held;
 
     if (g->holder && g->holder->released == g->holder->published) {
@@ -347,6 +369,8 @@ void share_check_hold(struct daemon *d, struct share_group *g)
             lagging = m;
         if (stream_has_room(m, 1) && m->released == m->published)
             waiting = true;
+        if (stalled(m, now))
+            waiting = stuck = true;
     }
     if (!g->holder) {
         if (lagging && waiting)
@@ -359,7 +383,7 @@ void share_check_hold(struct daemon *d, struct share_group *g)
     for (const struct stream *m = g->members; m; m = m->sh.g_next)
         if (m != g->holder && waited_ns(m, now) - m->sh.hold_w0 > waited)
             waited = waited_ns(m, now) - m->sh.hold_w0;
-    if (waited < held / 2) {
+    if (waited < held / 2 && !stuck) {
         hold_begin(g, g->holder, now); /* it costs the others little: a new window */
         return;
     }
@@ -405,8 +429,11 @@ void share_started(struct share_group *g, uint64_t k)
 
 bool share_waits(const struct daemon *d)
 {
+    /* a member that lags in a group of two or more: the others may stall
+     * beside it with no release to bring a look (STALLED) */
     for (const struct stream *st = d->sched.streams; st; st = st->next)
-        if ((st->sh.grp && st->sh.grp->holder) || st->sh.join_wait_since)
+        if ((st->sh.grp && st->sh.grp->holder) || st->sh.join_wait_since ||
+            (st->sh.grp && st->sh.grp->n > 1 && lags(st)))
             return true;
     return false;
 }

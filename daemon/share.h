@@ -30,6 +30,8 @@ struct share_member {
     uint64_t hold_w0;               /* its waited time (WAITS) when its group's hold
                                      * began, or when it joined during one (HOLD) */
     uint64_t shared_batches;        /* its batches planned for 2+ rings */
+    uint64_t last_release_ns;       /* when its release counter last moved, or
+                                     * it attached (STALLED) */
 };
 
 /* Streams that are the same function at the same place. */
@@ -93,5 +95,8 @@ bool share_waits(const struct daemon *d);
 
 /* G1-G3 (share.c); aborts on a broken one in checking builds. */
 void share_check(const struct daemon *d);
+
+/* st's release counter moved (or it attached) at now (share.c STALLED). */
+void share_released(struct stream *st, uint64_t now);
 
 #endif

@@ -350,6 +350,7 @@ bool stream_take_release(struct daemon *d, struct stream *st)
                 return false;
             }
             st->released = r;
+            share_released(st, sched_now(d));
             if (r == st->published && !st->starved_since)
                 st->starved_since = sched_now(d);
             plan_fill_stream(d, st);
@@ -682,6 +683,7 @@ static void making_done(uv_work_t *req, int status)
         st->slot_g[i] = STREAM_NO_BATCH;
     st->attach_ns = sched_now(d);
     st->starved_since = st->attach_ns; /* the client waits for its first batch from here */
+    share_released(st, st->attach_ns);
     st->next = d->sched.streams;
     d->sched.streams = st;
     d->sched.nstreams++;

@@ -1296,6 +1296,48 @@ static void hold_spares_the_pace(void)
 }
 
 /*
+ * STALLED (share.c): a Python loop keeps its last batch alive while it asks
+ * for the next, so it never has every batch published to it read and its
+ * waits are not seen.  Beside a member that stopped reading (its ring
+ * full), such a member holding one batch and releasing nothing used to be
+ * held for good: no hold began, nothing looked again.  The tick now looks
+ * at a group with a lagging member; after SHARE_HOLD_NS without a release
+ * the holding member counts as waiting, and a hold of SHARE_HOLD_NS with it
+ * stalled splits the stopped member off, so the other reads on.
+ */
+static void stalled_beside_a_stopped_member(void)
+{
+    struct client a, b;
+    struct client *ab[] = {&a, &b}, *ob[] = {&b};
+    struct sched_client fb;
+    uint64_t splits0 = g_d.sched.share.share_splits;
+
+    if (attach(&a, 64, 4, 0, 1) < 0 || attach(&b, 64, 4, 0, 1) < 0)
+        return (void)tap_ok(0, "attach");
+    run_multi(ab, 2, 8);       /* both read */
+    run_all();                 /* a stops: both rings fill */
+    consume_some(&b, 3);       /* b reads all but the batch in its hand */
+    run_all();
+    TAP_OK(share_waits(&g_d), "a group with a lagging member is looked at by the tick");
+    for (int tick = 0; tick < 3; tick++) {
+        g_now += 1100 * MS;
+        sched_fill(&g_d);      /* the tick's look */
+    }
+    client_figures(&b, &fb);
+    tap_ok(g_d.sched.share.share_splits == splits0 + 1,
+           "a member holding one batch and stalled 3 s beside a stopped one: the stopped "
+           "one is split off (%llu splits)",
+           (unsigned long long)(g_d.sched.share.share_splits - splits0));
+    consume(&b);
+    run_multi(ob, 1, 60);
+    TAP_IS_INT(b.bad, 0, "  and the other reads on, exactly its stream");
+    tap_ok(b.consumed > 20, "  (%llu batches)", (unsigned long long)b.consumed);
+    detach(&a);
+    detach(&b);
+    drop_all();
+}
+
+/*
  * The join rules' wait: a client asking for a place ahead of its group by
  * less than its depth plans nothing while the group gets there, for
  * SHARE_HOLD_NS at most: at 0.9 s it still waits, at 1.1 s it plans alone,
@@ -1606,6 +1648,7 @@ int main(void)
     catch_up();
     hold_slow_member();
     hold_spares_the_pace();
+    stalled_beside_a_stopped_member();
     join_wait_times_out();
     weights();
     weight_caps();

@@ -247,6 +247,29 @@ def test_a_stream_left_by_its_group_goes_on(daemon):
     reader.close()
 
 
+def test_a_python_loop_beside_a_stopped_member_is_not_held(daemon):
+    """A Python for loop keeps its last batch alive while it asks for the
+    next, so it never has every published batch released.  The share rule
+    counted only such releases as waiting: beside a member that stopped
+    reading (its ring full), the loop was held for good, never split off.
+    It now counts a member holding at most the batch in hand as waiting:
+    the stopped one is split off (sharing.splits) and the loop reads on."""
+    kw = dict(batch_size=500, socket=daemon.sock, depth=3, seed=9, output="numpy")
+    stopped = ringfeed.Loader("test", name="stopped", **kw)
+    loop = ringfeed.Loader("test", name="loop", timeout=20, **kw)  # a hang: ETIMEDOUT
+    it = iter(loop)
+    x, _ = next(it)
+    assert int(daemon.stats()["sharing.members"]) == 2, "the two loaders did not share"
+    seqs = [loop.last.seq]
+    for x, _ in it:  # x of the previous batch alive while next() waits
+        seqs.append(loop.last.seq)
+    assert seqs == list(range(20))
+    assert int(daemon.stats()["sharing.splits"]) >= 1
+    del x
+    loop.close()
+    stopped.close()
+
+
 FORK = textwrap.dedent("""
     import json, os, sys, time, numpy as np, ringfeed
     loader = ringfeed.Loader("test", batch_size=1000, shuffle=False, depth=3, output="numpy",
