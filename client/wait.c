@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "client.h"
 
@@ -119,6 +120,18 @@ int rf_ready(const struct rf_client *c)
     return atomic_load_explicit(&s->ready, memory_order_acquire) == ring_ready_word(g);
 }
 
+/* ring.h C4: the eventfd, if the daemon wants it, as a wait goes to sleep.
+ * A failed write loses only the wait's count: the batch still comes. */
+static void tell_sleeping(struct rf_client *c)
+{
+    uint64_t one = 1;
+
+    if (!atomic_load_explicit(&c->conn.hdr->want_release, memory_order_relaxed))
+        return;
+    while (write(c->conn.efd, &one, sizeof(one)) == -1 && errno == EINTR)
+        ;
+}
+
 /*
  * Waits for ring batch c->delivered - c->first of the attached ring until
  * deadline_ns (CLOCK_MONOTONIC; -1: no deadline).  Returns 0 when it is
@@ -133,6 +146,7 @@ int client_wait(struct rf_client *c, int64_t deadline_ns)
     struct ring_slot *s = client_slot(c->conn.hdr, h->slot_stride, (uint32_t)(g % h->depth));
     uint32_t want = ring_ready_word(g), seen;
     int64_t now, nap;
+    bool told = false;
     int rc;
 
     if (atomic_load_explicit(&s->ready, memory_order_acquire) == want)
@@ -169,6 +183,11 @@ int client_wait(struct rf_client *c, int64_t deadline_ns)
         atomic_store_explicit(&c->conn.hdr->sleeping, 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
         seen = atomic_load_explicit(&s->ready, memory_order_acquire);
+        if (seen != want && !told) {
+            /* the wait begins: the daemon counts it (ring.h C4) */
+            told = true;
+            tell_sleeping(c);
+        }
         if (seen != want)
             ring_futex_wait(&s->ready, seen, nap);
         atomic_store_explicit(&c->conn.hdr->sleeping, 0, memory_order_relaxed);

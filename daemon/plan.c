@@ -504,7 +504,7 @@ void plan_advance_published(struct daemon *d, struct stream *st)
         d->samples += st->slot_count[i];
         st->published++;
     }
-    if (st->starved_since && st->published > st->released) {
+    if (st->starved_since && st->published > st->starved_pub) {
         uint64_t wait = (now ? now : sched_now(d)) - st->starved_since;
 
         hist_observe(&d->sched.wait_hist, wait);

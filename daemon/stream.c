@@ -281,8 +281,11 @@ void stream_fail(struct daemon *d, struct stream *st, int code, const char *why)
  *   wait_hist  per wait, a client's wait: it starts when the main process
  *              sees that the client has released every batch published so
  *              far (starved_since: stream_take_release, or the attach, for the
- *              first batch) and ends when it sees the next batch published
- *              (plan_advance_published).  The client is counted as waiting
+ *              first batch), or that it sleeps for its next batch while it
+ *              holds one (a Python loop keeps its last batch alive while it
+ *              asks for the next; the client writes the eventfd as it goes
+ *              to sleep, ring.h C4), and ends when it sees the next batch
+ *              published (plan_advance_published).  The client is counted as waiting
  *              whether or not it is inside rf_next: one that releases its
  *              last batch and computes before asking for the next waits
  *              only for part of the time counted.  The start is seen at
@@ -297,7 +300,8 @@ void stream_fail(struct daemon *d, struct stream *st, int code, const char *why)
  * Observing is two clock reads and a few comparisons (hist.h), nothing
  * allocated.  The per-stream sums (starved_ns, waits, production_ns) go to
  * METRICS per client; the histograms outlive the streams.  Checked by
- * sched_check: S1. starved_since != 0 only while released == published;
+ * sched_check: S1. starved_since != 0 only while no batch was published
+ * since the wait began (starved_pub) and the client holds at most one;
  * H1. a histogram's count is the sum of its buckets.
  */
 
@@ -351,9 +355,21 @@ bool stream_take_release(struct daemon *d, struct stream *st)
             }
             st->released = r;
             share_released(st, sched_now(d));
-            if (r == st->published && !st->starved_since)
+            if (r == st->published && !st->starved_since) {
                 st->starved_since = sched_now(d);
+                st->starved_pub = st->published;
+            }
             plan_fill_stream(d, st);
+        }
+        /* asleep for its next batch with the one it holds (a Python loop
+         * keeps its last batch alive while it asks for the next): a wait
+         * too; the client writes the eventfd as it goes to sleep (ring.h
+         * C4).  `sleeping` is the client's word: a false one only makes
+         * its own waits longer */
+        if (!st->starved_since && st->version >= 2 && st->published - st->released <= 1 &&
+            atomic_load_explicit(&h->sleeping, memory_order_relaxed)) {
+            st->starved_since = sched_now(d);
+            st->starved_pub = st->published;
         }
         /* also while at most one batch is ready, so that the release that
          * leaves the client waiting is seen at once (WAITS) */
@@ -1428,7 +1444,8 @@ void stream_check(const struct daemon *d)
                        "released + depth %u", st->id, (unsigned long long)st->released,
                        (unsigned long long)st->published, (unsigned long long)st->next_g,
                        st->geom.depth);
-        if (st->starved_since && st->released != st->published)         /* S1 (WAITS) */
+        if (st->starved_since && (st->published != st->starved_pub ||   /* S1 (WAITS) */
+                                  st->published - st->released > 1))
             CHECK_FAIL("client %u counted as waiting with %llu batches ready", st->id,
                        (unsigned long long)(st->published - st->released));
     }

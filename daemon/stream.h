@@ -125,6 +125,8 @@ struct stream {
     uint64_t batches, samples;
     uint64_t attach_ns;
     uint64_t starved_since;         /* client caught up and waits; 0 if not (WAITS) */
+    uint64_t starved_pub;           /* published when that wait began: it ends
+                                       with the next batch published */
     uint64_t starved_ns;            /* time the client waited on the daemon, ended waits */
     uint64_t waits;                 /* waits ended (observed into wait_hist) */
     uint64_t production_ns;         /* plan to publication, its published batches */

@@ -85,6 +85,12 @@
  *   C3. When done with batch g it stores released = g + 1 with release
  *       semantics, issues a seq_cst fence, and writes 1 to the eventfd if
  *       want_release is set (M4).
+ *   C4. The first time one wait goes to sleep (C2's sleeping = 1 and its
+ *       fence), it writes 1 to the eventfd if want_release is set, so the
+ *       daemon sees the wait begin even while the client holds a batch (a
+ *       Python loop keeps its last batch alive while it asks for the
+ *       next; WAITS in daemon/stream.c).  A client that does not is only
+ *       counted waiting once it has released every batch.
  *
  * WHICH MEMORY IS WHOSE.  The client maps the whole memfd read-write, so
  * every byte of it is client-writable, at any time, whatever the rules above

@@ -270,6 +270,39 @@ def test_a_python_loop_beside_a_stopped_member_is_not_held(daemon):
     stopped.close()
 
 
+def test_a_python_loops_waits_are_counted(daemon):
+    """A Python loop asks for its next batch with the last one alive, so
+    it never releases every batch: the daemon counted none of its waits
+    (STATS waited_s, which top's verdict and workers=auto read).  The
+    library now writes the eventfd as a wait goes to sleep (ring.h C4):
+    with the workers stopped for a second under the loop, the second is
+    counted."""
+    loader = ringfeed.Loader("test", 100, socket=daemon.sock, depth=4, name="loop",
+                             output="numpy")
+    it = iter(loader)
+    x, _ = next(it)
+    pids = daemon.worker_pids()
+    before = client_stat_f(daemon, "loop", "waited_s")
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    threading.Timer(1.0, lambda: [os.kill(p, signal.SIGCONT) for p in pids]).start()
+    for _ in range(20):  # past what the ring held: the loop waits out the stop
+        x, _ = next(it)
+    waited = client_stat_f(daemon, "loop", "waited_s")
+    assert waited - before >= 0.5, (before, waited)
+    del x
+    loader.close()
+
+
+def client_stat_f(d, name, key):
+    """STATS clients.N.key of the client labelled name, as a float."""
+    st = d.stats()
+    for k, v in st.items():
+        if k.startswith("clients.") and k.endswith(".name") and v == name:
+            return float(st[f"clients.{k.split('.')[1]}.{key}"])
+    raise AssertionError(f"no client named {name} in STATS")
+
+
 FORK = textwrap.dedent("""
     import json, os, sys, time, numpy as np, ringfeed
     loader = ringfeed.Loader("test", batch_size=1000, shuffle=False, depth=3, output="numpy",
