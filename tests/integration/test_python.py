@@ -48,12 +48,12 @@ def batch_bytes(images, info):
     return recs.tobytes() + np.ascontiguousarray(pixels).tobytes()
 
 
-def client_stat(d, name, key):
-    """STATS clients.N.key of the client labelled name, as an int."""
+def client_stat(d, name, key, kind=int):
+    """STATS clients.N.key of the client labelled name, as kind (int)."""
     st = d.stats()
     for k, v in st.items():
         if k.startswith("clients.") and k.endswith(".name") and v == name:
-            return int(st[f"clients.{k.split('.')[1]}.{key}"])
+            return kind(st[f"clients.{k.split('.')[1]}.{key}"])
     raise AssertionError(f"no client named {name} in STATS")
 
 
@@ -282,25 +282,16 @@ def test_a_python_loops_waits_are_counted(daemon):
     it = iter(loader)
     x, _ = next(it)
     pids = daemon.worker_pids()
-    before = client_stat_f(daemon, "loop", "waited_s")
+    before = client_stat(daemon, "loop", "waited_s", float)
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     threading.Timer(1.0, lambda: [os.kill(p, signal.SIGCONT) for p in pids]).start()
     for _ in range(20):  # past what the ring held: the loop waits out the stop
         x, _ = next(it)
-    waited = client_stat_f(daemon, "loop", "waited_s")
+    waited = client_stat(daemon, "loop", "waited_s", float)
     assert waited - before >= 0.5, (before, waited)
     del x
     loader.close()
-
-
-def client_stat_f(d, name, key):
-    """STATS clients.N.key of the client labelled name, as a float."""
-    st = d.stats()
-    for k, v in st.items():
-        if k.startswith("clients.") and k.endswith(".name") and v == name:
-            return float(st[f"clients.{k.split('.')[1]}.{key}"])
-    raise AssertionError(f"no client named {name} in STATS")
 
 
 FORK = textwrap.dedent("""
